@@ -1,0 +1,565 @@
+//! Commands (host → kernel). A command line has the envelope's shape:
+//! `{version, type, requestId, sessionId?, payload}`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
+
+macro_rules! command_payloads {
+    ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+            #[serde(rename_all = "camelCase")]
+            #[ts(optional_fields = nullable)]
+            pub struct $name { $( $(#[$fdoc])* pub $field: $ty, )* }
+        )*
+    };
+}
+
+/// What `request.send` does when the session is busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenBusy {
+    /// Wait in the queue (the default).
+    #[default]
+    Queue,
+    /// Join the running request at its next model call.
+    Steer,
+    /// Refuse with `request.rejected` (SESSION_BUSY).
+    Reject,
+}
+
+/// A review decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewDecision {
+    /// Approve.
+    #[default]
+    Approved,
+    /// Reject.
+    Rejected,
+}
+
+command_payloads! {
+    /// `runtime.shutdown`: interrupt everything, flush, close sessions, exit 0.
+    pub struct RuntimeShutdown {}
+
+    /// `session.start`.
+    pub struct SessionStart {
+        /// The workspace root (default: the runtime's workspace).
+        #[serde(default)]
+        pub workspace_path: Option<String>,
+        /// The permission mode (default: configuration, else `ask`).
+        #[serde(default)]
+        pub permission_mode: Option<PermissionMode>,
+        /// The model, `provider:model` (default: configuration).
+        #[serde(default)]
+        pub model: Option<String>,
+        /// A title.
+        #[serde(default)]
+        pub title: Option<String>,
+    }
+
+    /// `session.resume`.
+    pub struct SessionResume {
+        /// The session to restore.
+        pub session_id: String,
+        /// Replay the events logged after this cursor.
+        #[serde(default)]
+        pub after_sequence: Option<Cursor>,
+    }
+
+    /// `session.close`.
+    pub struct SessionClose {}
+
+    /// `session.list`.
+    pub struct SessionListCmd {}
+
+    /// `session.state`.
+    pub struct SessionStateCmd {}
+
+    /// `session.set_mode`.
+    pub struct SetMode {
+        /// The new mode.
+        pub mode: PermissionMode,
+    }
+
+    /// `session.set_model` (only while idle).
+    pub struct SetModel {
+        /// The model, `provider:model`.
+        pub model: String,
+    }
+
+    /// `session.set_rules`.
+    pub struct SetRules {
+        /// Rules valid everywhere.
+        #[serde(default)]
+        pub always_allow_global: Vec<String>,
+        /// Rules valid in this project.
+        #[serde(default)]
+        pub always_allow_project: Vec<String>,
+    }
+
+    /// `session.load_history`.
+    pub struct LoadHistory {
+        /// Messages, oldest first.
+        pub messages: Vec<HistoryMessage>,
+    }
+
+    /// `request.send`.
+    pub struct RequestSend {
+        /// The user's message.
+        pub message: String,
+        /// Local image paths.
+        #[serde(default)]
+        pub images: Option<Vec<String>>,
+        /// What to do when busy.
+        #[serde(default)]
+        pub when_busy: Option<WhenBusy>,
+        /// Propose edits as patches instead of writing them (this request only).
+        #[serde(default)]
+        pub patch_preview: Option<bool>,
+    }
+
+    /// `request.interrupt`.
+    pub struct RequestInterrupt {}
+
+    /// `request.cancel_queued`.
+    pub struct CancelQueued {
+        /// The queued request.
+        pub queued_request_id: String,
+    }
+
+    /// `approval.respond`.
+    pub struct ApprovalRespond {
+        /// The approval.
+        pub approval_id: String,
+        /// The decision.
+        pub decision: ApprovalDecision,
+    }
+
+    /// `plan.approve`.
+    pub struct PlanApprove {
+        /// The plan.
+        pub plan_id: String,
+        /// The mode to continue in (default `ask`).
+        #[serde(default)]
+        pub mode: Option<PermissionMode>,
+    }
+
+    /// `plan.reject`.
+    pub struct PlanReject {
+        /// The plan.
+        pub plan_id: String,
+        /// Feedback for the model.
+        #[serde(default)]
+        pub feedback: Option<String>,
+    }
+
+    /// `ask.respond`.
+    pub struct AskRespond {
+        /// The question.
+        pub ask_id: String,
+        /// The answer.
+        pub answer: String,
+    }
+
+    /// `context.compact`.
+    pub struct ContextCompact {}
+
+    /// `review.enter`.
+    pub struct ReviewEnter {
+        /// Why.
+        pub reason: String,
+        /// Whether requests are refused while pending.
+        #[serde(default)]
+        pub blocking: bool,
+        /// Checklist titles.
+        #[serde(default)]
+        pub checklist: Option<Vec<String>>,
+    }
+
+    /// `review.submit`.
+    pub struct ReviewSubmit {
+        /// A comment.
+        #[serde(default)]
+        pub comment: Option<String>,
+        /// A checklist item update `{id, done, note?}`.
+        #[serde(default)]
+        pub checklist_item: Option<ChecklistUpdate>,
+    }
+
+    /// `review.resolve`.
+    pub struct ReviewResolve {
+        /// The decision.
+        pub decision: ReviewDecision,
+        /// A summary.
+        #[serde(default)]
+        pub summary: Option<String>,
+    }
+
+    /// `review.status`.
+    pub struct ReviewStatusCmd {}
+
+    /// `patch.propose` (from a host).
+    pub struct PatchPropose {
+        /// Files with their new content (null content deletes).
+        pub files: Vec<ProposedFile>,
+        /// Why.
+        #[serde(default)]
+        pub reason: Option<String>,
+    }
+
+    /// `patch.apply`.
+    pub struct PatchApply {
+        /// The patch.
+        pub patch_id: String,
+    }
+
+    /// `patch.reject`.
+    pub struct PatchReject {
+        /// The patch.
+        pub patch_id: String,
+        /// Why.
+        #[serde(default)]
+        pub reason: Option<String>,
+    }
+
+    /// `patch.summary`.
+    pub struct PatchSummaryCmd {}
+
+    /// `task-graph.create`.
+    pub struct TaskGraphCreate {
+        /// A title.
+        #[serde(default)]
+        pub title: Option<String>,
+        /// A description.
+        #[serde(default)]
+        pub description: Option<String>,
+        /// The nodes.
+        pub nodes: Vec<NewTaskNode>,
+    }
+
+    /// `task-graph.add-node`.
+    pub struct TaskGraphAddNode {
+        /// The node.
+        pub node: NewTaskNode,
+    }
+
+    /// `task-graph.update-node`.
+    pub struct TaskGraphUpdateNode {
+        /// The node.
+        pub node_id: String,
+        /// The changes.
+        pub updates: NodeUpdates,
+    }
+
+    /// `task-graph.advance`.
+    pub struct TaskGraphAdvance {}
+
+    /// `task-graph.state`.
+    pub struct TaskGraphStateCmd {}
+
+    /// `sub-agent.list`.
+    pub struct SubAgentListCmd {}
+
+    /// `sub-agent.get`.
+    pub struct SubAgentGetCmd {
+        /// The sub-agent.
+        pub sub_agent_id: String,
+    }
+
+    /// `harness.status`.
+    pub struct HarnessStatusCmd {}
+
+    /// `background.list`.
+    pub struct BackgroundListCmd {}
+
+    /// `background.get`.
+    pub struct BackgroundGetCmd {
+        /// The task.
+        pub task_id: String,
+    }
+
+    /// `background.history`.
+    pub struct BackgroundHistoryCmd {
+        /// The task.
+        pub task_id: String,
+    }
+
+    /// `background.stop`.
+    pub struct BackgroundStopCmd {
+        /// The task.
+        pub task_id: String,
+    }
+
+    /// A checklist change in `review.submit`.
+    pub struct ChecklistUpdate {
+        /// The item.
+        pub id: String,
+        /// Done or not.
+        #[serde(default)]
+        pub done: bool,
+        /// A note.
+        #[serde(default)]
+        pub note: Option<String>,
+    }
+
+    /// A file in `patch.propose`.
+    pub struct ProposedFile {
+        /// Path relative to the workspace.
+        pub path: String,
+        /// The new content; null deletes the file.
+        #[serde(default)]
+        pub content: Option<String>,
+    }
+
+    /// A node in `task-graph.create` / `add-node`.
+    pub struct NewTaskNode {
+        /// Unique id.
+        pub id: String,
+        /// What the task is.
+        pub title: String,
+        /// More detail.
+        #[serde(default)]
+        pub description: Option<String>,
+        /// Dependencies.
+        #[serde(default)]
+        pub depends_on: Vec<String>,
+        /// Free-form data.
+        #[serde(default)]
+        #[ts(type = "Record<string, unknown> | null")]
+        pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+
+    /// Changes in `task-graph.update-node`.
+    pub struct NodeUpdates {
+        /// New status.
+        #[serde(default)]
+        pub status: Option<crate::ext::NodeStatus>,
+        /// New title.
+        #[serde(default)]
+        pub title: Option<String>,
+        /// A result.
+        #[serde(default)]
+        #[ts(type = "unknown")]
+        pub result: Option<serde_json::Value>,
+        /// An error.
+        #[serde(default)]
+        #[ts(type = "unknown")]
+        pub error: Option<serde_json::Value>,
+        /// Metadata to merge.
+        #[serde(default)]
+        #[ts(type = "Record<string, unknown> | null")]
+        pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    }
+}
+
+/// Defines [`CommandPayload`] and [`CommandType`] from one list.
+macro_rules! define_commands {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal => $payload:ty, session: $needs:literal ),* $(,)?) => {
+        /// A command's type and typed payload.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum CommandPayload {
+            $( $(#[$doc])* $variant($payload), )*
+        }
+
+        /// The type of a command.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum CommandType {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl CommandType {
+            /// Every command type, in documentation order.
+            pub const ALL: &'static [CommandType] = &[$(CommandType::$variant,)*];
+
+            /// The dotted wire name.
+            pub fn as_str(self) -> &'static str {
+                match self { $(CommandType::$variant => $name,)* }
+            }
+
+            /// Parses a wire name.
+            pub fn from_name(name: &str) -> Option<Self> {
+                match name { $($name => Some(CommandType::$variant),)* _ => None }
+            }
+
+            /// Whether the command needs `sessionId`.
+            pub fn needs_session(self) -> bool {
+                match self { $(CommandType::$variant => $needs,)* }
+            }
+
+            /// The Rust name of the payload type.
+            pub fn payload_type_name(self) -> &'static str {
+                match self { $(CommandType::$variant => stringify!($payload),)* }
+            }
+        }
+
+        impl CommandPayload {
+            /// The command's type.
+            pub fn command_type(&self) -> CommandType {
+                match self { $(CommandPayload::$variant(_) => CommandType::$variant,)* }
+            }
+
+            pub(crate) fn serialize_payload<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self { $(CommandPayload::$variant(p) => p.serialize(s),)* }
+            }
+
+            /// Decodes a payload for a known type, reporting the path of a bad field.
+            pub(crate) fn decode(
+                ty: CommandType,
+                payload: &str,
+            ) -> Result<Self, serde_path_to_error::Error<serde_json::Error>> {
+                match ty {
+                    $(CommandType::$variant => {
+                        let de = &mut serde_json::Deserializer::from_str(payload);
+                        serde_path_to_error::deserialize::<_, $payload>(de).map(CommandPayload::$variant)
+                    })*
+                }
+            }
+        }
+
+        pub(crate) fn payload_schemas(generator: &mut schemars::SchemaGenerator) -> Vec<(&'static str, schemars::Schema)> {
+            vec![$(($name, generator.subschema_for::<$payload>()),)*]
+        }
+
+        pub(crate) fn visit_payloads(v: &mut impl ts_rs::TypeVisitor) {
+            $(v.visit::<$payload>();)*
+        }
+    };
+}
+
+define_commands! {
+    /// Stop the runtime.
+    RuntimeShutdown = "runtime.shutdown" => RuntimeShutdown, session: false,
+    /// Create a session.
+    SessionStart = "session.start" => SessionStart, session: false,
+    /// Restore a session.
+    SessionResume = "session.resume" => SessionResume, session: false,
+    /// Close a session.
+    SessionClose = "session.close" => SessionClose, session: true,
+    /// List sessions.
+    SessionList = "session.list" => SessionListCmd, session: false,
+    /// Get a session's state.
+    SessionState = "session.state" => SessionStateCmd, session: true,
+    /// Change the permission mode.
+    SessionSetMode = "session.set_mode" => SetMode, session: true,
+    /// Change the model.
+    SessionSetModel = "session.set_model" => SetModel, session: true,
+    /// Sync always-allow rules.
+    SessionSetRules = "session.set_rules" => SetRules, session: true,
+    /// Load history.
+    SessionLoadHistory = "session.load_history" => LoadHistory, session: true,
+    /// Send a user message.
+    RequestSend = "request.send" => RequestSend, session: true,
+    /// Interrupt the running request.
+    RequestInterrupt = "request.interrupt" => RequestInterrupt, session: true,
+    /// Remove a queued request.
+    RequestCancelQueued = "request.cancel_queued" => CancelQueued, session: true,
+    /// Answer an approval.
+    ApprovalRespond = "approval.respond" => ApprovalRespond, session: true,
+    /// Approve a plan.
+    PlanApprove = "plan.approve" => PlanApprove, session: true,
+    /// Reject a plan.
+    PlanReject = "plan.reject" => PlanReject, session: true,
+    /// Answer a question.
+    AskRespond = "ask.respond" => AskRespond, session: true,
+    /// Compact the context now.
+    ContextCompact = "context.compact" => ContextCompact, session: true,
+    /// Enter review mode.
+    ReviewEnter = "review.enter" => ReviewEnter, session: true,
+    /// Comment on the review.
+    ReviewSubmit = "review.submit" => ReviewSubmit, session: true,
+    /// Resolve the review.
+    ReviewResolve = "review.resolve" => ReviewResolve, session: true,
+    /// Get the review state.
+    ReviewStatus = "review.status" => ReviewStatusCmd, session: true,
+    /// Propose a patch.
+    PatchPropose = "patch.propose" => PatchPropose, session: true,
+    /// Apply a patch.
+    PatchApply = "patch.apply" => PatchApply, session: true,
+    /// Reject a patch.
+    PatchReject = "patch.reject" => PatchReject, session: true,
+    /// Summarise patches.
+    PatchSummary = "patch.summary" => PatchSummaryCmd, session: true,
+    /// Create the task graph.
+    TaskGraphCreate = "task-graph.create" => TaskGraphCreate, session: true,
+    /// Add a node.
+    TaskGraphAddNode = "task-graph.add-node" => TaskGraphAddNode, session: true,
+    /// Update a node.
+    TaskGraphUpdateNode = "task-graph.update-node" => TaskGraphUpdateNode, session: true,
+    /// Promote ready nodes.
+    TaskGraphAdvance = "task-graph.advance" => TaskGraphAdvance, session: true,
+    /// Get the graph.
+    TaskGraphState = "task-graph.state" => TaskGraphStateCmd, session: true,
+    /// List sub-agents.
+    SubAgentList = "sub-agent.list" => SubAgentListCmd, session: true,
+    /// Get a sub-agent.
+    SubAgentGet = "sub-agent.get" => SubAgentGetCmd, session: true,
+    /// Aggregate status.
+    HarnessStatus = "harness.status" => HarnessStatusCmd, session: false,
+    /// List background tasks.
+    BackgroundList = "background.list" => BackgroundListCmd, session: true,
+    /// Get a background task.
+    BackgroundGet = "background.get" => BackgroundGetCmd, session: true,
+    /// Get a background task's output.
+    BackgroundHistory = "background.history" => BackgroundHistoryCmd, session: true,
+    /// Stop a background task.
+    BackgroundStop = "background.stop" => BackgroundStopCmd, session: true,
+}
+
+/// A decoded command.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    /// The protocol version the host spoke.
+    pub version: String,
+    /// Host-chosen request id; every answer carries it (see docs/protocol.md).
+    pub request_id: String,
+    /// The session, for session commands.
+    pub session_id: Option<String>,
+    /// Type and payload.
+    pub payload: CommandPayload,
+}
+
+impl Command {
+    /// A command at the current protocol version.
+    pub fn new(
+        request_id: impl Into<String>,
+        session_id: Option<String>,
+        payload: CommandPayload,
+    ) -> Self {
+        Self {
+            version: crate::PROTOCOL_VERSION.to_owned(),
+            request_id: request_id.into(),
+            session_id,
+            payload,
+        }
+    }
+
+    /// The command's type.
+    pub fn command_type(&self) -> CommandType {
+        self.payload.command_type()
+    }
+}
+
+impl Serialize for Command {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        struct P<'a>(&'a CommandPayload);
+        impl Serialize for P<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.0.serialize_payload(s)
+            }
+        }
+        let mut st = s.serialize_struct("Command", 5)?;
+        st.serialize_field("version", &self.version)?;
+        st.serialize_field("type", self.command_type().as_str())?;
+        st.serialize_field("requestId", &self.request_id)?;
+        st.serialize_field("sessionId", &self.session_id)?;
+        st.serialize_field("payload", &P(&self.payload))?;
+        st.end()
+    }
+}

@@ -1,0 +1,327 @@
+//! Data structures of the optional extensions (seed 002 §8, §12.5): review mode,
+//! patch preview, the task graph, sub-agents and background tasks.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::error::ErrorPayload;
+use crate::tools::DiffStats;
+use crate::types::Usage;
+
+/// Where a review stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewStatus {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved.
+    Approved,
+    /// Rejected.
+    Rejected,
+}
+
+/// A review comment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewComment {
+    /// Comment id within the review.
+    pub id: String,
+    /// Who wrote it.
+    pub author: String,
+    /// The text.
+    pub content: String,
+    /// When, ms since the epoch.
+    pub created_at: u64,
+}
+
+/// A checklist item of a review.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ChecklistItem {
+    /// Item id within the review.
+    pub id: String,
+    /// What to check.
+    pub title: String,
+    /// Whether it is done.
+    pub done: bool,
+    /// An optional note.
+    pub note: Option<String>,
+}
+
+/// The review state of a session (seed 002 §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewState {
+    /// The review id.
+    pub review_id: String,
+    /// Where it stands.
+    pub status: ReviewStatus,
+    /// Why the review was requested.
+    pub reason: String,
+    /// Who requested it.
+    pub requested_by: String,
+    /// When, ms since the epoch.
+    pub requested_at: u64,
+    /// Who resolved it.
+    pub resolved_by: Option<String>,
+    /// When it was resolved.
+    pub resolved_at: Option<u64>,
+    /// The decision, once resolved.
+    pub decision: Option<ReviewStatus>,
+    /// Whether requests are refused while it is pending.
+    pub blocking: bool,
+    /// Comments, oldest first.
+    pub comments: Vec<ReviewComment>,
+    /// The checklist.
+    pub checklist: Vec<ChecklistItem>,
+    /// A closing summary.
+    pub summary: Option<String>,
+}
+
+/// What happens to a file in a patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum PatchOp {
+    /// The file is created.
+    Create,
+    /// The file is changed.
+    Modify,
+    /// The file is deleted.
+    Delete,
+}
+
+/// One file of a patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchFile {
+    /// Position in the patch.
+    pub index: u32,
+    /// Path relative to the workspace root.
+    pub path: String,
+    /// What happens to it.
+    pub op: PatchOp,
+    /// Content before (null for create).
+    pub before: Option<String>,
+    /// Content after (null for delete).
+    pub after: Option<String>,
+    /// Unified diff.
+    pub diff: String,
+    /// Lines added and removed.
+    pub stats: DiffStats,
+}
+
+/// Where a patch stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum PatchStatus {
+    /// Waiting for apply or reject.
+    Pending,
+    /// Written to disk.
+    Applied,
+    /// Dropped.
+    Rejected,
+}
+
+/// Totals of a patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PatchStats {
+    /// Files touched.
+    pub file_count: u32,
+    /// Lines added.
+    pub added: u64,
+    /// Lines removed.
+    pub removed: u64,
+}
+
+/// A proposed change set (seed 002 §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Patch {
+    /// The patch id.
+    pub patch_id: String,
+    /// Where it stands.
+    pub status: PatchStatus,
+    /// `tool` when a tool proposed it, `host` when the host did.
+    pub origin: String,
+    /// Why it was proposed.
+    pub reason: Option<String>,
+    /// The request that proposed it.
+    pub request_id: Option<String>,
+    /// When, ms since the epoch.
+    pub proposed_at: u64,
+    /// When it was applied or rejected.
+    pub resolved_at: Option<u64>,
+    /// Who resolved it.
+    pub resolved_by: Option<String>,
+    /// The files.
+    pub files: Vec<PatchFile>,
+    /// Totals.
+    pub stats: PatchStats,
+}
+
+/// The status of a task-graph node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// Waiting for its dependencies.
+    Pending,
+    /// Its dependencies are done; it may start.
+    Ready,
+    /// Being worked on.
+    Running,
+    /// Done.
+    Completed,
+    /// Failed; its dependents are never promoted.
+    Failed,
+    /// Skipped; counts as done for its dependents.
+    Skipped,
+}
+
+/// A task-graph node (seed 002 §12.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskNode {
+    /// Unique within the graph.
+    pub id: String,
+    /// What the task is.
+    pub title: String,
+    /// More detail.
+    pub description: Option<String>,
+    /// Where it stands.
+    pub status: NodeStatus,
+    /// Nodes that must complete first.
+    pub depends_on: Vec<String>,
+    /// Free-form data.
+    #[ts(type = "Record<string, unknown>")]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Created, ms since the epoch.
+    pub created_at: u64,
+    /// Last change, ms since the epoch.
+    pub updated_at: u64,
+    /// When it started running.
+    pub started_at: Option<u64>,
+    /// When it reached a terminal status.
+    pub completed_at: Option<u64>,
+    /// The result, once completed.
+    #[ts(type = "unknown")]
+    pub result: serde_json::Value,
+    /// The error, once failed.
+    #[ts(type = "unknown")]
+    pub error: serde_json::Value,
+}
+
+/// Where a task graph stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum GraphStatus {
+    /// Some node is not terminal.
+    Active,
+    /// Every node is terminal and none failed.
+    Completed,
+    /// Every node is terminal and at least one failed.
+    Failed,
+}
+
+/// A persistent task DAG (seed 002 §12.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskGraph {
+    /// The graph id.
+    pub graph_id: String,
+    /// A title.
+    pub title: Option<String>,
+    /// A description.
+    pub description: Option<String>,
+    /// Where it stands.
+    pub status: GraphStatus,
+    /// A topological order of the node ids.
+    pub order: Vec<String>,
+    /// The nodes by id.
+    pub nodes: BTreeMap<String, TaskNode>,
+    /// Created, ms since the epoch.
+    pub created_at: u64,
+    /// Last change.
+    pub updated_at: u64,
+    /// When it reached a terminal status.
+    pub completed_at: Option<u64>,
+}
+
+/// Where a sub-agent stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum SubAgentStatus {
+    /// Working.
+    Running,
+    /// Finished with a summary.
+    Completed,
+    /// Failed or was cancelled.
+    Failed,
+}
+
+/// A sub-agent snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SubAgentInfo {
+    /// The sub-agent id.
+    pub sub_agent_id: String,
+    /// The session that spawned it.
+    pub parent_session_id: String,
+    /// The parent's request.
+    pub parent_request_id: String,
+    /// The task it was given.
+    pub task: String,
+    /// Tools it may use (a subset of the parent's).
+    pub tools: Vec<String>,
+    /// Where it stands.
+    pub status: SubAgentStatus,
+    /// The summary returned to the parent.
+    pub summary: Option<String>,
+    /// The error, if it failed.
+    pub error: Option<ErrorPayload>,
+    /// Tokens used.
+    pub usage: Usage,
+    /// Model turns taken.
+    pub turns: u32,
+    /// Started, ms since the epoch.
+    pub started_at: u64,
+    /// Finished.
+    pub finished_at: Option<u64>,
+}
+
+/// Where a background task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum BackgroundStatus {
+    /// Running.
+    Running,
+    /// Exited on its own.
+    Exited,
+    /// Stopped by a host or by the session closing.
+    Stopped,
+}
+
+/// A background shell task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTask {
+    /// The task id.
+    pub task_id: String,
+    /// The session that owns it.
+    pub session_id: String,
+    /// The command line.
+    pub command: String,
+    /// Where it stands.
+    pub status: BackgroundStatus,
+    /// Exit code once exited.
+    pub exit_code: Option<i32>,
+    /// Started, ms since the epoch.
+    pub started_at: u64,
+    /// Ended.
+    pub ended_at: Option<u64>,
+    /// The last lines of output.
+    pub output_tail: String,
+}

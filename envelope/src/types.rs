@@ -1,0 +1,344 @@
+//! Vocabulary shared by events and commands: permission levels and modes, approval
+//! decisions, plan steps, usage, sessions, models and history messages.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+/// A tool's permission level (seed 002 §6.2).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema, TS,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum PermissionLevel {
+    /// Reads only: no file changes, no processes, no network.
+    Read,
+    /// Changes files in the workspace; runs no commands.
+    Write,
+    /// Runs local commands or scripts.
+    Execute,
+    /// Needs extra approval: leaves the sandbox, downloads, rewrites git history,
+    /// touches paths outside the workspace.
+    Elevated,
+}
+
+/// A risk level shown to the person approving.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema, TS,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskLevel {
+    /// Harmless.
+    Low,
+    /// Changes something that can be undone.
+    Medium,
+    /// Destructive, irreversible or reaching outside the workspace.
+    High,
+}
+
+/// A session's permission mode.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema, TS,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    /// Reads are allowed; everything else asks. The default.
+    #[default]
+    Ask,
+    /// Edits and writes inside the workspace are allowed; shell and git writes ask.
+    AutoEdit,
+    /// No approvals (seed 000's yolo mode); the default-deny list still denies.
+    Auto,
+    /// Only read tools and read-only git run until a plan is approved.
+    Plan,
+}
+
+impl PermissionMode {
+    /// All modes, in documentation order.
+    pub const ALL: [PermissionMode; 4] = [
+        PermissionMode::Ask,
+        PermissionMode::AutoEdit,
+        PermissionMode::Auto,
+        PermissionMode::Plan,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Ask => "ask",
+            PermissionMode::AutoEdit => "auto-edit",
+            PermissionMode::Auto => "auto",
+            PermissionMode::Plan => "plan",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == s)
+    }
+}
+
+/// A person's answer to an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run this call only.
+    AllowOnce,
+    /// Run this call and the same call (same canonical key) for the rest of the session.
+    AllowSession,
+    /// Run it and remember the rule for this project (reported to the host to persist).
+    AllowAlwaysProject,
+    /// Run it and remember the rule everywhere (reported to the host to persist).
+    AllowAlwaysGlobal,
+    /// Do not run it; the model is told it was denied.
+    Deny,
+}
+
+impl ApprovalDecision {
+    /// Every decision.
+    pub const ALL: [ApprovalDecision; 5] = [
+        ApprovalDecision::AllowOnce,
+        ApprovalDecision::AllowSession,
+        ApprovalDecision::AllowAlwaysProject,
+        ApprovalDecision::AllowAlwaysGlobal,
+        ApprovalDecision::Deny,
+    ];
+
+    /// Whether the decision lets the call run.
+    pub fn allows(self) -> bool {
+        !matches!(self, ApprovalDecision::Deny)
+    }
+}
+
+/// The status of a plan step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on (at most one step at a time).
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStep {
+    /// Stable id within the plan, e.g. `s1`.
+    pub id: String,
+    /// What the step does.
+    pub title: String,
+    /// Where it stands.
+    pub status: StepStatus,
+}
+
+/// Where a plan stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    /// Being drafted by the model.
+    Drafting,
+    /// Proposed and waiting for the host's approval.
+    AwaitingApproval,
+    /// Approved; being executed.
+    Approved,
+    /// Rejected; the session stays in plan mode.
+    Rejected,
+}
+
+/// A plan as the session holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The plan id (`plan_…`).
+    pub plan_id: String,
+    /// Where it stands.
+    pub status: PlanStatus,
+    /// Optional summary written by the model.
+    pub summary: Option<String>,
+    /// The steps, in order.
+    pub steps: Vec<PlanStep>,
+}
+
+/// Token usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache.
+    pub cached_input_tokens: u64,
+}
+
+impl Usage {
+    /// Adds another usage to this one.
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+    }
+}
+
+/// What a session is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Nothing is running.
+    Idle,
+    /// A request is running.
+    Running,
+    /// A request waits for an approval, a plan decision or an answer.
+    WaitingApproval,
+    /// The session is closed.
+    Closed,
+}
+
+/// A session as listed by `session.list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session id.
+    pub session_id: String,
+    /// A title, if one was given.
+    pub title: Option<String>,
+    /// The workspace root (absolute).
+    pub workspace: String,
+    /// Creation time, ms since the epoch.
+    pub created_at: u64,
+    /// Last activity, ms since the epoch.
+    pub updated_at: u64,
+    /// What it is doing.
+    pub state: SessionState,
+    /// The permission mode.
+    pub permission_mode: PermissionMode,
+    /// The model, as `provider:model`.
+    pub model: String,
+}
+
+/// A model a host may offer (seed 000 §4.1 `availableLLMs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInfo {
+    /// The selection string, `provider:model`.
+    pub id: String,
+    /// A label for menus.
+    pub display_name: String,
+    /// The provider (`openai`, `anthropic`, `scripted`, …).
+    pub provider: String,
+    /// Whether it is the default.
+    pub is_current: bool,
+}
+
+/// The always-allow rules a host keeps and syncs (seed 000 §5.6). A rule is a tool name
+/// (`edit_file`) or a tool with a pattern (`run_shell(npm run test:*)`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRules {
+    /// Rules valid in every project.
+    pub always_allow_global: Vec<String>,
+    /// Rules valid in this project.
+    pub always_allow_project: Vec<String>,
+}
+
+/// The role of a history message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The system prompt.
+    System,
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+    /// A tool result.
+    Tool,
+}
+
+/// A tool call inside a history message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryToolCall {
+    /// The call id.
+    pub id: String,
+    /// The tool name.
+    pub name: String,
+    /// The arguments.
+    #[ts(type = "unknown")]
+    pub arguments: serde_json::Value,
+}
+
+/// A tool result inside a history message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryToolResult {
+    /// The id of the call this answers.
+    pub tool_call_id: String,
+    /// The result as the model saw it.
+    pub content: String,
+    /// Whether the call failed or was refused.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+/// A message of conversation history, as loaded by `session.load_history` (seed 000 §5.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct HistoryMessage {
+    /// Who spoke.
+    pub role: Role,
+    /// The text.
+    pub content: String,
+    /// Tool calls made in this message (assistant).
+    #[serde(default)]
+    pub tool_calls: Option<Vec<HistoryToolCall>>,
+    /// Tool results (tool).
+    #[serde(default)]
+    pub tool_results: Option<Vec<HistoryToolResult>>,
+}
+
+/// A position in a session's event log: the request and the sequence within it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Cursor {
+    /// The request id of the last event the host has.
+    pub request_id: String,
+    /// Its sequence.
+    pub sequence: u64,
+}
+
+/// Figures reported when a request ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct Telemetry {
+    /// Wall time of the request.
+    pub elapsed_ms: u64,
+    /// Model calls made.
+    pub turns: u32,
+    /// Tool calls made.
+    pub tool_calls: u32,
+    /// Prompt tokens over the request.
+    pub input_tokens: u64,
+    /// Completion tokens over the request.
+    pub output_tokens: u64,
+}
+
+/// Why a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model finished its answer.
+    EndTurn,
+    /// The request hit its maximum number of model turns.
+    MaxTurns,
+    /// The model refused.
+    Refusal,
+    /// The request failed (an `error` event precedes this).
+    Error,
+    /// The request was interrupted.
+    Interrupted,
+}

@@ -1,0 +1,1 @@
+//! keel-bridge (skeleton).

@@ -1,0 +1,12 @@
+//! The `keel` binary: flag parsing and glue only. The work lives in the library crates.
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--version") | Some("-V") => println!("keel {}", env!("CARGO_PKG_VERSION")),
+        _ => {
+            eprintln!("keel {}: no command yet", env!("CARGO_PKG_VERSION"));
+            std::process::exit(2);
+        }
+    }
+}

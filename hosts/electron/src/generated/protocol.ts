@@ -1,0 +1,2820 @@
+// Generated from the keel-envelope crate. Do not edit by hand.
+// Regenerate: KEEL_UPDATE_GENERATED=1 cargo test -p keel-envelope generated
+
+export const PROTOCOL_VERSION = "1.0";
+
+/**
+ * A person's answer to an approval request.
+ */
+export type ApprovalDecision = "allow_once" | "allow_session" | "allow_always_project" | "allow_always_global" | "deny";
+
+/**
+ * `approval.denied`.
+ */
+export type ApprovalDenied = { 
+/**
+ * The approval id.
+ */
+approvalId: string, 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * Why (`user`, or a rule).
+ */
+reason: string, };
+
+/**
+ * `approval.expired`: nobody answered in time, or the request was interrupted.
+ */
+export type ApprovalExpired = { 
+/**
+ * The approval id.
+ */
+approvalId: string, 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * `timeout` or `interrupted`.
+ */
+reason: string, };
+
+/**
+ * `approval.granted`.
+ */
+export type ApprovalGranted = { 
+/**
+ * The approval id.
+ */
+approvalId: string, 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * The decision taken.
+ */
+decision: ApprovalDecision, };
+
+/**
+ * `approval.requested`.
+ */
+export type ApprovalRequested = { 
+/**
+ * The approval id.
+ */
+approvalId: string, 
+/**
+ * The call it guards.
+ */
+toolCallId: string, 
+/**
+ * The tool.
+ */
+toolName: string, 
+/**
+ * The arguments.
+ */
+arguments: unknown, 
+/**
+ * What to show: the command for shell, a diff for edits and writes.
+ */
+preview: string, 
+/**
+ * The shell command, for shell and git calls.
+ */
+command: string | null, 
+/**
+ * Why approval is needed.
+ */
+reason: string, 
+/**
+ * E.g. `shell.execute`, `file.write`.
+ */
+actionType: string, 
+/**
+ * The risk.
+ */
+riskLevel: RiskLevel, 
+/**
+ * The permission level.
+ */
+permissionLevel: PermissionLevel, 
+/**
+ * E.g. `["process:spawn", "filesystem:workspace"]`.
+ */
+scope: Array<string>, 
+/**
+ * The decisions the host may send.
+ */
+decisions: Array<ApprovalDecision>, 
+/**
+ * When it expires (ms since the epoch), or null for never.
+ */
+expiresAt: bigint | null, };
+
+/**
+ * `approval.respond`.
+ */
+export type ApprovalRespond = { 
+/**
+ * The approval.
+ */
+approvalId: string, 
+/**
+ * The decision.
+ */
+decision: ApprovalDecision, };
+
+/**
+ * The always-allow rules a host keeps and syncs (seed 000 §5.6). A rule is a tool name
+ * (`edit_file`) or a tool with a pattern (`run_shell(npm run test:*)`).
+ */
+export type ApprovalRules = { 
+/**
+ * Rules valid in every project.
+ */
+alwaysAllowGlobal: Array<string>, 
+/**
+ * Rules valid in this project.
+ */
+alwaysAllowProject: Array<string>, };
+
+/**
+ * `ask.answered`.
+ */
+export type AskAnswered = { 
+/**
+ * The ask id.
+ */
+askId: string, 
+/**
+ * The answer.
+ */
+answer: string, };
+
+/**
+ * `ask.expired`.
+ */
+export type AskExpired = { 
+/**
+ * The ask id.
+ */
+askId: string, 
+/**
+ * `timeout` or `interrupted`.
+ */
+reason: string, };
+
+/**
+ * `ask.requested`: the model asks the user a question.
+ */
+export type AskRequested = { 
+/**
+ * The ask id.
+ */
+askId: string, 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * The question.
+ */
+question: string, 
+/**
+ * Suggested answers (may be empty).
+ */
+candidates: Array<string>, 
+/**
+ * When it expires, or null.
+ */
+expiresAt: bigint | null, };
+
+/**
+ * `ask.respond`.
+ */
+export type AskRespond = { 
+/**
+ * The question.
+ */
+askId: string, 
+/**
+ * The answer.
+ */
+answer: string, };
+
+/**
+ * `assistant.delta`: a streamed piece of text.
+ */
+export type AssistantDelta = { 
+/**
+ * The new text.
+ */
+text: string, };
+
+/**
+ * `assistant.final`: the request's final answer.
+ */
+export type AssistantFinal = { 
+/**
+ * The text.
+ */
+text: string, };
+
+/**
+ * `assistant.message`: a whole message (non-streaming fallback).
+ */
+export type AssistantMessage = { 
+/**
+ * The text.
+ */
+text: string, };
+
+/**
+ * `assistant.thought-summary`: a short summary of the model's thinking.
+ */
+export type AssistantThoughtSummary = { 
+/**
+ * The new text.
+ */
+text: string, };
+
+/**
+ * `background.get` / `background.stopped`.
+ */
+export type BackgroundEvent = { 
+/**
+ * The task.
+ */
+task: BackgroundTask, };
+
+/**
+ * `background.get`.
+ */
+export type BackgroundGetCmd = { 
+/**
+ * The task.
+ */
+taskId: string, };
+
+/**
+ * `background.history`.
+ */
+export type BackgroundHistory = { 
+/**
+ * The task id.
+ */
+taskId: string, 
+/**
+ * Its output lines, oldest first.
+ */
+lines: Array<string>, };
+
+/**
+ * `background.history`.
+ */
+export type BackgroundHistoryCmd = { 
+/**
+ * The task.
+ */
+taskId: string, };
+
+/**
+ * `background.list`.
+ */
+export type BackgroundList = { 
+/**
+ * The tasks.
+ */
+tasks: Array<BackgroundTask>, };
+
+/**
+ * `background.list`.
+ */
+export type BackgroundListCmd = Record<string, never>;
+
+/**
+ * Where a background task stands.
+ */
+export type BackgroundStatus = "running" | "exited" | "stopped";
+
+/**
+ * `background.stop`.
+ */
+export type BackgroundStopCmd = { 
+/**
+ * The task.
+ */
+taskId: string, };
+
+/**
+ * A background shell task.
+ */
+export type BackgroundTask = { 
+/**
+ * The task id.
+ */
+taskId: string, 
+/**
+ * The session that owns it.
+ */
+sessionId: string, 
+/**
+ * The command line.
+ */
+command: string, 
+/**
+ * Where it stands.
+ */
+status: BackgroundStatus, 
+/**
+ * Exit code once exited.
+ */
+exitCode: number | null, 
+/**
+ * Started, ms since the epoch.
+ */
+startedAt: bigint, 
+/**
+ * Ended.
+ */
+endedAt: bigint | null, 
+/**
+ * The last lines of output.
+ */
+outputTail: string, };
+
+/**
+ * `request.cancel_queued`.
+ */
+export type CancelQueued = { 
+/**
+ * The queued request.
+ */
+queuedRequestId: string, };
+
+/**
+ * A checklist item of a review.
+ */
+export type ChecklistItem = { 
+/**
+ * Item id within the review.
+ */
+id: string, 
+/**
+ * What to check.
+ */
+title: string, 
+/**
+ * Whether it is done.
+ */
+done: boolean, 
+/**
+ * An optional note.
+ */
+note: string | null, };
+
+/**
+ * A checklist change in `review.submit`.
+ */
+export type ChecklistUpdate = { 
+/**
+ * The item.
+ */
+id: string, 
+/**
+ * Done or not.
+ */
+done: boolean, 
+/**
+ * A note.
+ */
+note?: string | null, };
+
+/**
+ * `context.compaction.completed`.
+ */
+export type CompactionCompleted = { 
+/**
+ * Estimated tokens before.
+ */
+tokensBefore: bigint, 
+/**
+ * Estimated tokens after.
+ */
+tokensAfter: bigint, 
+/**
+ * Messages folded into the summary.
+ */
+messagesCompacted: number, 
+/**
+ * Whether the model summary failed and plain truncation was used.
+ */
+fallback: boolean, };
+
+/**
+ * `context.compaction.started`.
+ */
+export type CompactionStarted = { 
+/**
+ * `auto` or `manual`.
+ */
+trigger: string, 
+/**
+ * Estimated tokens before.
+ */
+tokensBefore: bigint, };
+
+/**
+ * `context.compact`.
+ */
+export type ContextCompact = Record<string, never>;
+
+/**
+ * A position in a session's event log: the request and the sequence within it.
+ */
+export type Cursor = { 
+/**
+ * The request id of the last event the host has.
+ */
+requestId: string, 
+/**
+ * Its sequence.
+ */
+sequence: bigint, };
+
+/**
+ * What the gate decided.
+ */
+export type Decision = "allow" | "ask" | "deny";
+
+/**
+ * Lines added and removed.
+ */
+export type DiffStats = { 
+/**
+ * Lines added.
+ */
+added: bigint, 
+/**
+ * Lines removed.
+ */
+removed: bigint, };
+
+/**
+ * One entry of a listing.
+ */
+export type DirEntry = { 
+/**
+ * Path relative to the workspace root, `/`-separated.
+ */
+path: string, 
+/**
+ * What it is.
+ */
+kind: EntryKind, 
+/**
+ * Size in bytes (files only; 0 otherwise).
+ */
+size: bigint, 
+/**
+ * Depth below the listed directory (1 = direct child).
+ */
+depth: number, };
+
+/**
+ * One exact replacement.
+ */
+export type Edit = { 
+/**
+ * The text to find; must match exactly once unless `replaceAll`.
+ */
+oldText: string, 
+/**
+ * The replacement.
+ */
+newText: string, 
+/**
+ * Replace every occurrence.
+ */
+replaceAll?: boolean | null, };
+
+/**
+ * `edit_file {path, edits}`.
+ */
+export type EditFileArgs = { 
+/**
+ * The file to edit.
+ */
+path: string, 
+/**
+ * The replacements, applied in order; all or none.
+ */
+edits: Array<Edit>, };
+
+/**
+ * The kind of a directory entry.
+ */
+export type EntryKind = "file" | "dir" | "symlink" | "other";
+
+/**
+ * Where an error belongs, so a desktop host can choose where to show it (seed 000 §4.10).
+ */
+export type ErrorCategory = "bridge" | "runtime" | "business";
+
+/**
+ * A stable error code. Hosts pattern-match on these; new codes may be added in
+ * a minor version, so hosts must treat an unknown code as a generic error.
+ */
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID";
+
+/**
+ * What the user can do about an error (seed 000 §4.10).
+ */
+export type ErrorHint = "check_llm_config" | "network" | "quota_exceeded";
+
+/**
+ * The structured error payload `{code, message, retryable, details, category?, severity?, hint?}`.
+ */
+export type ErrorPayload = { 
+/**
+ * The stable code.
+ */
+code: ErrorCode, 
+/**
+ * One sentence a person can read.
+ */
+message: string, 
+/**
+ * Whether retrying the same thing may succeed.
+ */
+retryable: boolean, 
+/**
+ * Machine-readable details (e.g. `{"field": "payload.mode"}`); always an object.
+ */
+details: Record<string, unknown>, 
+/**
+ * Where the error belongs.
+ */
+category?: ErrorCategory | null, 
+/**
+ * How serious it is.
+ */
+severity?: Severity | null, 
+/**
+ * What the user can do about it.
+ */
+hint?: ErrorHint | null, };
+
+/**
+ * The result of `edit_file` and `write_file`.
+ */
+export type FileChangeResult = { 
+/**
+ * The file changed.
+ */
+path: string, 
+/**
+ * Whether the file was created.
+ */
+created: boolean, 
+/**
+ * Unified diff of the change.
+ */
+diff: string, 
+/**
+ * Lines added and removed.
+ */
+stats: DiffStats, 
+/**
+ * Number of replacements made (edit_file).
+ */
+replacements: bigint, };
+
+/**
+ * `git {command, args?}`.
+ */
+export type GitArgs = { 
+/**
+ * The git subcommand (`status`, `diff`, `log`, `commit`, …).
+ */
+command: string, 
+/**
+ * Further arguments.
+ */
+args?: Array<string> | null, };
+
+/**
+ * Where a task graph stands.
+ */
+export type GraphStatus = "active" | "completed" | "failed";
+
+/**
+ * `harness.status`.
+ */
+export type HarnessStatus = { 
+/**
+ * Open sessions.
+ */
+sessions: Array<SessionInfo>, 
+/**
+ * Background tasks.
+ */
+backgroundTasks: Array<BackgroundTask>, 
+/**
+ * Running sub-agents.
+ */
+subAgents: Array<SubAgentInfo>, };
+
+/**
+ * `harness.status`.
+ */
+export type HarnessStatusCmd = Record<string, never>;
+
+/**
+ * A message of conversation history, as loaded by `session.load_history` (seed 000 §5.5).
+ */
+export type HistoryMessage = { 
+/**
+ * Who spoke.
+ */
+role: Role, 
+/**
+ * The text.
+ */
+content: string, 
+/**
+ * Tool calls made in this message (assistant).
+ */
+toolCalls?: Array<HistoryToolCall> | null, 
+/**
+ * Tool results (tool).
+ */
+toolResults?: Array<HistoryToolResult> | null, };
+
+/**
+ * A tool call inside a history message.
+ */
+export type HistoryToolCall = { 
+/**
+ * The call id.
+ */
+id: string, 
+/**
+ * The tool name.
+ */
+name: string, 
+/**
+ * The arguments.
+ */
+arguments: unknown, };
+
+/**
+ * A tool result inside a history message.
+ */
+export type HistoryToolResult = { 
+/**
+ * The id of the call this answers.
+ */
+toolCallId: string, 
+/**
+ * The result as the model saw it.
+ */
+content: string, 
+/**
+ * Whether the call failed or was refused.
+ */
+isError: boolean, };
+
+/**
+ * `list_dir {path, depth?}`.
+ */
+export type ListDirArgs = { 
+/**
+ * Directory relative to the workspace root; `.` for the root.
+ */
+path: string, 
+/**
+ * How deep to go (1 = the directory's own entries).
+ */
+depth?: number | null, };
+
+/**
+ * The result of `list_dir`.
+ */
+export type ListDirResult = { 
+/**
+ * The directory listed.
+ */
+path: string, 
+/**
+ * The entries, sorted by path.
+ */
+entries: Array<DirEntry>, 
+/**
+ * Whether entries were left out (entry cap reached).
+ */
+truncated: boolean, };
+
+/**
+ * `session.load_history`.
+ */
+export type LoadHistory = { 
+/**
+ * Messages, oldest first.
+ */
+messages: Array<HistoryMessage>, };
+
+/**
+ * Optional extras of an envelope. Unknown fields are ignored on decode.
+ */
+export type Meta = { 
+/**
+ * The requestId of the command this event answers, when that command's own
+ * requestId differs from the stream the event belongs to (see docs/protocol.md).
+ */
+replyTo?: string | null, 
+/**
+ * Duration of the operation this event closes, in ms.
+ */
+durationMs?: bigint | null, 
+/**
+ * A trace id for correlating logs.
+ */
+traceId?: string | null, 
+/**
+ * The model in use.
+ */
+model?: string | null, 
+/**
+ * The permission level involved.
+ */
+permissionLevel?: PermissionLevel | null, 
+/**
+ * For replayed events: true.
+ */
+replay?: boolean | null, };
+
+/**
+ * A model a host may offer (seed 000 §4.1 `availableLLMs`).
+ */
+export type ModelInfo = { 
+/**
+ * The selection string, `provider:model`.
+ */
+id: string, 
+/**
+ * A label for menus.
+ */
+displayName: string, 
+/**
+ * The provider (`openai`, `anthropic`, `scripted`, …).
+ */
+provider: string, 
+/**
+ * Whether it is the default.
+ */
+isCurrent: boolean, };
+
+/**
+ * A node in `task-graph.create` / `add-node`.
+ */
+export type NewTaskNode = { 
+/**
+ * Unique id.
+ */
+id: string, 
+/**
+ * What the task is.
+ */
+title: string, 
+/**
+ * More detail.
+ */
+description?: string | null, 
+/**
+ * Dependencies.
+ */
+dependsOn: Array<string>, 
+/**
+ * Free-form data.
+ */
+metadata: Record<string, unknown> | null, };
+
+/**
+ * The status of a task-graph node.
+ */
+export type NodeStatus = "pending" | "ready" | "running" | "completed" | "failed" | "skipped";
+
+/**
+ * Changes in `task-graph.update-node`.
+ */
+export type NodeUpdates = { 
+/**
+ * New status.
+ */
+status?: NodeStatus | null, 
+/**
+ * New title.
+ */
+title?: string | null, 
+/**
+ * A result.
+ */
+result: unknown, 
+/**
+ * An error.
+ */
+error: unknown, 
+/**
+ * Metadata to merge.
+ */
+metadata: Record<string, unknown> | null, };
+
+/**
+ * A proposed change set (seed 002 §8).
+ */
+export type Patch = { 
+/**
+ * The patch id.
+ */
+patchId: string, 
+/**
+ * Where it stands.
+ */
+status: PatchStatus, 
+/**
+ * `tool` when a tool proposed it, `host` when the host did.
+ */
+origin: string, 
+/**
+ * Why it was proposed.
+ */
+reason: string | null, 
+/**
+ * The request that proposed it.
+ */
+requestId: string | null, 
+/**
+ * When, ms since the epoch.
+ */
+proposedAt: bigint, 
+/**
+ * When it was applied or rejected.
+ */
+resolvedAt: bigint | null, 
+/**
+ * Who resolved it.
+ */
+resolvedBy: string | null, 
+/**
+ * The files.
+ */
+files: Array<PatchFile>, 
+/**
+ * Totals.
+ */
+stats: PatchStats, };
+
+/**
+ * `patch.apply`.
+ */
+export type PatchApply = { 
+/**
+ * The patch.
+ */
+patchId: string, };
+
+/**
+ * `patch.proposed` / `patch.applied` / `patch.rejected`.
+ */
+export type PatchEvent = { 
+/**
+ * The patch.
+ */
+patch: Patch, };
+
+/**
+ * One file of a patch.
+ */
+export type PatchFile = { 
+/**
+ * Position in the patch.
+ */
+index: number, 
+/**
+ * Path relative to the workspace root.
+ */
+path: string, 
+/**
+ * What happens to it.
+ */
+op: PatchOp, 
+/**
+ * Content before (null for create).
+ */
+before: string | null, 
+/**
+ * Content after (null for delete).
+ */
+after: string | null, 
+/**
+ * Unified diff.
+ */
+diff: string, 
+/**
+ * Lines added and removed.
+ */
+stats: DiffStats, };
+
+/**
+ * What happens to a file in a patch.
+ */
+export type PatchOp = "create" | "modify" | "delete";
+
+/**
+ * `patch.propose` (from a host).
+ */
+export type PatchPropose = { 
+/**
+ * Files with their new content (null content deletes).
+ */
+files: Array<ProposedFile>, 
+/**
+ * Why.
+ */
+reason?: string | null, };
+
+/**
+ * `patch.reject`.
+ */
+export type PatchReject = { 
+/**
+ * The patch.
+ */
+patchId: string, 
+/**
+ * Why.
+ */
+reason?: string | null, };
+
+/**
+ * Totals of a patch.
+ */
+export type PatchStats = { 
+/**
+ * Files touched.
+ */
+fileCount: number, 
+/**
+ * Lines added.
+ */
+added: bigint, 
+/**
+ * Lines removed.
+ */
+removed: bigint, };
+
+/**
+ * Where a patch stands.
+ */
+export type PatchStatus = "pending" | "applied" | "rejected";
+
+/**
+ * `patch.summary`.
+ */
+export type PatchSummary = { 
+/**
+ * Pending patches.
+ */
+pending: Array<Patch>, 
+/**
+ * Resolved patches, oldest first.
+ */
+history: Array<Patch>, 
+/**
+ * Totals over pending patches.
+ */
+totals: PatchStats, };
+
+/**
+ * `patch.summary`.
+ */
+export type PatchSummaryCmd = Record<string, never>;
+
+/**
+ * A tool's permission level (seed 002 §6.2).
+ */
+export type PermissionLevel = "read" | "write" | "execute" | "elevated";
+
+/**
+ * A session's permission mode.
+ */
+export type PermissionMode = "ask" | "auto-edit" | "auto" | "plan";
+
+/**
+ * A plan as the session holds it.
+ */
+export type Plan = { 
+/**
+ * The plan id (`plan_…`).
+ */
+planId: string, 
+/**
+ * Where it stands.
+ */
+status: PlanStatus, 
+/**
+ * Optional summary written by the model.
+ */
+summary: string | null, 
+/**
+ * The steps, in order.
+ */
+steps: Array<PlanStep>, };
+
+/**
+ * `plan.approval_required`.
+ */
+export type PlanApprovalRequired = { 
+/**
+ * The plan id.
+ */
+planId: string, 
+/**
+ * The proposed steps.
+ */
+steps: Array<PlanStep>, 
+/**
+ * The model's summary.
+ */
+summary: string | null, };
+
+/**
+ * `plan.approve`.
+ */
+export type PlanApprove = { 
+/**
+ * The plan.
+ */
+planId: string, 
+/**
+ * The mode to continue in (default `ask`).
+ */
+mode?: PermissionMode | null, };
+
+/**
+ * `plan.approved`.
+ */
+export type PlanApproved = { 
+/**
+ * The plan id.
+ */
+planId: string, 
+/**
+ * The mode the session continues in.
+ */
+mode: PermissionMode, };
+
+/**
+ * `plan.reject`.
+ */
+export type PlanReject = { 
+/**
+ * The plan.
+ */
+planId: string, 
+/**
+ * Feedback for the model.
+ */
+feedback?: string | null, };
+
+/**
+ * `plan.rejected`.
+ */
+export type PlanRejected = { 
+/**
+ * The plan id.
+ */
+planId: string, 
+/**
+ * Feedback passed to the model.
+ */
+feedback: string | null, };
+
+/**
+ * `plan.started`.
+ */
+export type PlanStarted = { 
+/**
+ * The plan id.
+ */
+planId: string, };
+
+/**
+ * Where a plan stands.
+ */
+export type PlanStatus = "drafting" | "awaiting_approval" | "approved" | "rejected";
+
+/**
+ * One step of a plan.
+ */
+export type PlanStep = { 
+/**
+ * Stable id within the plan, e.g. `s1`.
+ */
+id: string, 
+/**
+ * What the step does.
+ */
+title: string, 
+/**
+ * Where it stands.
+ */
+status: StepStatus, };
+
+/**
+ * `plan.updated`.
+ */
+export type PlanUpdated = { 
+/**
+ * The plan id.
+ */
+planId: string, 
+/**
+ * Every step with its status.
+ */
+steps: Array<PlanStep>, };
+
+/**
+ * The permission gate's verdict on one call, as printed by `keel policy check`.
+ */
+export type PolicyVerdict = { 
+/**
+ * Allow, ask or deny.
+ */
+decision: Decision, 
+/**
+ * The permission level of this call.
+ */
+level: PermissionLevel, 
+/**
+ * The risk shown to the approver.
+ */
+riskLevel: RiskLevel, 
+/**
+ * Why, in words a person can read.
+ */
+reason: string, 
+/**
+ * The approval action type, e.g. `shell.execute`, `file.write`.
+ */
+actionType: string, 
+/**
+ * The approval scope, e.g. `["process:spawn", "filesystem:workspace"]`.
+ */
+scope: Array<string>, };
+
+/**
+ * A file in `patch.propose`.
+ */
+export type ProposedFile = { 
+/**
+ * Path relative to the workspace.
+ */
+path: string, 
+/**
+ * The new content; null deletes the file.
+ */
+content?: string | null, };
+
+/**
+ * `read_file {path, offset?, limit?}`.
+ */
+export type ReadFileArgs = { 
+/**
+ * Path relative to the workspace root (or absolute inside it).
+ */
+path: string, 
+/**
+ * First line to return, 1-based.
+ */
+offset?: bigint | null, 
+/**
+ * Maximum number of lines to return.
+ */
+limit?: bigint | null, };
+
+/**
+ * The result of `read_file`.
+ */
+export type ReadFileResult = { 
+/**
+ * The path as given, normalised relative to the workspace.
+ */
+path: string, 
+/**
+ * The text returned.
+ */
+content: string, 
+/**
+ * First line returned, 1-based.
+ */
+startLine: bigint, 
+/**
+ * Number of lines returned.
+ */
+lineCount: bigint, 
+/**
+ * Total number of lines in the file.
+ */
+totalLines: bigint, 
+/**
+ * Size of the file in bytes.
+ */
+sizeBytes: bigint, 
+/**
+ * Whether lines were left out (by `limit` or by the size cap).
+ */
+truncated: boolean, };
+
+/**
+ * `request.accepted`: the request starts running now.
+ */
+export type RequestAccepted = { 
+/**
+ * The user's message.
+ */
+message: string, 
+/**
+ * Whether it had waited in the queue.
+ */
+fromQueue: boolean, };
+
+/**
+ * `request.cancelled`: a queued request was removed.
+ */
+export type RequestCancelled = { 
+/**
+ * The removed request.
+ */
+queuedRequestId: string, };
+
+/**
+ * `request.interrupt`.
+ */
+export type RequestInterrupt = Record<string, never>;
+
+/**
+ * `request.queued`.
+ */
+export type RequestQueued = { 
+/**
+ * 1-based position in the queue.
+ */
+position: number, };
+
+/**
+ * `request.send`.
+ */
+export type RequestSend = { 
+/**
+ * The user's message.
+ */
+message: string, 
+/**
+ * Local image paths.
+ */
+images?: Array<string> | null, 
+/**
+ * What to do when busy.
+ */
+whenBusy?: WhenBusy | null, 
+/**
+ * Propose edits as patches instead of writing them (this request only).
+ */
+patchPreview?: boolean | null, };
+
+/**
+ * `request.steered`: the message joined the running request.
+ */
+export type RequestSteered = { 
+/**
+ * The running request it joined.
+ */
+targetRequestId: string, };
+
+/**
+ * A review comment.
+ */
+export type ReviewComment = { 
+/**
+ * Comment id within the review.
+ */
+id: string, 
+/**
+ * Who wrote it.
+ */
+author: string, 
+/**
+ * The text.
+ */
+content: string, 
+/**
+ * When, ms since the epoch.
+ */
+createdAt: bigint, };
+
+/**
+ * A review decision.
+ */
+export type ReviewDecision = "approved" | "rejected";
+
+/**
+ * `review.enter`.
+ */
+export type ReviewEnter = { 
+/**
+ * Why.
+ */
+reason: string, 
+/**
+ * Whether requests are refused while pending.
+ */
+blocking: boolean, 
+/**
+ * Checklist titles.
+ */
+checklist?: Array<string> | null, };
+
+/**
+ * `review.requested` / `review.updated` / `review.resolved`.
+ */
+export type ReviewEvent = { 
+/**
+ * The review.
+ */
+review: ReviewState, };
+
+/**
+ * `review.resolve`.
+ */
+export type ReviewResolve = { 
+/**
+ * The decision.
+ */
+decision: ReviewDecision, 
+/**
+ * A summary.
+ */
+summary?: string | null, };
+
+/**
+ * The review state of a session (seed 002 §8).
+ */
+export type ReviewState = { 
+/**
+ * The review id.
+ */
+reviewId: string, 
+/**
+ * Where it stands.
+ */
+status: ReviewStatus, 
+/**
+ * Why the review was requested.
+ */
+reason: string, 
+/**
+ * Who requested it.
+ */
+requestedBy: string, 
+/**
+ * When, ms since the epoch.
+ */
+requestedAt: bigint, 
+/**
+ * Who resolved it.
+ */
+resolvedBy: string | null, 
+/**
+ * When it was resolved.
+ */
+resolvedAt: bigint | null, 
+/**
+ * The decision, once resolved.
+ */
+decision: ReviewStatus | null, 
+/**
+ * Whether requests are refused while it is pending.
+ */
+blocking: boolean, 
+/**
+ * Comments, oldest first.
+ */
+comments: Array<ReviewComment>, 
+/**
+ * The checklist.
+ */
+checklist: Array<ChecklistItem>, 
+/**
+ * A closing summary.
+ */
+summary: string | null, };
+
+/**
+ * `review.state`: the answer to `review.status`.
+ */
+export type ReviewStateEvent = { 
+/**
+ * The review, or null.
+ */
+review: ReviewState | null, 
+/**
+ * Whether requests are blocked now.
+ */
+blocking: boolean, };
+
+/**
+ * Where a review stands.
+ */
+export type ReviewStatus = "pending" | "approved" | "rejected";
+
+/**
+ * `review.status`.
+ */
+export type ReviewStatusCmd = Record<string, never>;
+
+/**
+ * `review.submit`.
+ */
+export type ReviewSubmit = { 
+/**
+ * A comment.
+ */
+comment?: string | null, 
+/**
+ * A checklist item update `{id, done, note?}`.
+ */
+checklistItem?: ChecklistUpdate | null, };
+
+/**
+ * A risk level shown to the person approving.
+ */
+export type RiskLevel = "low" | "medium" | "high";
+
+/**
+ * The role of a history message.
+ */
+export type Role = "system" | "user" | "assistant" | "tool";
+
+/**
+ * `run_shell {command, cwd?, timeoutMs?, background?}`.
+ */
+export type RunShellArgs = { 
+/**
+ * The command line, run by `sh -c`.
+ */
+command: string, 
+/**
+ * Working directory inside the workspace (default: the root).
+ */
+cwd?: string | null, 
+/**
+ * Time limit (default 120 000 ms).
+ */
+timeoutMs?: bigint | null, 
+/**
+ * Start as a background task and return at once.
+ */
+background?: boolean | null, };
+
+/**
+ * The result of `run_shell`.
+ */
+export type RunShellResult = { 
+/**
+ * Exit code, or null when killed by a signal.
+ */
+exitCode: number | null, 
+/**
+ * Captured standard output (capped).
+ */
+stdout: string, 
+/**
+ * Captured standard error (capped).
+ */
+stderr: string, 
+/**
+ * Whether the time limit killed it.
+ */
+timedOut: boolean, 
+/**
+ * Whether output was cut at the cap.
+ */
+truncated: boolean, 
+/**
+ * Wall time.
+ */
+durationMs: bigint, 
+/**
+ * Whether it ran inside the OS sandbox.
+ */
+sandboxed: boolean, };
+
+/**
+ * `runtime.ready`: the first line a bridge writes (seed 000 §4.1).
+ */
+export type RuntimeReady = { 
+/**
+ * The protocol version, e.g. `1.0`.
+ */
+protocolVersion: string, 
+/**
+ * The Keel version.
+ */
+keelVersion: string, 
+/**
+ * The bridge's process id.
+ */
+pid: number, 
+/**
+ * The default workspace, if one was given.
+ */
+workspace: string | null, 
+/**
+ * Models a host may offer.
+ */
+availableModels: Array<ModelInfo>, 
+/**
+ * The permission modes.
+ */
+permissionModes: Array<PermissionMode>, 
+/**
+ * Feature names (`approvals`, `plan`, `resume`, `queue`, …).
+ */
+capabilities: Array<string>, };
+
+/**
+ * `runtime.shutdown`: interrupt everything, flush, close sessions, exit 0.
+ */
+export type RuntimeShutdown = Record<string, never>;
+
+/**
+ * `runtime.stopped`: the last line before the process exits.
+ */
+export type RuntimeStopped = { 
+/**
+ * Why (`shutdown`, `eof`).
+ */
+reason: string, };
+
+/**
+ * `search_files {query, path?, mode, glob?, caseSensitive?, regex?, contextLines?, maxResults?}`.
+ */
+export type SearchFilesArgs = { 
+/**
+ * What to look for.
+ */
+query: string, 
+/**
+ * Where to look (default: the workspace root).
+ */
+path?: string | null, 
+/**
+ * Content or name search.
+ */
+mode?: SearchMode | null, 
+/**
+ * Only files matching this glob.
+ */
+glob?: string | null, 
+/**
+ * Case-sensitive matching (default: smart case).
+ */
+caseSensitive?: boolean | null, 
+/**
+ * Treat the query as a regular expression (default: literal).
+ */
+regex?: boolean | null, 
+/**
+ * Lines of context around each match.
+ */
+contextLines?: number | null, 
+/**
+ * At most this many results.
+ */
+maxResults?: number | null, };
+
+/**
+ * The result of `search_files`.
+ */
+export type SearchFilesResult = { 
+/**
+ * The hits, in path then line order.
+ */
+matches: Array<SearchMatch>, 
+/**
+ * Whether hits were left out (`maxResults` reached).
+ */
+truncated: boolean, 
+/**
+ * Number of files searched.
+ */
+filesSearched: bigint, };
+
+/**
+ * One search hit.
+ */
+export type SearchMatch = { 
+/**
+ * Path relative to the workspace root.
+ */
+path: string, 
+/**
+ * 1-based line number (content mode; null in name mode).
+ */
+line: bigint | null, 
+/**
+ * The matching line or name, possibly with context lines.
+ */
+snippet: string, };
+
+/**
+ * How `search_files` matches.
+ */
+export type SearchMode = "content" | "name";
+
+/**
+ * `session.close`.
+ */
+export type SessionClose = Record<string, never>;
+
+/**
+ * `session.closed`.
+ */
+export type SessionClosed = { 
+/**
+ * Why (`requested`, `shutdown`).
+ */
+reason: string, };
+
+/**
+ * `session.completed`: a request ended.
+ */
+export type SessionCompleted = { 
+/**
+ * Why it ended.
+ */
+stopReason: StopReason, 
+/**
+ * The final text, if any.
+ */
+finalText: string | null, 
+/**
+ * Figures.
+ */
+telemetry: Telemetry, };
+
+/**
+ * `session.history_loaded`.
+ */
+export type SessionHistoryLoaded = { 
+/**
+ * Messages now in history.
+ */
+messageCount: number, };
+
+/**
+ * A session as listed by `session.list`.
+ */
+export type SessionInfo = { 
+/**
+ * The session id.
+ */
+sessionId: string, 
+/**
+ * A title, if one was given.
+ */
+title: string | null, 
+/**
+ * The workspace root (absolute).
+ */
+workspace: string, 
+/**
+ * Creation time, ms since the epoch.
+ */
+createdAt: bigint, 
+/**
+ * Last activity, ms since the epoch.
+ */
+updatedAt: bigint, 
+/**
+ * What it is doing.
+ */
+state: SessionState, 
+/**
+ * The permission mode.
+ */
+permissionMode: PermissionMode, 
+/**
+ * The model, as `provider:model`.
+ */
+model: string, };
+
+/**
+ * `session.interrupted`: the request was cancelled, or the interrupt found nothing to do.
+ */
+export type SessionInterrupted = { 
+/**
+ * The request that was cancelled (null when the session was idle).
+ */
+interruptedRequestId: string | null, 
+/**
+ * Why (`user`, `shutdown`, `parent`).
+ */
+reason: string, 
+/**
+ * Whether a request was running.
+ */
+wasRunning: boolean, };
+
+/**
+ * `session.list`: the answer to the `session.list` command.
+ */
+export type SessionList = { 
+/**
+ * Sessions, most recently updated first.
+ */
+sessions: Array<SessionInfo>, };
+
+/**
+ * `session.list`.
+ */
+export type SessionListCmd = Record<string, never>;
+
+/**
+ * `session.mode_changed`.
+ */
+export type SessionModeChanged = { 
+/**
+ * The new mode.
+ */
+mode: PermissionMode, 
+/**
+ * The mode before.
+ */
+previousMode: PermissionMode, };
+
+/**
+ * `session.model_changed` (seed 000 `llm_changed`).
+ */
+export type SessionModelChanged = { 
+/**
+ * The new model.
+ */
+model: string, 
+/**
+ * The model before.
+ */
+previousModel: string, };
+
+/**
+ * `session.resume`.
+ */
+export type SessionResume = { 
+/**
+ * The session to restore.
+ */
+sessionId: string, 
+/**
+ * Replay the events logged after this cursor.
+ */
+afterSequence?: Cursor | null, };
+
+/**
+ * `session.resumed`.
+ */
+export type SessionResumed = { 
+/**
+ * The session.
+ */
+session: SessionInfo, 
+/**
+ * A short summary (first user message, counts).
+ */
+summary: string, 
+/**
+ * Messages of history restored.
+ */
+messageCount: number, 
+/**
+ * The plan, if any.
+ */
+plan: Plan | null, 
+/**
+ * The always-allow rules in force.
+ */
+rules: ApprovalRules, 
+/**
+ * The last event in the log before this one.
+ */
+lastCursor: Cursor | null, 
+/**
+ * Events replayed after this one (with `afterSequence`).
+ */
+replayed: number, };
+
+/**
+ * `session.rules_updated`: rules changed, by `session.set_rules` or by an
+ * `allow_always_*` approval (the host should persist them).
+ */
+export type SessionRulesUpdated = { 
+/**
+ * The rules now in force.
+ */
+rules: ApprovalRules, 
+/**
+ * `host` or `approval`.
+ */
+source: string, };
+
+/**
+ * `session.start`.
+ */
+export type SessionStart = { 
+/**
+ * The workspace root (default: the runtime's workspace).
+ */
+workspacePath?: string | null, 
+/**
+ * The permission mode (default: configuration, else `ask`).
+ */
+permissionMode?: PermissionMode | null, 
+/**
+ * The model, `provider:model` (default: configuration).
+ */
+model?: string | null, 
+/**
+ * A title.
+ */
+title?: string | null, };
+
+/**
+ * `session.started`.
+ */
+export type SessionStarted = { 
+/**
+ * The new session id.
+ */
+sessionId: string, 
+/**
+ * The workspace root.
+ */
+workspace: string, 
+/**
+ * The permission mode.
+ */
+permissionMode: PermissionMode, 
+/**
+ * The model, `provider:model`.
+ */
+model: string, 
+/**
+ * The title, if given.
+ */
+title: string | null, 
+/**
+ * Creation time.
+ */
+createdAt: bigint, };
+
+/**
+ * What a session is doing.
+ */
+export type SessionState = "idle" | "running" | "waiting_approval" | "closed";
+
+/**
+ * `session.state`.
+ */
+export type SessionStateCmd = Record<string, never>;
+
+/**
+ * `session.state`: the answer to `session.state`.
+ */
+export type SessionStateSnapshot = { 
+/**
+ * The session.
+ */
+session: SessionInfo, 
+/**
+ * The running request.
+ */
+activeRequestId: string | null, 
+/**
+ * Queued request ids, in order.
+ */
+queuedRequestIds: Array<string>, 
+/**
+ * Approval ids awaiting an answer.
+ */
+pendingApprovalIds: Array<string>, 
+/**
+ * The plan.
+ */
+plan: Plan | null, 
+/**
+ * The rules.
+ */
+rules: ApprovalRules, 
+/**
+ * Total usage.
+ */
+usage: Usage, 
+/**
+ * Messages in history.
+ */
+messageCount: number, 
+/**
+ * What the session is doing.
+ */
+state: SessionState, };
+
+/**
+ * `session.set_mode`.
+ */
+export type SetMode = { 
+/**
+ * The new mode.
+ */
+mode: PermissionMode, };
+
+/**
+ * `session.set_model` (only while idle).
+ */
+export type SetModel = { 
+/**
+ * The model, `provider:model`.
+ */
+model: string, };
+
+/**
+ * `session.set_rules`.
+ */
+export type SetRules = { 
+/**
+ * Rules valid everywhere.
+ */
+alwaysAllowGlobal: Array<string>, 
+/**
+ * Rules valid in this project.
+ */
+alwaysAllowProject: Array<string>, };
+
+/**
+ * How serious an error is.
+ */
+export type Severity = "error" | "warning" | "info";
+
+/**
+ * Who produced an event.
+ */
+export type Source = "runtime" | "tool" | "bridge" | "host" | "renderer" | "desktop-main" | "cli-runtime";
+
+/**
+ * The status of a plan step.
+ */
+export type StepStatus = "pending" | "in_progress" | "completed";
+
+/**
+ * Why a request ended.
+ */
+export type StopReason = "end_turn" | "max_turns" | "refusal" | "error" | "interrupted";
+
+/**
+ * `sub-agent.started` / `sub-agent.completed` / `sub-agent.failed`.
+ */
+export type SubAgentEvent = { 
+/**
+ * The session that spawned it.
+ */
+parentSessionId: string, 
+/**
+ * The sub-agent.
+ */
+subAgentId: string, 
+/**
+ * Its snapshot.
+ */
+subAgent: SubAgentInfo, };
+
+/**
+ * `sub-agent.get`.
+ */
+export type SubAgentGet = { 
+/**
+ * The sub-agent.
+ */
+subAgent: SubAgentInfo, };
+
+/**
+ * `sub-agent.get`.
+ */
+export type SubAgentGetCmd = { 
+/**
+ * The sub-agent.
+ */
+subAgentId: string, };
+
+/**
+ * A sub-agent snapshot.
+ */
+export type SubAgentInfo = { 
+/**
+ * The sub-agent id.
+ */
+subAgentId: string, 
+/**
+ * The session that spawned it.
+ */
+parentSessionId: string, 
+/**
+ * The parent's request.
+ */
+parentRequestId: string, 
+/**
+ * The task it was given.
+ */
+task: string, 
+/**
+ * Tools it may use (a subset of the parent's).
+ */
+tools: Array<string>, 
+/**
+ * Where it stands.
+ */
+status: SubAgentStatus, 
+/**
+ * The summary returned to the parent.
+ */
+summary: string | null, 
+/**
+ * The error, if it failed.
+ */
+error: ErrorPayload | null, 
+/**
+ * Tokens used.
+ */
+usage: Usage, 
+/**
+ * Model turns taken.
+ */
+turns: number, 
+/**
+ * Started, ms since the epoch.
+ */
+startedAt: bigint, 
+/**
+ * Finished.
+ */
+finishedAt: bigint | null, };
+
+/**
+ * `sub-agent.list`.
+ */
+export type SubAgentList = { 
+/**
+ * Running sub-agents.
+ */
+active: Array<SubAgentInfo>, 
+/**
+ * The last finished ones (at most 100), newest first.
+ */
+recent: Array<SubAgentInfo>, };
+
+/**
+ * `sub-agent.list`.
+ */
+export type SubAgentListCmd = Record<string, never>;
+
+/**
+ * `sub-agent.progress`.
+ */
+export type SubAgentProgress = { 
+/**
+ * The session that spawned it.
+ */
+parentSessionId: string, 
+/**
+ * The sub-agent.
+ */
+subAgentId: string, 
+/**
+ * What it is doing.
+ */
+message: string, };
+
+/**
+ * Where a sub-agent stands.
+ */
+export type SubAgentStatus = "running" | "completed" | "failed";
+
+/**
+ * A persistent task DAG (seed 002 §12.5).
+ */
+export type TaskGraph = { 
+/**
+ * The graph id.
+ */
+graphId: string, 
+/**
+ * A title.
+ */
+title: string | null, 
+/**
+ * A description.
+ */
+description: string | null, 
+/**
+ * Where it stands.
+ */
+status: GraphStatus, 
+/**
+ * A topological order of the node ids.
+ */
+order: Array<string>, 
+/**
+ * The nodes by id.
+ */
+nodes: { [key in string]?: TaskNode }, 
+/**
+ * Created, ms since the epoch.
+ */
+createdAt: bigint, 
+/**
+ * Last change.
+ */
+updatedAt: bigint, 
+/**
+ * When it reached a terminal status.
+ */
+completedAt: bigint | null, };
+
+/**
+ * `task-graph.add-node`.
+ */
+export type TaskGraphAddNode = { 
+/**
+ * The node.
+ */
+node: NewTaskNode, };
+
+/**
+ * `task-graph.advance`.
+ */
+export type TaskGraphAdvance = Record<string, never>;
+
+/**
+ * `task-graph.advanced`.
+ */
+export type TaskGraphAdvanced = { 
+/**
+ * The graph id.
+ */
+graphId: string, 
+/**
+ * Nodes promoted to ready.
+ */
+becameReady: Array<string>, 
+/**
+ * The graph after the advance.
+ */
+graph: TaskGraph, };
+
+/**
+ * `task-graph.create`.
+ */
+export type TaskGraphCreate = { 
+/**
+ * A title.
+ */
+title?: string | null, 
+/**
+ * A description.
+ */
+description?: string | null, 
+/**
+ * The nodes.
+ */
+nodes: Array<NewTaskNode>, };
+
+/**
+ * `task-graph.created` / `task-graph.updated` / `task-graph.completed` / `task-graph.state`.
+ */
+export type TaskGraphEvent = { 
+/**
+ * The graph (null in `task-graph.state` when there is none).
+ */
+graph: TaskGraph | null, };
+
+/**
+ * `task-graph.node.added` / `node.updated` / `node.completed` / `node.failed`.
+ */
+export type TaskGraphNodeEvent = { 
+/**
+ * The graph id.
+ */
+graphId: string, 
+/**
+ * The node.
+ */
+node: TaskNode, };
+
+/**
+ * `task-graph.state`.
+ */
+export type TaskGraphStateCmd = Record<string, never>;
+
+/**
+ * `task-graph.update-node`.
+ */
+export type TaskGraphUpdateNode = { 
+/**
+ * The node.
+ */
+nodeId: string, 
+/**
+ * The changes.
+ */
+updates: NodeUpdates, };
+
+/**
+ * A task-graph node (seed 002 §12.5).
+ */
+export type TaskNode = { 
+/**
+ * Unique within the graph.
+ */
+id: string, 
+/**
+ * What the task is.
+ */
+title: string, 
+/**
+ * More detail.
+ */
+description: string | null, 
+/**
+ * Where it stands.
+ */
+status: NodeStatus, 
+/**
+ * Nodes that must complete first.
+ */
+dependsOn: Array<string>, 
+/**
+ * Free-form data.
+ */
+metadata: Record<string, unknown>, 
+/**
+ * Created, ms since the epoch.
+ */
+createdAt: bigint, 
+/**
+ * Last change, ms since the epoch.
+ */
+updatedAt: bigint, 
+/**
+ * When it started running.
+ */
+startedAt: bigint | null, 
+/**
+ * When it reached a terminal status.
+ */
+completedAt: bigint | null, 
+/**
+ * The result, once completed.
+ */
+result: unknown, 
+/**
+ * The error, once failed.
+ */
+error: unknown, };
+
+/**
+ * Figures reported when a request ends.
+ */
+export type Telemetry = { 
+/**
+ * Wall time of the request.
+ */
+elapsedMs: bigint, 
+/**
+ * Model calls made.
+ */
+turns: number, 
+/**
+ * Tool calls made.
+ */
+toolCalls: number, 
+/**
+ * Prompt tokens over the request.
+ */
+inputTokens: bigint, 
+/**
+ * Completion tokens over the request.
+ */
+outputTokens: bigint, };
+
+/**
+ * `tool.call.completed`.
+ */
+export type ToolCallCompleted = { 
+/**
+ * The call id.
+ */
+toolCallId: string, 
+/**
+ * The tool.
+ */
+toolName: string, 
+/**
+ * The structured result (see the tool's documented result type).
+ */
+result: unknown, 
+/**
+ * Wall time.
+ */
+durationMs: bigint, };
+
+/**
+ * `tool.call.failed`.
+ */
+export type ToolCallFailed = { 
+/**
+ * The call id.
+ */
+toolCallId: string, 
+/**
+ * The tool.
+ */
+toolName: string, 
+/**
+ * What went wrong.
+ */
+error: ErrorPayload, 
+/**
+ * Wall time.
+ */
+durationMs: bigint, };
+
+/**
+ * `tool.call.progress`: streamed output.
+ */
+export type ToolCallProgress = { 
+/**
+ * The call id.
+ */
+toolCallId: string, 
+/**
+ * `stdout`, `stderr` or `info`.
+ */
+stream: string, 
+/**
+ * The chunk.
+ */
+chunk: string, };
+
+/**
+ * `tool.call.skipped`: refused by the gate, denied or cancelled before running.
+ */
+export type ToolCallSkipped = { 
+/**
+ * The call id.
+ */
+toolCallId: string, 
+/**
+ * The tool.
+ */
+toolName: string, 
+/**
+ * Why, as a stable code (`TOOL_PERMISSION_DENIED`, `PLAN_APPROVAL_REQUIRED`, …).
+ */
+error: ErrorPayload, };
+
+/**
+ * `tool.call.started`.
+ */
+export type ToolCallStarted = { 
+/**
+ * The call id.
+ */
+toolCallId: string, 
+/**
+ * The tool.
+ */
+toolName: string, 
+/**
+ * The arguments.
+ */
+arguments: unknown, 
+/**
+ * The permission level.
+ */
+permissionLevel: PermissionLevel, };
+
+/**
+ * Token usage.
+ */
+export type Usage = { 
+/**
+ * Prompt tokens.
+ */
+inputTokens: bigint, 
+/**
+ * Completion tokens.
+ */
+outputTokens: bigint, 
+/**
+ * Prompt tokens served from the provider's cache.
+ */
+cachedInputTokens: bigint, };
+
+/**
+ * `usage.updated`: after each model call.
+ */
+export type UsageUpdated = { 
+/**
+ * This call's usage.
+ */
+last: Usage, 
+/**
+ * The request's total.
+ */
+request: Usage, 
+/**
+ * The session's total.
+ */
+session: Usage, 
+/**
+ * Estimated tokens in context.
+ */
+contextTokens: bigint, 
+/**
+ * The model's context window.
+ */
+contextWindow: bigint, };
+
+/**
+ * What `request.send` does when the session is busy.
+ */
+export type WhenBusy = "queue" | "steer" | "reject";
+
+/**
+ * `write_file {path, content}`.
+ */
+export type WriteFileArgs = { 
+/**
+ * The file to create or overwrite.
+ */
+path: string, 
+/**
+ * The whole new content.
+ */
+content: string, };
+
+/** Every event type and its payload. */
+export interface EventPayloads {
+  "runtime.ready": RuntimeReady;
+  "runtime.stopped": RuntimeStopped;
+  "session.started": SessionStarted;
+  "session.resumed": SessionResumed;
+  "session.interrupted": SessionInterrupted;
+  "session.completed": SessionCompleted;
+  "session.closed": SessionClosed;
+  "session.list": SessionList;
+  "session.state": SessionStateSnapshot;
+  "session.mode_changed": SessionModeChanged;
+  "session.model_changed": SessionModelChanged;
+  "session.rules_updated": SessionRulesUpdated;
+  "session.history_loaded": SessionHistoryLoaded;
+  "request.accepted": RequestAccepted;
+  "request.rejected": ErrorPayload;
+  "request.queued": RequestQueued;
+  "request.steered": RequestSteered;
+  "request.cancelled": RequestCancelled;
+  "assistant.message": AssistantMessage;
+  "assistant.delta": AssistantDelta;
+  "assistant.thought-summary": AssistantThoughtSummary;
+  "assistant.final": AssistantFinal;
+  "plan.started": PlanStarted;
+  "plan.updated": PlanUpdated;
+  "plan.approval_required": PlanApprovalRequired;
+  "plan.approved": PlanApproved;
+  "plan.rejected": PlanRejected;
+  "tool.call.started": ToolCallStarted;
+  "tool.call.progress": ToolCallProgress;
+  "tool.call.completed": ToolCallCompleted;
+  "tool.call.failed": ToolCallFailed;
+  "tool.call.skipped": ToolCallSkipped;
+  "approval.requested": ApprovalRequested;
+  "approval.granted": ApprovalGranted;
+  "approval.denied": ApprovalDenied;
+  "approval.expired": ApprovalExpired;
+  "ask.requested": AskRequested;
+  "ask.answered": AskAnswered;
+  "ask.expired": AskExpired;
+  "context.compaction.started": CompactionStarted;
+  "context.compaction.completed": CompactionCompleted;
+  "usage.updated": UsageUpdated;
+  "warning": ErrorPayload;
+  "error": ErrorPayload;
+  "review.requested": ReviewEvent;
+  "review.updated": ReviewEvent;
+  "review.resolved": ReviewEvent;
+  "review.state": ReviewStateEvent;
+  "patch.proposed": PatchEvent;
+  "patch.applied": PatchEvent;
+  "patch.rejected": PatchEvent;
+  "patch.summary": PatchSummary;
+  "task-graph.created": TaskGraphEvent;
+  "task-graph.updated": TaskGraphEvent;
+  "task-graph.node.added": TaskGraphNodeEvent;
+  "task-graph.node.updated": TaskGraphNodeEvent;
+  "task-graph.node.completed": TaskGraphNodeEvent;
+  "task-graph.node.failed": TaskGraphNodeEvent;
+  "task-graph.advanced": TaskGraphAdvanced;
+  "task-graph.completed": TaskGraphEvent;
+  "task-graph.state": TaskGraphEvent;
+  "sub-agent.started": SubAgentEvent;
+  "sub-agent.progress": SubAgentProgress;
+  "sub-agent.completed": SubAgentEvent;
+  "sub-agent.failed": SubAgentEvent;
+  "sub-agent.list": SubAgentList;
+  "sub-agent.get": SubAgentGet;
+  "harness.status": HarnessStatus;
+  "background.list": BackgroundList;
+  "background.get": BackgroundEvent;
+  "background.history": BackgroundHistory;
+  "background.stopped": BackgroundEvent;
+}
+
+export type EventTypeName = keyof EventPayloads;
+
+export const EVENT_TYPES: readonly EventTypeName[] = [
+  "runtime.ready",
+  "runtime.stopped",
+  "session.started",
+  "session.resumed",
+  "session.interrupted",
+  "session.completed",
+  "session.closed",
+  "session.list",
+  "session.state",
+  "session.mode_changed",
+  "session.model_changed",
+  "session.rules_updated",
+  "session.history_loaded",
+  "request.accepted",
+  "request.rejected",
+  "request.queued",
+  "request.steered",
+  "request.cancelled",
+  "assistant.message",
+  "assistant.delta",
+  "assistant.thought-summary",
+  "assistant.final",
+  "plan.started",
+  "plan.updated",
+  "plan.approval_required",
+  "plan.approved",
+  "plan.rejected",
+  "tool.call.started",
+  "tool.call.progress",
+  "tool.call.completed",
+  "tool.call.failed",
+  "tool.call.skipped",
+  "approval.requested",
+  "approval.granted",
+  "approval.denied",
+  "approval.expired",
+  "ask.requested",
+  "ask.answered",
+  "ask.expired",
+  "context.compaction.started",
+  "context.compaction.completed",
+  "usage.updated",
+  "warning",
+  "error",
+  "review.requested",
+  "review.updated",
+  "review.resolved",
+  "review.state",
+  "patch.proposed",
+  "patch.applied",
+  "patch.rejected",
+  "patch.summary",
+  "task-graph.created",
+  "task-graph.updated",
+  "task-graph.node.added",
+  "task-graph.node.updated",
+  "task-graph.node.completed",
+  "task-graph.node.failed",
+  "task-graph.advanced",
+  "task-graph.completed",
+  "task-graph.state",
+  "sub-agent.started",
+  "sub-agent.progress",
+  "sub-agent.completed",
+  "sub-agent.failed",
+  "sub-agent.list",
+  "sub-agent.get",
+  "harness.status",
+  "background.list",
+  "background.get",
+  "background.history",
+  "background.stopped",
+];
+
+/** The envelope fields common to every event. */
+export interface EnvelopeBase {
+  version: string;
+  sessionId: string | null;
+  requestId: string;
+  eventId: string;
+  timestamp: number;
+  source: Source;
+  sequence: number;
+  meta?: Meta;
+}
+
+/** A known event: `type` narrows `payload`. */
+export type KeelEvent = { [K in EventTypeName]: EnvelopeBase & { type: K; payload: EventPayloads[K] } }[EventTypeName];
+
+/** An event of a type this version does not know; consumers must ignore it. */
+export type UnknownEvent = EnvelopeBase & { type: string; payload: Record<string, unknown> };
+
+/** Every command type and its payload. */
+export interface CommandPayloads {
+  "runtime.shutdown": RuntimeShutdown;
+  "session.start": SessionStart;
+  "session.resume": SessionResume;
+  "session.close": SessionClose;
+  "session.list": SessionListCmd;
+  "session.state": SessionStateCmd;
+  "session.set_mode": SetMode;
+  "session.set_model": SetModel;
+  "session.set_rules": SetRules;
+  "session.load_history": LoadHistory;
+  "request.send": RequestSend;
+  "request.interrupt": RequestInterrupt;
+  "request.cancel_queued": CancelQueued;
+  "approval.respond": ApprovalRespond;
+  "plan.approve": PlanApprove;
+  "plan.reject": PlanReject;
+  "ask.respond": AskRespond;
+  "context.compact": ContextCompact;
+  "review.enter": ReviewEnter;
+  "review.submit": ReviewSubmit;
+  "review.resolve": ReviewResolve;
+  "review.status": ReviewStatusCmd;
+  "patch.propose": PatchPropose;
+  "patch.apply": PatchApply;
+  "patch.reject": PatchReject;
+  "patch.summary": PatchSummaryCmd;
+  "task-graph.create": TaskGraphCreate;
+  "task-graph.add-node": TaskGraphAddNode;
+  "task-graph.update-node": TaskGraphUpdateNode;
+  "task-graph.advance": TaskGraphAdvance;
+  "task-graph.state": TaskGraphStateCmd;
+  "sub-agent.list": SubAgentListCmd;
+  "sub-agent.get": SubAgentGetCmd;
+  "harness.status": HarnessStatusCmd;
+  "background.list": BackgroundListCmd;
+  "background.get": BackgroundGetCmd;
+  "background.history": BackgroundHistoryCmd;
+  "background.stop": BackgroundStopCmd;
+}
+
+export type CommandTypeName = keyof CommandPayloads;
+
+export const COMMAND_TYPES: readonly CommandTypeName[] = [
+  "runtime.shutdown",
+  "session.start",
+  "session.resume",
+  "session.close",
+  "session.list",
+  "session.state",
+  "session.set_mode",
+  "session.set_model",
+  "session.set_rules",
+  "session.load_history",
+  "request.send",
+  "request.interrupt",
+  "request.cancel_queued",
+  "approval.respond",
+  "plan.approve",
+  "plan.reject",
+  "ask.respond",
+  "context.compact",
+  "review.enter",
+  "review.submit",
+  "review.resolve",
+  "review.status",
+  "patch.propose",
+  "patch.apply",
+  "patch.reject",
+  "patch.summary",
+  "task-graph.create",
+  "task-graph.add-node",
+  "task-graph.update-node",
+  "task-graph.advance",
+  "task-graph.state",
+  "sub-agent.list",
+  "sub-agent.get",
+  "harness.status",
+  "background.list",
+  "background.get",
+  "background.history",
+  "background.stop",
+];
+
+/** Commands that need `sessionId`. */
+export const SESSION_COMMANDS: readonly CommandTypeName[] = [
+  "session.close",
+  "session.state",
+  "session.set_mode",
+  "session.set_model",
+  "session.set_rules",
+  "session.load_history",
+  "request.send",
+  "request.interrupt",
+  "request.cancel_queued",
+  "approval.respond",
+  "plan.approve",
+  "plan.reject",
+  "ask.respond",
+  "context.compact",
+  "review.enter",
+  "review.submit",
+  "review.resolve",
+  "review.status",
+  "patch.propose",
+  "patch.apply",
+  "patch.reject",
+  "patch.summary",
+  "task-graph.create",
+  "task-graph.add-node",
+  "task-graph.update-node",
+  "task-graph.advance",
+  "task-graph.state",
+  "sub-agent.list",
+  "sub-agent.get",
+  "background.list",
+  "background.get",
+  "background.history",
+  "background.stop",
+];
+
+/** A command line. */
+export type KeelCommand = { [K in CommandTypeName]: { version: string; type: K; requestId: string; sessionId?: string | null; payload: CommandPayloads[K] } }[CommandTypeName];
+
+export const ERROR_CODES: readonly ErrorCode[] = [
+  "SESSION_NOT_FOUND",
+  "REQUEST_INVALID",
+  "TOOL_NOT_REGISTERED",
+  "TOOL_PERMISSION_DENIED",
+  "PLAN_APPROVAL_REQUIRED",
+  "PLAN_REJECTED",
+  "TOOL_EXECUTION_FAILED",
+  "MCP_SERVER_UNAVAILABLE",
+  "SESSION_PERSISTENCE_FAILED",
+  "CONTEXT_COMPACTION_FAILED",
+  "RUNTIME_INTERNAL_ERROR",
+  "VERSION_MISMATCH",
+  "APPROVAL_NOT_FOUND",
+  "PLAN_NOT_FOUND",
+  "ASK_NOT_FOUND",
+  "SESSION_BUSY",
+  "QUEUED_REQUEST_NOT_FOUND",
+  "REVIEW_BLOCKING",
+  "REVIEW_NOT_FOUND",
+  "PATCH_NOT_FOUND",
+  "PATCH_CONFLICT",
+  "INVALID_DEPENDENCY",
+  "DUPLICATE_NODE",
+  "CYCLE_DETECTED",
+  "GRAPH_NOT_FOUND",
+  "SUB_AGENT_NOT_FOUND",
+  "BACKGROUND_TASK_NOT_FOUND",
+  "MODEL_ERROR",
+  "MODEL_UNAVAILABLE",
+  "INTERRUPTED",
+  "MAX_TURNS_EXCEEDED",
+  "PATH_OUTSIDE_WORKSPACE",
+  "TOOL_ARGUMENTS_INVALID",
+];

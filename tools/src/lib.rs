@@ -1,0 +1,102 @@
+//! Keel's tools and the permission gate's pure decision.
+//!
+//! - [`spec`]: the permission matrix as one data table (name, description, argument
+//!   schema, level, plan-mode behaviour, approval requirement). The gate, the docs and
+//!   the tests read this table.
+//! - [`policy`]: the pure decision `(tool, arguments, mode, rules) → allow / ask / deny`.
+//! - [`Tool`]: the trait every tool (built-in or registered by a host) implements.
+//!
+//! This crate knows nothing of sessions, envelopes streams or models.
+
+pub mod policy;
+pub mod spec;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use keel_envelope::ErrorPayload;
+use tokio_util::sync::CancellationToken;
+
+pub use spec::{ApprovalRequirement, PlanBehavior, ToolSpec};
+
+/// Which output stream a progress chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+    /// A note from the tool itself.
+    Info,
+}
+
+impl ProgressStream {
+    /// The wire spelling used in `tool.call.progress.stream`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProgressStream::Stdout => "stdout",
+            ProgressStream::Stderr => "stderr",
+            ProgressStream::Info => "info",
+        }
+    }
+}
+
+/// Receives streamed output of a running tool.
+pub type ProgressSink = Arc<dyn Fn(ProgressStream, String) + Send + Sync>;
+
+/// Sandbox settings for `run_shell`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Use bubblewrap when available.
+    pub enabled: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// Everything a tool call may use.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The workspace root (canonical, absolute).
+    pub workspace: PathBuf,
+    /// Fires when the call is cancelled (interrupt, shutdown).
+    pub cancel: CancellationToken,
+    /// Streamed output.
+    pub progress: ProgressSink,
+    /// Whether the call was approved at the elevated level (network allowed, paths
+    /// outside the workspace readable).
+    pub elevated: bool,
+    /// Sandbox settings.
+    pub sandbox: SandboxConfig,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("workspace", &self.workspace)
+            .field("elevated", &self.elevated)
+            .field("sandbox", &self.sandbox)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool. Built-in tools and host-registered tools implement the same trait and
+/// declare the same metadata ([`ToolSpec`]).
+#[async_trait]
+pub trait Tool: Send + Sync + std::fmt::Debug {
+    /// The tool's row in the permission matrix.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Runs the call. Arguments were validated against the spec's schema by the caller
+    /// only loosely; the tool parses them itself and reports `TOOL_ARGUMENTS_INVALID`.
+    /// Must return promptly after `ctx.cancel` fires (with code `INTERRUPTED`).
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload>;
+}
