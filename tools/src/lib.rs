@@ -100,3 +100,8 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload>;
 }
+
+/// The built-in tools (placeholder until the tools land).
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    Vec::new()
+}

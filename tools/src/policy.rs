@@ -63,3 +63,41 @@ pub struct Verdict {
     /// The shell command, for shell and git calls.
     pub command: Option<String>,
 }
+
+/// The decision (placeholder until the policy engine lands: reads allow, the rest asks).
+pub fn decide(input: &DecisionInput<'_>) -> Verdict {
+    use keel_envelope::tools::Decision;
+    use keel_envelope::types::{PermissionLevel, RiskLevel};
+    let read = matches!(input.tool, "read_file" | "list_dir" | "search_files");
+    let plan_denied = input.mode == PermissionMode::Plan && !read;
+    let decision = if read {
+        Decision::Allow
+    } else if plan_denied {
+        Decision::Deny
+    } else if input.mode == PermissionMode::Auto {
+        Decision::Allow
+    } else {
+        Decision::Ask
+    };
+    let key = format!("{}:{}", input.tool, input.args);
+    let decision = if decision == Decision::Ask && input.rules.session_keys.contains(&key) {
+        Decision::Allow
+    } else {
+        decision
+    };
+    Verdict {
+        verdict: PolicyVerdict {
+            decision,
+            level: if read { PermissionLevel::Read } else { PermissionLevel::Write },
+            risk_level: if read { RiskLevel::Low } else { RiskLevel::Medium },
+            reason: "placeholder policy".into(),
+            action_type: format!("{}.call", input.tool),
+            scope: vec![],
+        },
+        key,
+        deny_code: plan_denied.then_some(ErrorCode::PlanApprovalRequired),
+        elevated: false,
+        preview: String::new(),
+        command: None,
+    }
+}
