@@ -61,29 +61,24 @@ pub trait IdGen: Send + Sync + fmt::Debug {
     fn next_id(&self, kind: IdKind) -> String;
 }
 
-/// The production generator: a prefix and a ULID.
-#[derive(Debug, Default)]
+/// The production generator: a prefix and a ULID, monotonic within the process so
+/// ids sort in creation order.
+#[derive(Default)]
 pub struct UlidGen {
-    last: Mutex<Option<ulid::Ulid>>,
+    generator: Mutex<ulid::Generator>,
+}
+
+impl fmt::Debug for UlidGen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("UlidGen")
+    }
 }
 
 impl IdGen for UlidGen {
     fn next_id(&self, kind: IdKind) -> String {
-        // Monotonic within one process, so ids sort in creation order.
-        let id = match self.last.lock() {
-            Ok(mut last) => {
-                let next = match *last {
-                    Some(prev) => ulid::Generator::new()
-                        .generate()
-                        .ok()
-                        .filter(|u| *u > prev)
-                        .or_else(|| prev.increment())
-                        .unwrap_or_else(ulid::Ulid::new),
-                    None => ulid::Ulid::new(),
-                };
-                *last = Some(next);
-                next
-            }
+        let id = match self.generator.lock() {
+            // Overflow of the random part within one millisecond: fall back to a fresh id.
+            Ok(mut g) => g.generate().unwrap_or_else(|_| ulid::Ulid::new()),
             Err(_) => ulid::Ulid::new(),
         };
         format!("{}{}", kind.prefix(), id)

@@ -6,17 +6,18 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use keel_envelope::events::{
-    ApprovalDenied, ApprovalExpired, ApprovalGranted, ApprovalRequested, AskAnswered, AskExpired, AskRequested,
-    AssistantDelta, AssistantFinal, AssistantThoughtSummary, CompactionCompleted, CompactionStarted, PlanApprovalRequired,
-    PlanApproved, PlanRejected, PlanStarted, PlanUpdated, RequestAccepted, SessionCompleted, SessionInterrupted,
-    SessionModeChanged, SessionRulesUpdated, ToolCallCompleted, ToolCallFailed, ToolCallProgress, ToolCallSkipped,
-    ToolCallStarted, UsageUpdated,
+    ApprovalDenied, ApprovalExpired, ApprovalGranted, ApprovalRequested, AskAnswered, AskExpired,
+    AskRequested, AssistantDelta, AssistantFinal, AssistantThoughtSummary, CompactionCompleted,
+    CompactionStarted, PlanApprovalRequired, PlanApproved, PlanRejected, PlanStarted, PlanUpdated,
+    RequestAccepted, SessionCompleted, SessionInterrupted, SessionModeChanged, SessionRulesUpdated,
+    ToolCallCompleted, ToolCallFailed, ToolCallProgress, ToolCallSkipped, ToolCallStarted,
+    UsageUpdated,
 };
 use keel_envelope::ids::IdKind;
 use keel_envelope::tools::Decision;
 use keel_envelope::types::{
-    ApprovalDecision, PermissionLevel, PermissionMode, Plan, PlanStatus, PlanStep, StepStatus, StopReason, Telemetry,
-    Usage,
+    ApprovalDecision, PermissionLevel, PermissionMode, Plan, PlanStatus, PlanStep, StepStatus,
+    StopReason, Telemetry, Usage,
 };
 use keel_envelope::{ErrorCode, ErrorPayload, Event, Meta, Source};
 use keel_tools::{ProgressStream, ToolContext};
@@ -30,7 +31,10 @@ use crate::session::{Active, PlanAnswer, Queued, Session};
 
 /// How a request ended.
 enum Outcome {
-    Done { stop: StopReason, text: Option<String> },
+    Done {
+        stop: StopReason,
+        text: Option<String>,
+    },
     Failed(ErrorPayload),
     Interrupted,
 }
@@ -72,7 +76,12 @@ struct Counters {
     usage: Usage,
 }
 
-async fn run_request(session: &Arc<Session>, q: &Queued, cancel: &CancellationToken, from_queue: bool) {
+async fn run_request(
+    session: &Arc<Session>,
+    q: &Queued,
+    cancel: &CancellationToken,
+    from_queue: bool,
+) {
     let rid = q.id.as_str();
     session
         .emitter
@@ -107,7 +116,10 @@ async fn run_request(session: &Arc<Session>, q: &Queued, cancel: &CancellationTo
             if let Some(t) = &text {
                 session
                     .emitter
-                    .emit(rid, Event::AssistantFinal(AssistantFinal { text: t.clone() }))
+                    .emit(
+                        rid,
+                        Event::AssistantFinal(AssistantFinal { text: t.clone() }),
+                    )
                     .await;
             }
             session
@@ -181,7 +193,11 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
             .await;
     }
     drop(plan);
-    let reason = if session.cancel.is_cancelled() { "shutdown" } else { "user" };
+    let reason = if session.cancel.is_cancelled() {
+        "shutdown"
+    } else {
+        "user"
+    };
     session
         .emitter
         .emit_reply(
@@ -197,10 +213,19 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
 }
 
 fn interrupt_reply(session: &Session) -> Option<String> {
-    session.data().active.as_ref().and_then(|a| a.interrupt_reply.clone())
+    session
+        .data()
+        .active
+        .as_ref()
+        .and_then(|a| a.interrupt_reply.clone())
 }
 
-async fn agent_loop(session: &Arc<Session>, rid: &str, cancel: &CancellationToken, c: &mut Counters) -> Outcome {
+async fn agent_loop(
+    session: &Arc<Session>,
+    rid: &str,
+    cancel: &CancellationToken,
+    c: &mut Counters,
+) -> Outcome {
     let max_turns = session.kernel.config.max_turns.max(1);
     loop {
         if cancel.is_cancelled() {
@@ -228,9 +253,16 @@ async fn agent_loop(session: &Arc<Session>, rid: &str, cancel: &CancellationToke
         // Steered messages join the conversation at the next model call.
         {
             let mut d = session.data();
-            let steer: Vec<String> = d.active.as_mut().map(|a| std::mem::take(&mut a.steer)).unwrap_or_default();
+            let steer: Vec<String> = d
+                .active
+                .as_mut()
+                .map(|a| std::mem::take(&mut a.steer))
+                .unwrap_or_default();
             for text in steer {
-                d.state.history.push(Message::User { text, images: Vec::new() });
+                d.state.history.push(Message::User {
+                    text,
+                    images: Vec::new(),
+                });
             }
         }
         maybe_compact(session, rid, cancel).await;
@@ -288,12 +320,19 @@ async fn agent_loop(session: &Arc<Session>, rid: &str, cancel: &CancellationToke
                     }
                     session
                         .emitter
-                        .emit(rid, Event::AssistantThoughtSummary(AssistantThoughtSummary { text: t }))
+                        .emit(
+                            rid,
+                            Event::AssistantThoughtSummary(AssistantThoughtSummary { text: t }),
+                        )
                         .await;
                 }
                 Some(Ok(ModelEvent::ToolCall(call))) => calls.push(call),
                 Some(Ok(ModelEvent::Usage(u))) => last_usage = u,
-                Some(Ok(ModelEvent::Retrying { attempt, delay_ms, error })) => {
+                Some(Ok(ModelEvent::Retrying {
+                    attempt,
+                    delay_ms,
+                    error,
+                })) => {
                     let warning = error
                         .with_detail("attempt", attempt)
                         .with_detail("delayMs", delay_ms)
@@ -346,6 +385,15 @@ async fn agent_loop(session: &Arc<Session>, rid: &str, cancel: &CancellationToke
             tool_calls: calls.clone(),
         });
         if calls.is_empty() {
+            // A message steered in while the model answered still needs an answer.
+            let steered = session
+                .data()
+                .active
+                .as_ref()
+                .is_some_and(|a| !a.steer.is_empty());
+            if steered && finish != Some(FinishReason::Refusal) {
+                continue;
+            }
             let stop = match finish {
                 Some(FinishReason::Refusal) => StopReason::Refusal,
                 _ => StopReason::EndTurn,
@@ -407,14 +455,25 @@ async fn handle_call(
         return Ok((refusal_text(&error), true));
     }
     match call.name.as_str() {
-        prompt::PROPOSE_PLAN => return propose_plan(session, rid, &tool_call_id, call, cancel).await,
+        prompt::PROPOSE_PLAN => {
+            return propose_plan(session, rid, &tool_call_id, call, cancel).await
+        }
         prompt::UPDATE_PLAN => return update_plan(session, rid, &tool_call_id, call).await,
         prompt::ASK_USER => return ask_user(session, rid, &tool_call_id, call, cancel).await,
         _ => {}
     }
-    let Some(tool) = session.kernel.tools.iter().find(|t| t.spec().name == call.name).cloned() else {
-        let error = ErrorPayload::new(ErrorCode::ToolNotRegistered, format!("there is no tool named {:?}", call.name))
-            .with_detail("toolName", call.name.clone());
+    let Some(tool) = session
+        .kernel
+        .tools
+        .iter()
+        .find(|t| t.spec().name == call.name)
+        .cloned()
+    else {
+        let error = ErrorPayload::new(
+            ErrorCode::ToolNotRegistered,
+            format!("there is no tool named {:?}", call.name),
+        )
+        .with_detail("toolName", call.name.clone());
         skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
         return Ok((refusal_text(&error), true));
     };
@@ -439,7 +498,10 @@ async fn handle_call(
                     .with_detail("toolName", call.name.clone());
                     skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
                     return Ok((
-                        format!("{} Do not retry the same call; ask the user or try another way.", refusal_text(&error)),
+                        format!(
+                            "{} Do not retry the same call; ask the user or try another way.",
+                            refusal_text(&error)
+                        ),
                         true,
                     ));
                 }
@@ -560,7 +622,13 @@ async fn run_tool(
     }
 }
 
-async fn emit_progress(session: &Session, rid: &str, tool_call_id: &str, stream: ProgressStream, chunk: String) {
+async fn emit_progress(
+    session: &Session,
+    rid: &str,
+    tool_call_id: &str,
+    stream: ProgressStream,
+    chunk: String,
+) {
     session
         .emitter
         .emit_with(
@@ -752,7 +820,10 @@ struct PlanStepArg {
 
 fn parse_args<T: serde::de::DeserializeOwned>(call: &ToolCallRequest) -> Result<T, ErrorPayload> {
     serde_json::from_value(call.arguments.clone()).map_err(|e| {
-        ErrorPayload::new(ErrorCode::ToolArgumentsInvalid, format!("bad arguments for {}: {e}", call.name))
+        ErrorPayload::new(
+            ErrorCode::ToolArgumentsInvalid,
+            format!("bad arguments for {}: {e}", call.name),
+        )
     })
 }
 
@@ -803,7 +874,12 @@ async fn kernel_tool_done(
     }
 }
 
-async fn emit_kernel_tool_started(session: &Session, rid: &str, tool_call_id: &str, call: &ToolCallRequest) {
+async fn emit_kernel_tool_started(
+    session: &Session,
+    rid: &str,
+    tool_call_id: &str,
+    call: &ToolCallRequest,
+) {
     session
         .emitter
         .emit(
@@ -830,7 +906,10 @@ async fn propose_plan(
     let args: PlanArgs = match parse_args::<PlanArgs>(call) {
         Ok(a) if !a.steps.is_empty() => a,
         Ok(_) => {
-            let e = ErrorPayload::new(ErrorCode::ToolArgumentsInvalid, "a plan needs at least one step");
+            let e = ErrorPayload::new(
+                ErrorCode::ToolArgumentsInvalid,
+                "a plan needs at least one step",
+            );
             return Ok(kernel_tool_done(session, rid, tool_call_id, call, Err(e)).await);
         }
         Err(e) => return Ok(kernel_tool_done(session, rid, tool_call_id, call, Err(e)).await),
@@ -860,7 +939,11 @@ async fn propose_plan(
             None => (session.kernel.ctx.ids.next_id(IdKind::Plan), true, in_plan),
         }
     };
-    let status = if in_plan_mode { PlanStatus::AwaitingApproval } else { PlanStatus::Approved };
+    let status = if in_plan_mode {
+        PlanStatus::AwaitingApproval
+    } else {
+        PlanStatus::Approved
+    };
     session.data().state.plan = Some(Plan {
         plan_id: plan_id.clone(),
         status,
@@ -870,7 +953,12 @@ async fn propose_plan(
     if is_new {
         session
             .emitter
-            .emit(rid, Event::PlanStarted(PlanStarted { plan_id: plan_id.clone() }))
+            .emit(
+                rid,
+                Event::PlanStarted(PlanStarted {
+                    plan_id: plan_id.clone(),
+                }),
+            )
             .await;
     }
     session
@@ -938,8 +1026,10 @@ async fn propose_plan(
                     }),
                 )
                 .await;
-            Ok(serde_json::json!({"planId": plan_id, "status": "approved", "mode": mode.as_str(),
-                "message": format!("The plan was approved; the session is now in `{}` mode. Execute the steps in order and call update_plan to mark each step in_progress and completed.", mode.as_str())}))
+            Ok(
+                serde_json::json!({"planId": plan_id, "status": "approved", "mode": mode.as_str(),
+                "message": format!("The plan was approved; the session is now in `{}` mode. Execute the steps in order and call update_plan to mark each step in_progress and completed.", mode.as_str())}),
+            )
         }
         Some(PlanAnswer::Reject { feedback, reply_to }) => {
             if let Some(p) = session.data().state.plan.as_mut() {
@@ -959,7 +1049,10 @@ async fn propose_plan(
             Ok(serde_json::json!({"planId": plan_id, "status": "rejected",
                 "message": format!("The plan was rejected; the session stays in plan mode. Feedback: {}. Revise the plan and propose it again.", feedback.as_deref().unwrap_or("(none)"))}))
         }
-        None => Err(ErrorPayload::new(ErrorCode::PlanRejected, "the plan decision was dropped")),
+        None => Err(ErrorPayload::new(
+            ErrorCode::PlanRejected,
+            "the plan decision was dropped",
+        )),
     };
     Ok(kernel_tool_done(session, rid, tool_call_id, call, result).await)
 }
@@ -1004,7 +1097,10 @@ async fn update_plan(
         }
     };
     let Some((plan_id, steps)) = updated else {
-        let e = ErrorPayload::new(ErrorCode::PlanApprovalRequired, "there is no plan yet: call propose_plan first");
+        let e = ErrorPayload::new(
+            ErrorCode::PlanApprovalRequired,
+            "there is no plan yet: call propose_plan first",
+        );
         return Ok(kernel_tool_done(session, rid, tool_call_id, call, Err(e)).await);
     };
     session
@@ -1088,7 +1184,9 @@ async fn ask_user(
                     }),
                 )
                 .await;
-            Ok(serde_json::json!({"askId": ask_id, "answer": text, "message": format!("The user answered: {text}")}))
+            Ok(
+                serde_json::json!({"askId": ask_id, "answer": text, "message": format!("The user answered: {text}")}),
+            )
         }
         None => {
             session
@@ -1101,7 +1199,10 @@ async fn ask_user(
                     }),
                 )
                 .await;
-            Err(ErrorPayload::new(ErrorCode::ToolExecutionFailed, "the user did not answer in time"))
+            Err(ErrorPayload::new(
+                ErrorCode::ToolExecutionFailed,
+                "the user did not answer in time",
+            ))
         }
     };
     Ok(kernel_tool_done(session, rid, tool_call_id, call, result).await)
@@ -1110,7 +1211,10 @@ async fn ask_user(
 async fn maybe_compact(session: &Arc<Session>, rid: &str, cancel: &CancellationToken) {
     let (tokens, window) = {
         let d = session.data();
-        (prompt::estimate_history(&d.state.history), d.model.context_window())
+        (
+            prompt::estimate_history(&d.state.history),
+            d.model.context_window(),
+        )
     };
     let threshold = (window as f64 * session.kernel.config.compaction_threshold) as u64;
     if window > 0 && tokens > threshold {
@@ -1119,11 +1223,20 @@ async fn maybe_compact(session: &Arc<Session>, rid: &str, cancel: &CancellationT
 }
 
 /// Summarises older turns through the model; falls back to truncation on failure.
-pub(crate) async fn compact(session: &Arc<Session>, rid: &str, trigger: &str, cancel: &CancellationToken) {
+pub(crate) async fn compact(
+    session: &Arc<Session>,
+    rid: &str,
+    trigger: &str,
+    cancel: &CancellationToken,
+) {
     const KEEP_LAST: usize = 4;
     let (history, model, window) = {
         let d = session.data();
-        (d.state.history.clone(), d.model.clone(), d.model.context_window())
+        (
+            d.state.history.clone(),
+            d.model.clone(),
+            d.model.context_window(),
+        )
     };
     let tokens_before = prompt::estimate_history(&history);
     session
@@ -1185,7 +1298,9 @@ pub(crate) async fn compact(session: &Arc<Session>, rid: &str, trigger: &str, ca
     let fallback = failed.is_some() || summary.trim().is_empty();
     let mut kept: Vec<Message> = history[cut..].to_vec();
     if fallback {
-        let error = failed.unwrap_or_else(|| ErrorPayload::new(ErrorCode::ContextCompactionFailed, "the summary was empty"));
+        let error = failed.unwrap_or_else(|| {
+            ErrorPayload::new(ErrorCode::ContextCompactionFailed, "the summary was empty")
+        });
         session
             .emitter
             .emit(
@@ -1193,7 +1308,10 @@ pub(crate) async fn compact(session: &Arc<Session>, rid: &str, trigger: &str, ca
                 Event::Warning(
                     ErrorPayload::new(
                         ErrorCode::ContextCompactionFailed,
-                        format!("compaction failed ({}); older turns were truncated instead", error.message),
+                        format!(
+                            "compaction failed ({}); older turns were truncated instead",
+                            error.message
+                        ),
                     )
                     .severity(keel_envelope::error::Severity::Warning),
                 ),
@@ -1203,7 +1321,10 @@ pub(crate) async fn compact(session: &Arc<Session>, rid: &str, trigger: &str, ca
         // user turns from the front.
         let limit = (window as f64 * session.kernel.config.compaction_threshold) as u64;
         while prompt::estimate_history(&kept) > limit {
-            let next_user = kept.iter().skip(1).position(|m| matches!(m, Message::User { .. }));
+            let next_user = kept
+                .iter()
+                .skip(1)
+                .position(|m| matches!(m, Message::User { .. }));
             match next_user {
                 Some(i) => {
                     kept.drain(..=i);

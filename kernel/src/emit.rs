@@ -24,7 +24,11 @@ pub(crate) struct Hub {
 }
 
 impl Hub {
-    pub(crate) fn subscribe(&self, session: Option<String>, capacity: usize) -> mpsc::Receiver<Envelope> {
+    pub(crate) fn subscribe(
+        &self,
+        session: Option<String>,
+        capacity: usize,
+    ) -> mpsc::Receiver<Envelope> {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         self.subs
             .lock()
@@ -38,7 +42,9 @@ impl Hub {
             let mut subs = self.subs.lock().unwrap_or_else(|p| p.into_inner());
             subs.retain(|s| !s.tx.is_closed());
             subs.iter()
-                .filter(|s| s.session.is_none() || s.session.as_deref() == env.session_id.as_deref())
+                .filter(|s| {
+                    s.session.is_none() || s.session.as_deref() == env.session_id.as_deref()
+                })
                 .map(|s| s.tx.clone())
                 .collect()
         };
@@ -69,7 +75,12 @@ pub(crate) struct Emitter {
 }
 
 impl Emitter {
-    pub(crate) fn new(ctx: EmitCtx, session_id: Option<String>, persist: bool, sequencer: Sequencer) -> Self {
+    pub(crate) fn new(
+        ctx: EmitCtx,
+        session_id: Option<String>,
+        persist: bool,
+        sequencer: Sequencer,
+    ) -> Self {
         Self {
             ctx,
             session_id,
@@ -80,21 +91,33 @@ impl Emitter {
 
     /// Emits one event on `request_id`'s stream.
     pub(crate) async fn emit(&self, request_id: &str, event: Event) -> Envelope {
-        self.emit_with(request_id, event, Source::Runtime, None).await
+        self.emit_with(request_id, event, Source::Runtime, None)
+            .await
     }
 
     /// Emits one event answering command `reply_to` on `request_id`'s stream.
-    pub(crate) async fn emit_reply(&self, request_id: &str, reply_to: Option<&str>, event: Event) -> Envelope {
+    pub(crate) async fn emit_reply(
+        &self,
+        request_id: &str,
+        reply_to: Option<&str>,
+        event: Event,
+    ) -> Envelope {
         let meta = reply_to.filter(|r| *r != request_id).map(|r| Meta {
             reply_to: Some(r.to_owned()),
             ..Meta::default()
         });
-        self.emit_with(request_id, event, Source::Runtime, meta).await
+        self.emit_with(request_id, event, Source::Runtime, meta)
+            .await
     }
 
     /// Emits on behalf of a session this emitter does not own (kernel-level answers
     /// about unknown sessions); never logged.
-    pub(crate) async fn emit_as(&self, session_id: Option<String>, request_id: &str, event: Event) -> Envelope {
+    pub(crate) async fn emit_as(
+        &self,
+        session_id: Option<String>,
+        request_id: &str,
+        event: Event,
+    ) -> Envelope {
         let mut seq = self.sequencer.lock().await;
         let env = Envelope {
             version: keel_envelope::PROTOCOL_VERSION.to_owned(),
@@ -112,7 +135,13 @@ impl Emitter {
     }
 
     /// Emits with an explicit source and meta.
-    pub(crate) async fn emit_with(&self, request_id: &str, event: Event, source: Source, meta: Option<Meta>) -> Envelope {
+    pub(crate) async fn emit_with(
+        &self,
+        request_id: &str,
+        event: Event,
+        source: Source,
+        meta: Option<Meta>,
+    ) -> Envelope {
         // The lock is held through append and delivery so the session's events reach
         // every subscriber in sequence order.
         let mut seq = self.sequencer.lock().await;

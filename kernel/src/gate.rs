@@ -74,7 +74,10 @@ impl GateVerdict {
         }
         ErrorPayload::new(code, message)
             .with_detail("toolName", tool)
-            .with_detail("level", serde_json::to_value(self.0.verdict.level).unwrap_or_default())
+            .with_detail(
+                "level",
+                serde_json::to_value(self.0.verdict.level).unwrap_or_default(),
+            )
     }
 
     /// The always-allow rule that an `allow_always_*` approval records.
@@ -97,7 +100,12 @@ pub(crate) fn rules_of(d: &Data) -> Rules {
 }
 
 /// Decides one call with the session's current mode and rules.
-pub(crate) fn decide(session: &Session, d: &Data, spec: &ToolSpec, args: &serde_json::Value) -> GateVerdict {
+pub(crate) fn decide(
+    session: &Session,
+    d: &Data,
+    spec: &ToolSpec,
+    args: &serde_json::Value,
+) -> GateVerdict {
     let rules = rules_of(d);
     if BUILTIN.contains(&spec.name.as_str()) {
         let input = DecisionInput {
@@ -114,27 +122,45 @@ pub(crate) fn decide(session: &Session, d: &Data, spec: &ToolSpec, args: &serde_
 }
 
 /// The decision for a host-registered tool, from its matrix row.
-pub fn decide_custom(spec: &ToolSpec, args: &serde_json::Value, mode: PermissionMode, rules: &Rules) -> Verdict {
+pub fn decide_custom(
+    spec: &ToolSpec,
+    args: &serde_json::Value,
+    mode: PermissionMode,
+    rules: &Rules,
+) -> Verdict {
     let key = format!("{}:{}", spec.name, args);
-    let (decision, reason, deny_code) = if mode == PermissionMode::Plan && spec.plan != PlanBehavior::Allowed {
-        (
-            Decision::Deny,
-            format!("{} is not allowed in plan mode.", spec.name),
-            Some(ErrorCode::PlanApprovalRequired),
-        )
-    } else if rules.deny.iter().any(|r| r == &spec.name) {
-        (Decision::Deny, format!("a rule denies {}", spec.name), Some(ErrorCode::ToolPermissionDenied))
-    } else if spec.level == PermissionLevel::Read {
-        (Decision::Allow, format!("{} only reads", spec.name), None)
-    } else if mode == PermissionMode::Auto {
-        (Decision::Allow, "auto mode".to_owned(), None)
-    } else if mode == PermissionMode::AutoEdit && spec.level == PermissionLevel::Write {
-        (Decision::Allow, "auto-edit mode allows writes".to_owned(), None)
-    } else if rules.allow.iter().any(|r| r == &spec.name) || rules.session_keys.contains(&key) {
-        (Decision::Allow, "allowed by a rule".to_owned(), None)
-    } else {
-        (Decision::Ask, format!("{} needs approval ({:?} level)", spec.name, spec.level), None)
-    };
+    let (decision, reason, deny_code) =
+        if mode == PermissionMode::Plan && spec.plan != PlanBehavior::Allowed {
+            (
+                Decision::Deny,
+                format!("{} is not allowed in plan mode.", spec.name),
+                Some(ErrorCode::PlanApprovalRequired),
+            )
+        } else if rules.deny.iter().any(|r| r == &spec.name) {
+            (
+                Decision::Deny,
+                format!("a rule denies {}", spec.name),
+                Some(ErrorCode::ToolPermissionDenied),
+            )
+        } else if spec.level == PermissionLevel::Read {
+            (Decision::Allow, format!("{} only reads", spec.name), None)
+        } else if mode == PermissionMode::Auto {
+            (Decision::Allow, "auto mode".to_owned(), None)
+        } else if mode == PermissionMode::AutoEdit && spec.level == PermissionLevel::Write {
+            (
+                Decision::Allow,
+                "auto-edit mode allows writes".to_owned(),
+                None,
+            )
+        } else if rules.allow.iter().any(|r| r == &spec.name) || rules.session_keys.contains(&key) {
+            (Decision::Allow, "allowed by a rule".to_owned(), None)
+        } else {
+            (
+                Decision::Ask,
+                format!("{} needs approval ({:?} level)", spec.name, spec.level),
+                None,
+            )
+        };
     let risk = match spec.level {
         PermissionLevel::Read => RiskLevel::Low,
         PermissionLevel::Write => RiskLevel::Medium,

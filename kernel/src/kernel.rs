@@ -65,7 +65,9 @@ pub struct KernelBuilder {
 
 impl std::fmt::Debug for KernelBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelBuilder").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("KernelBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -167,12 +169,18 @@ impl KernelBuilder {
                     if id == m2.id() {
                         Ok(m2.clone())
                     } else {
-                        Err(ErrorPayload::new(ErrorCode::ModelUnavailable, format!("model {id:?} is not configured")))
+                        Err(ErrorPayload::new(
+                            ErrorCode::ModelUnavailable,
+                            format!("model {id:?} is not configured"),
+                        ))
                     }
                 })
             }
             (None, None) => {
-                return Err(ErrorPayload::new(ErrorCode::ModelUnavailable, "no model configured"));
+                return Err(ErrorPayload::new(
+                    ErrorCode::ModelUnavailable,
+                    "no model configured",
+                ));
             }
         };
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -211,7 +219,10 @@ pub fn default_store_dir() -> Result<PathBuf, ErrorPayload> {
         return Ok(PathBuf::from(xdg).join("keel"));
     }
     if let Some(home) = std::env::var_os("HOME") {
-        return Ok(PathBuf::from(home).join(".local").join("share").join("keel"));
+        return Ok(PathBuf::from(home)
+            .join(".local")
+            .join("share")
+            .join("keel"));
     }
     Err(ErrorPayload::new(
         ErrorCode::SessionPersistenceFailed,
@@ -265,7 +276,11 @@ impl Kernel {
     /// Every envelope of every session from now on.
     pub fn subscribe(&self) -> EventStream {
         EventStream {
-            rx: self.inner.ctx.hub.subscribe(None, self.inner.config.channel_capacity),
+            rx: self
+                .inner
+                .ctx
+                .hub
+                .subscribe(None, self.inner.config.channel_capacity),
         }
     }
 
@@ -275,7 +290,12 @@ impl Kernel {
     }
 
     fn session(&self, id: &str) -> Option<Arc<Session>> {
-        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// A handle to an open session.
@@ -288,7 +308,13 @@ impl Kernel {
 
     /// Ids of open sessions.
     pub fn open_sessions(&self) -> Vec<String> {
-        self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+        self.inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 
     pub(crate) async fn emit_error(&self, cmd: &Command, error: ErrorPayload) {
@@ -326,7 +352,9 @@ impl Kernel {
                 self.shutdown("shutdown").await;
                 Ok(())
             }
-            CommandPayload::SessionStart(p) => self.start(&cmd.request_id, p.clone()).await.map(|_| ()),
+            CommandPayload::SessionStart(p) => {
+                self.start(&cmd.request_id, p.clone()).await.map(|_| ())
+            }
             CommandPayload::SessionResume(p) => self
                 .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
                 .await
@@ -335,14 +363,20 @@ impl Kernel {
                 let sessions = self.list_sessions()?;
                 self.inner
                     .emitter
-                    .emit(&cmd.request_id, Event::SessionList(SessionList { sessions }))
+                    .emit(
+                        &cmd.request_id,
+                        Event::SessionList(SessionList { sessions }),
+                    )
                     .await;
                 Ok(())
             }
             _ => {
                 let Some(sid) = cmd.session_id.as_deref() else {
-                    return Err(ErrorPayload::new(ErrorCode::RequestInvalid, "missing field `sessionId`")
-                        .with_detail("field", "sessionId"));
+                    return Err(ErrorPayload::new(
+                        ErrorCode::RequestInvalid,
+                        "missing field `sessionId`",
+                    )
+                    .with_detail("field", "sessionId"));
                 };
                 let Some(session) = self.session(sid) else {
                     return Err(ErrorPayload::new(
@@ -353,7 +387,11 @@ impl Kernel {
                 };
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;
-                    self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(sid);
+                    self.inner
+                        .sessions
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(sid);
                     return Ok(());
                 }
                 session.handle_command(cmd).await
@@ -365,13 +403,19 @@ impl Kernel {
         let raw = match path {
             Some(p) => PathBuf::from(p),
             None => self.inner.config.workspace.clone().ok_or_else(|| {
-                ErrorPayload::new(ErrorCode::RequestInvalid, "no workspace: give `workspacePath`")
-                    .with_detail("field", "payload.workspacePath")
+                ErrorPayload::new(
+                    ErrorCode::RequestInvalid,
+                    "no workspace: give `workspacePath`",
+                )
+                .with_detail("field", "payload.workspacePath")
             })?,
         };
         let canon = std::fs::canonicalize(&raw).map_err(|e| {
-            ErrorPayload::new(ErrorCode::RequestInvalid, format!("workspace {} is not usable: {e}", raw.display()))
-                .with_detail("field", "payload.workspacePath")
+            ErrorPayload::new(
+                ErrorCode::RequestInvalid,
+                format!("workspace {} is not usable: {e}", raw.display()),
+            )
+            .with_detail("field", "payload.workspacePath")
         })?;
         if !canon.is_dir() {
             return Err(ErrorPayload::new(
@@ -387,11 +431,18 @@ impl Kernel {
         match (id, &self.inner.default_model) {
             (Some(id), _) => (self.inner.factory)(id),
             (None, Some(m)) => Ok(m.clone()),
-            (None, None) => Err(ErrorPayload::new(ErrorCode::ModelUnavailable, "no default model")),
+            (None, None) => Err(ErrorPayload::new(
+                ErrorCode::ModelUnavailable,
+                "no default model",
+            )),
         }
     }
 
-    async fn start(&self, request_id: &str, opts: SessionStart) -> Result<Arc<Session>, ErrorPayload> {
+    async fn start(
+        &self,
+        request_id: &str,
+        opts: SessionStart,
+    ) -> Result<Arc<Session>, ErrorPayload> {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
         let id = self.inner.ctx.ids.next_id(IdKind::Session);
@@ -401,7 +452,9 @@ impl Kernel {
             title: opts.title,
             workspace: workspace.display().to_string(),
             model: model.id(),
-            mode: opts.permission_mode.unwrap_or(self.inner.config.permission_mode),
+            mode: opts
+                .permission_mode
+                .unwrap_or(self.inner.config.permission_mode),
             rules: Default::default(),
             session_keys: Vec::new(),
             history: Vec::new(),
@@ -423,7 +476,12 @@ impl Kernel {
         Ok(session)
     }
 
-    async fn resume(&self, request_id: &str, id: &str, after: Option<&Cursor>) -> Result<Arc<Session>, ErrorPayload> {
+    async fn resume(
+        &self,
+        request_id: &str,
+        id: &str,
+        after: Option<&Cursor>,
+    ) -> Result<Arc<Session>, ErrorPayload> {
         if let Some(live) = self.session(id) {
             // Already open: answer with its state and replay what the host missed.
             let log = self.inner.ctx.store.load_events(id)?;
@@ -431,8 +489,11 @@ impl Kernel {
             return Ok(live);
         }
         let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
-            return Err(ErrorPayload::new(ErrorCode::SessionNotFound, format!("no session {id:?} in the store"))
-                .with_detail("sessionId", id));
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                format!("no session {id:?} in the store"),
+            )
+            .with_detail("sessionId", id));
         };
         let log = self.inner.ctx.store.load_events(id)?;
         let mut seq = Sequencer::new();
@@ -470,8 +531,12 @@ impl Kernel {
 
     /// Stored and open sessions, most recently updated first.
     pub fn list_sessions(&self) -> Result<Vec<SessionInfo>, ErrorPayload> {
-        let live: HashMap<String, Arc<Session>> =
-            self.inner.sessions.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let live: HashMap<String, Arc<Session>> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let mut out: Vec<SessionInfo> = Vec::new();
         for stored in self.inner.ctx.store.list()? {
             match live.get(&stored.session_id) {
@@ -497,13 +562,20 @@ impl Kernel {
                 out.push(s.info());
             }
         }
-        out.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then_with(|| a.session_id.cmp(&b.session_id)));
+        out.sort_by(|a, b| {
+            b.updated_at
+                .cmp(&a.updated_at)
+                .then_with(|| a.session_id.cmp(&b.session_id))
+        });
         Ok(out)
     }
 
     /// Starts a session; returns its handle and its event stream (subscribed before
     /// `session.started`, so nothing is missed).
-    pub async fn start_session(&self, opts: SessionOptions) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+    pub async fn start_session(
+        &self,
+        opts: SessionOptions,
+    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         // Subscribe to everything until the id is known, then filter.
         let mut all = self.subscribe();
@@ -528,7 +600,11 @@ impl Kernel {
     }
 
     /// Resumes a stored session (replaying events after `after`).
-    pub async fn resume_session(&self, id: &str, after: Option<Cursor>) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+    pub async fn resume_session(
+        &self,
+        id: &str,
+        after: Option<Cursor>,
+    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         let mut all = self.subscribe();
         let session = self.resume(&request_id, id, after.as_ref()).await?;
@@ -553,7 +629,10 @@ impl Kernel {
             }
         }
         let mut live = EventStream {
-            rx: self.inner.ctx.hub.subscribe(Some(session_id.to_owned()), self.inner.config.channel_capacity),
+            rx: self.inner.ctx.hub.subscribe(
+                Some(session_id.to_owned()),
+                self.inner.config.channel_capacity,
+            ),
         };
         let mut rest = std::mem::replace(
             all,
@@ -639,12 +718,10 @@ impl SessionHandle {
     /// A new subscription to this session's envelopes (from now on).
     pub fn subscribe(&self) -> EventStream {
         EventStream {
-            rx: self
-                .kernel
-                .inner
-                .ctx
-                .hub
-                .subscribe(Some(self.session.id.clone()), self.kernel.inner.config.channel_capacity),
+            rx: self.kernel.inner.ctx.hub.subscribe(
+                Some(self.session.id.clone()),
+                self.kernel.inner.config.channel_capacity,
+            ),
         }
     }
 
@@ -677,8 +754,10 @@ impl SessionHandle {
 
     /// Interrupts the running request (a no-op answered with a result when idle).
     pub async fn interrupt(&self) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::RequestInterrupt(keel_envelope::commands::RequestInterrupt {}))
-            .await
+        self.run(CommandPayload::RequestInterrupt(
+            keel_envelope::commands::RequestInterrupt {},
+        ))
+        .await
     }
 
     /// Answers an approval.
@@ -687,10 +766,12 @@ impl SessionHandle {
         approval_id: &str,
         decision: keel_envelope::types::ApprovalDecision,
     ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::ApprovalRespond(keel_envelope::commands::ApprovalRespond {
-            approval_id: approval_id.to_owned(),
-            decision,
-        }))
+        self.run(CommandPayload::ApprovalRespond(
+            keel_envelope::commands::ApprovalRespond {
+                approval_id: approval_id.to_owned(),
+                decision,
+            },
+        ))
         .await
     }
 
@@ -700,50 +781,78 @@ impl SessionHandle {
         plan_id: &str,
         mode: Option<keel_envelope::types::PermissionMode>,
     ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::PlanApprove(keel_envelope::commands::PlanApprove {
-            plan_id: plan_id.to_owned(),
-            mode,
-        }))
+        self.run(CommandPayload::PlanApprove(
+            keel_envelope::commands::PlanApprove {
+                plan_id: plan_id.to_owned(),
+                mode,
+            },
+        ))
         .await
     }
 
     /// Rejects a plan.
-    pub async fn reject_plan(&self, plan_id: &str, feedback: Option<String>) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::PlanReject(keel_envelope::commands::PlanReject {
-            plan_id: plan_id.to_owned(),
-            feedback,
-        }))
+    pub async fn reject_plan(
+        &self,
+        plan_id: &str,
+        feedback: Option<String>,
+    ) -> Result<String, ErrorPayload> {
+        self.run(CommandPayload::PlanReject(
+            keel_envelope::commands::PlanReject {
+                plan_id: plan_id.to_owned(),
+                feedback,
+            },
+        ))
         .await
     }
 
     /// Answers a question.
-    pub async fn answer_ask(&self, ask_id: &str, answer: impl Into<String>) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::AskRespond(keel_envelope::commands::AskRespond {
-            ask_id: ask_id.to_owned(),
-            answer: answer.into(),
-        }))
+    pub async fn answer_ask(
+        &self,
+        ask_id: &str,
+        answer: impl Into<String>,
+    ) -> Result<String, ErrorPayload> {
+        self.run(CommandPayload::AskRespond(
+            keel_envelope::commands::AskRespond {
+                ask_id: ask_id.to_owned(),
+                answer: answer.into(),
+            },
+        ))
         .await
     }
 
     /// Changes the permission mode.
-    pub async fn set_mode(&self, mode: keel_envelope::types::PermissionMode) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionSetMode(keel_envelope::commands::SetMode { mode }))
-            .await
+    pub async fn set_mode(
+        &self,
+        mode: keel_envelope::types::PermissionMode,
+    ) -> Result<String, ErrorPayload> {
+        self.run(CommandPayload::SessionSetMode(
+            keel_envelope::commands::SetMode { mode },
+        ))
+        .await
     }
 
     /// Syncs the always-allow rules.
-    pub async fn set_rules(&self, rules: keel_envelope::types::ApprovalRules) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionSetRules(keel_envelope::commands::SetRules {
-            always_allow_global: rules.always_allow_global,
-            always_allow_project: rules.always_allow_project,
-        }))
+    pub async fn set_rules(
+        &self,
+        rules: keel_envelope::types::ApprovalRules,
+    ) -> Result<String, ErrorPayload> {
+        self.run(CommandPayload::SessionSetRules(
+            keel_envelope::commands::SetRules {
+                always_allow_global: rules.always_allow_global,
+                always_allow_project: rules.always_allow_project,
+            },
+        ))
         .await
     }
 
     /// Switches the model (idle only).
     pub async fn set_model(&self, model: impl Into<String>) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionSetModel(keel_envelope::commands::SetModel { model: model.into() }))
-            .await
+        self.run(CommandPayload::SessionSetModel(
+            keel_envelope::commands::SetModel {
+                model: model.into(),
+            },
+        ))
+        .await
     }
 
     /// Loads history.
@@ -751,8 +860,10 @@ impl SessionHandle {
         &self,
         messages: Vec<keel_envelope::types::HistoryMessage>,
     ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionLoadHistory(keel_envelope::commands::LoadHistory { messages }))
-            .await
+        self.run(CommandPayload::SessionLoadHistory(
+            keel_envelope::commands::LoadHistory { messages },
+        ))
+        .await
     }
 
     /// The session's current state.

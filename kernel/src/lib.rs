@@ -17,5 +17,8 @@ mod session;
 pub mod store;
 
 pub use config::KernelConfig;
-pub use kernel::{default_store_dir, EventStream, Kernel, KernelBuilder, ModelFactory, SessionHandle, SessionOptions};
+pub use kernel::{
+    default_store_dir, EventStream, Kernel, KernelBuilder, ModelFactory, SessionHandle,
+    SessionOptions,
+};
 pub use prompt::{ASK_USER, PROPOSE_PLAN, UPDATE_PLAN};

@@ -22,7 +22,11 @@ approval; when a call is denied, do not retry it unchanged.";
 /// Builds the system prompt for the session's current mode.
 pub(crate) fn system_prompt(session: &Session, mode: PermissionMode) -> String {
     let mut s = String::from(BASE);
-    s.push_str(&format!("\n\nWorkspace root: {}\nPermission mode: {}\n", session.workspace.display(), mode.as_str()));
+    s.push_str(&format!(
+        "\n\nWorkspace root: {}\nPermission mode: {}\n",
+        session.workspace.display(),
+        mode.as_str()
+    ));
     if mode == PermissionMode::Plan {
         s.push_str(
             "You are in plan mode: only read tools (read_file, list_dir, search_files, read-only git) run. \
@@ -108,7 +112,11 @@ fn message_chars(m: &Message) -> usize {
     match m {
         Message::User { text, .. } => text.len(),
         Message::Assistant { text, tool_calls } => {
-            text.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>()
+            text.len()
+                + tool_calls
+                    .iter()
+                    .map(|c| c.name.len() + c.arguments.to_string().len())
+                    .sum::<usize>()
         }
         Message::Tool { content, .. } => content.len(),
     }

@@ -10,12 +10,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_envelope::commands::{CommandPayload, WhenBusy};
 use keel_envelope::events::{
-    RequestCancelled, RequestQueued, RequestSteered, SessionClosed, SessionHistoryLoaded, SessionInterrupted,
-    SessionModeChanged, SessionModelChanged, SessionResumed, SessionRulesUpdated, SessionStarted,
-    SessionStateSnapshot,
+    RequestCancelled, RequestQueued, RequestSteered, SessionClosed, SessionHistoryLoaded,
+    SessionInterrupted, SessionModeChanged, SessionModelChanged, SessionResumed,
+    SessionRulesUpdated, SessionStarted, SessionStateSnapshot,
 };
 use keel_envelope::types::{
-    ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, PermissionMode, Role, SessionInfo, SessionState,
+    ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, PermissionMode, Role, SessionInfo,
+    SessionState,
 };
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
 use tokio::sync::oneshot;
@@ -54,8 +55,14 @@ pub(crate) type AskAnswer = (String, String);
 /// A plan decision.
 #[derive(Debug)]
 pub(crate) enum PlanAnswer {
-    Approve { mode: PermissionMode, reply_to: String },
-    Reject { feedback: Option<String>, reply_to: String },
+    Approve {
+        mode: PermissionMode,
+        reply_to: String,
+    },
+    Reject {
+        feedback: Option<String>,
+        reply_to: String,
+    },
 }
 
 /// Mutable session state.
@@ -83,7 +90,11 @@ pub(crate) struct Session {
 }
 
 fn not_found(code: ErrorCode, what: &str, id: &str) -> ErrorPayload {
-    ErrorPayload::new(code, format!("no pending {what} {id:?} (unknown, or already resolved)")).with_detail("id", id)
+    ErrorPayload::new(
+        code,
+        format!("no pending {what} {id:?} (unknown, or already resolved)"),
+    )
+    .with_detail("id", id)
 }
 
 impl Session {
@@ -93,7 +104,12 @@ impl Session {
         model: Arc<dyn Model>,
         sequencer: Sequencer,
     ) -> Arc<Self> {
-        let emitter = Emitter::new(kernel.ctx.clone(), Some(state.session_id.clone()), true, sequencer);
+        let emitter = Emitter::new(
+            kernel.ctx.clone(),
+            Some(state.session_id.clone()),
+            true,
+            sequencer,
+        );
         Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
@@ -191,7 +207,9 @@ impl Session {
                 created_at: d.state.created_at,
             }
         };
-        self.emitter.emit(request_id, Event::SessionStarted(ev)).await;
+        self.emitter
+            .emit(request_id, Event::SessionStarted(ev))
+            .await;
     }
 
     pub(crate) async fn emit_resumed(
@@ -209,7 +227,10 @@ impl Session {
                     .ok_or_else(|| {
                         ErrorPayload::new(
                             ErrorCode::RequestInvalid,
-                            format!("cursor {}#{} is not in the session's log", c.request_id, c.sequence),
+                            format!(
+                                "cursor {}#{} is not in the session's log",
+                                c.request_id, c.sequence
+                            ),
                         )
                         .with_detail("field", "payload.afterSequence")
                     })?;
@@ -252,13 +273,18 @@ impl Session {
                 replayed: replay.len() as u32,
             }
         };
-        self.emitter.emit(request_id, Event::SessionResumed(payload)).await;
+        self.emitter
+            .emit(request_id, Event::SessionResumed(payload))
+            .await;
         self.emitter.replay(replay).await;
         Ok(())
     }
 
     /// Handles a command addressed to this session.
-    pub(crate) async fn handle_command(self: &Arc<Self>, cmd: &Command) -> Result<(), ErrorPayload> {
+    pub(crate) async fn handle_command(
+        self: &Arc<Self>,
+        cmd: &Command,
+    ) -> Result<(), ErrorPayload> {
         let rid = cmd.request_id.as_str();
         match &cmd.payload {
             CommandPayload::SessionState(_) => {
@@ -338,15 +364,20 @@ impl Session {
                 self.emitter
                     .emit(
                         rid,
-                        Event::SessionHistoryLoaded(SessionHistoryLoaded { message_count: count }),
+                        Event::SessionHistoryLoaded(SessionHistoryLoaded {
+                            message_count: count,
+                        }),
                     )
                     .await;
                 self.persist(rid).await;
             }
             CommandPayload::RequestSend(p) => {
                 if p.message.trim().is_empty() {
-                    return Err(ErrorPayload::new(ErrorCode::RequestInvalid, "the message is empty")
-                        .with_detail("field", "payload.message"));
+                    return Err(ErrorPayload::new(
+                        ErrorCode::RequestInvalid,
+                        "the message is empty",
+                    )
+                    .with_detail("field", "payload.message"));
                 }
                 let q = Queued {
                     id: rid.to_owned(),
@@ -363,7 +394,11 @@ impl Session {
                     pos.and_then(|i| d.queue.remove(i))
                 };
                 let Some(q) = removed else {
-                    return Err(not_found(ErrorCode::QueuedRequestNotFound, "queued request", &p.queued_request_id));
+                    return Err(not_found(
+                        ErrorCode::QueuedRequestNotFound,
+                        "queued request",
+                        &p.queued_request_id,
+                    ));
                 };
                 self.emitter
                     .emit_reply(
@@ -378,10 +413,18 @@ impl Session {
             CommandPayload::ApprovalRespond(p) => {
                 let tx = self.data().approvals.remove(&p.approval_id);
                 let Some(tx) = tx else {
-                    return Err(not_found(ErrorCode::ApprovalNotFound, "approval", &p.approval_id));
+                    return Err(not_found(
+                        ErrorCode::ApprovalNotFound,
+                        "approval",
+                        &p.approval_id,
+                    ));
                 };
                 if tx.send((p.decision, rid.to_owned())).is_err() {
-                    return Err(not_found(ErrorCode::ApprovalNotFound, "approval", &p.approval_id));
+                    return Err(not_found(
+                        ErrorCode::ApprovalNotFound,
+                        "approval",
+                        &p.approval_id,
+                    ));
                 }
             }
             CommandPayload::PlanApprove(p) => {
@@ -420,7 +463,10 @@ impl Session {
             other => {
                 return Err(ErrorPayload::new(
                     ErrorCode::RequestInvalid,
-                    format!("command `{}` is not available in this build", other.command_type().as_str()),
+                    format!(
+                        "command `{}` is not available in this build",
+                        other.command_type().as_str()
+                    ),
                 )
                 .with_detail("type", other.command_type().as_str()));
             }
@@ -448,7 +494,10 @@ impl Session {
         let outcome = {
             let mut d = self.data();
             if d.state.closed {
-                return Err(ErrorPayload::new(ErrorCode::SessionNotFound, "the session is closed"));
+                return Err(ErrorPayload::new(
+                    ErrorCode::SessionNotFound,
+                    "the session is closed",
+                ));
             }
             match (&mut d.active, when_busy) {
                 (None, _) => {
@@ -528,7 +577,11 @@ impl Session {
                     Event::SessionInterrupted(SessionInterrupted {
                         was_running: already.is_some(),
                         interrupted_request_id: already,
-                        reason: if reason == "user" { "noop".into() } else { reason.into() },
+                        reason: if reason == "user" {
+                            "noop".into()
+                        } else {
+                            reason.into()
+                        },
                     }),
                 )
                 .await;
@@ -571,7 +624,12 @@ impl Session {
         self.data().state.closed = true;
         self.persist(rid).await;
         self.emitter
-            .emit(rid, Event::SessionClosed(SessionClosed { reason: reason.to_owned() }))
+            .emit(
+                rid,
+                Event::SessionClosed(SessionClosed {
+                    reason: reason.to_owned(),
+                }),
+            )
             .await;
         self.cancel.cancel();
     }

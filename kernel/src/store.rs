@@ -85,8 +85,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 }
 
 fn persist_err(what: &str, path: &Path, e: impl std::fmt::Display) -> ErrorPayload {
-    ErrorPayload::new(ErrorCode::SessionPersistenceFailed, format!("{what} {}: {e}", path.display()))
-        .with_detail("path", path.display().to_string())
+    ErrorPayload::new(
+        ErrorCode::SessionPersistenceFailed,
+        format!("{what} {}: {e}", path.display()),
+    )
+    .with_detail("path", path.display().to_string())
 }
 
 /// The default store: files under a root directory.
@@ -113,7 +116,9 @@ impl FileStore {
     fn dir(&self, session_id: &str) -> Result<PathBuf, ErrorPayload> {
         // Session ids come from outside (resume); never let one name another path.
         if session_id.is_empty()
-            || !session_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            || !session_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -145,8 +150,9 @@ impl Store for FileStore {
             logs.insert(session_id.to_owned(), file);
         }
         if let Some(file) = logs.get_mut(session_id) {
-            file.write_all(&line)
-                .map_err(|e| persist_err("cannot append to the log of", Path::new(session_id), e))?;
+            file.write_all(&line).map_err(|e| {
+                persist_err("cannot append to the log of", Path::new(session_id), e)
+            })?;
         }
         Ok(())
     }
@@ -156,7 +162,8 @@ impl Store for FileStore {
         fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
         let path = dir.join("state.json");
         let tmp = dir.join("state.json.tmp");
-        let bytes = serde_json::to_vec(state).map_err(|e| persist_err("cannot encode", &path, e))?;
+        let bytes =
+            serde_json::to_vec(state).map_err(|e| persist_err("cannot encode", &path, e))?;
         fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
         Ok(())
@@ -211,7 +218,10 @@ impl Store for FileStore {
             if let Ok(f) = OpenOptions::new().write(true).open(&path) {
                 let _ = f.set_len(good_len);
             }
-            self.logs.lock().unwrap_or_else(|p| p.into_inner()).remove(session_id);
+            self.logs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(session_id);
         }
         Ok(out)
     }
@@ -244,17 +254,22 @@ impl Store for FileStore {
     }
 }
 
+type MemoryEntry = (Option<PersistedSession>, Vec<Envelope>);
+
 /// A store that keeps everything in memory (tests, benchmarks, hosts that persist
 /// elsewhere).
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    inner: Mutex<HashMap<String, (Option<PersistedSession>, Vec<Envelope>)>>,
+    inner: Mutex<HashMap<String, MemoryEntry>>,
 }
 
 impl Store for MemoryStore {
     fn append(&self, session_id: &str, event: &Envelope) -> Result<(), ErrorPayload> {
         let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(session_id.to_owned()).or_default().1.push(event.clone());
+        map.entry(session_id.to_owned())
+            .or_default()
+            .1
+            .push(event.clone());
         Ok(())
     }
 
@@ -272,7 +287,10 @@ impl Store for MemoryStore {
     fn load_events(&self, session_id: &str) -> Result<LoadedLog, ErrorPayload> {
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         Ok(LoadedLog {
-            events: map.get(session_id).map(|(_, e)| e.clone()).unwrap_or_default(),
+            events: map
+                .get(session_id)
+                .map(|(_, e)| e.clone())
+                .unwrap_or_default(),
             torn_tail_dropped: false,
         })
     }

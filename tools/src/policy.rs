@@ -88,8 +88,16 @@ pub fn decide(input: &DecisionInput<'_>) -> Verdict {
     Verdict {
         verdict: PolicyVerdict {
             decision,
-            level: if read { PermissionLevel::Read } else { PermissionLevel::Write },
-            risk_level: if read { RiskLevel::Low } else { RiskLevel::Medium },
+            level: if read {
+                PermissionLevel::Read
+            } else {
+                PermissionLevel::Write
+            },
+            risk_level: if read {
+                RiskLevel::Low
+            } else {
+                RiskLevel::Medium
+            },
             reason: "placeholder policy".into(),
             action_type: format!("{}.call", input.tool),
             scope: vec![],
