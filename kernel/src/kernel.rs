@@ -37,6 +37,11 @@ impl EventStream {
         self.rx.recv().await
     }
 
+    /// Whether no envelope is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
     /// An envelope if one is ready now.
     pub fn try_recv(&mut self) -> Option<Envelope> {
         self.rx.try_recv().ok()

@@ -1,1 +1,285 @@
-//! keel-bridge (skeleton).
+//! Keel's JSON-lines protocol server: commands in, envelopes out.
+//!
+//! The server is transport-agnostic: [`serve`] takes any async reader and writer, so
+//! the same code serves stdio (`keel bridge`) and could serve a Unix socket. It holds
+//! no agent logic: every command goes to [`Kernel::execute`] unchanged, and every
+//! envelope the kernel emits is written as one line.
+//!
+//! Guarantees:
+//! - the first line is `runtime.ready`;
+//! - every output line is one envelope, nothing else;
+//! - a bad line (malformed, oversized, unknown) is answered with an `error` envelope
+//!   (`REQUEST_INVALID` / `VERSION_MISMATCH`, echoing the requestId when readable) and
+//!   reading goes on;
+//! - stdin EOF or `runtime.shutdown` interrupts running requests, flushes the store,
+//!   emits `session.closed` for open sessions and `runtime.stopped`, and returns;
+//! - output is bounded: a slow reader slows the kernel down (backpressure) instead of
+//!   growing memory.
+
+use keel_envelope::codec::{self, Limits};
+use keel_envelope::commands::CommandPayload;
+use keel_envelope::events::{RuntimeReady, RuntimeStopped};
+use keel_envelope::ids::{Clock, IdGen, IdKind, SystemClock, UlidGen};
+use keel_envelope::types::{Cursor, ModelInfo, PermissionMode};
+use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event, Sequencer, Source};
+use keel_kernel::Kernel;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// Capabilities announced in `runtime.ready`.
+pub const CAPABILITIES: &[&str] = &[
+    "approvals",
+    "plan",
+    "ask",
+    "interrupt",
+    "queue",
+    "steer",
+    "resume",
+    "replay",
+    "compaction",
+    "rules",
+    "history",
+];
+
+/// Options of a bridge.
+#[derive(Debug, Clone, Default)]
+pub struct BridgeOptions {
+    /// The workspace shown in `runtime.ready`.
+    pub workspace: Option<String>,
+    /// Models offered to the host.
+    pub available_models: Vec<ModelInfo>,
+    /// A session to resume right after `runtime.ready`.
+    pub resume_session: Option<String>,
+    /// Maximum bytes per input line.
+    pub max_line_bytes: Option<usize>,
+}
+
+/// How the server ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The input ended.
+    Eof,
+    /// A `runtime.shutdown` command.
+    Shutdown,
+    /// Writing failed (the host went away).
+    OutputClosed,
+}
+
+struct Own {
+    seq: Sequencer,
+    ids: UlidGen,
+    clock: SystemClock,
+}
+
+impl Own {
+    fn envelope(&mut self, session_id: Option<String>, request_id: Option<String>, event: Event) -> Envelope {
+        let request_id = request_id.unwrap_or_else(|| self.ids.next_id(IdKind::Request));
+        Envelope {
+            version: keel_envelope::PROTOCOL_VERSION.to_owned(),
+            session_id,
+            sequence: self.seq.next(&request_id),
+            request_id,
+            event_id: self.ids.next_id(IdKind::Event),
+            timestamp: self.clock.now_ms(),
+            source: Source::Bridge,
+            event,
+            meta: None,
+        }
+    }
+}
+
+/// Reads one line of at most `limit` bytes. Returns `Ok(None)` at EOF; an oversized
+/// line is consumed to its end and returned as `Err(prefix)` holding its first bytes.
+async fn read_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    limit: usize,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<Result<(), (Vec<u8>, usize)>>> {
+    buf.clear();
+    let mut total = 0usize;
+    let mut oversized = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if total == 0 {
+                None
+            } else if oversized {
+                Some(Err((std::mem::take(buf), total)))
+            } else {
+                Some(Ok(()))
+            });
+        }
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        let n = chunk.len();
+        total += n;
+        if !oversized {
+            if total > limit + 1 {
+                oversized = true;
+                let keep = (64 * 1024usize).saturating_sub(buf.len()).min(n);
+                buf.extend_from_slice(&chunk[..keep]);
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        reader.consume(n);
+        if done {
+            return Ok(Some(if oversized { Err((std::mem::take(buf), total)) } else { Ok(()) }));
+        }
+    }
+}
+
+/// Serves one connection until EOF, shutdown or a broken output.
+pub async fn serve<R, W>(kernel: Kernel, input: R, mut output: W, options: BridgeOptions) -> StopReason
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut own = Own {
+        seq: Sequencer::new(),
+        ids: UlidGen::default(),
+        clock: SystemClock,
+    };
+    let limits = Limits {
+        max_line_bytes: options.max_line_bytes.unwrap_or(codec::DEFAULT_MAX_LINE_BYTES),
+    };
+    let mut events = kernel.subscribe();
+    let (own_tx, mut own_rx) = mpsc::channel::<Envelope>(64);
+
+    let ready = own.envelope(
+        None,
+        None,
+        Event::RuntimeReady(RuntimeReady {
+            protocol_version: keel_envelope::PROTOCOL_VERSION.to_owned(),
+            keel_version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            workspace: options.workspace.clone(),
+            available_models: options.available_models.clone(),
+            permission_modes: PermissionMode::ALL.to_vec(),
+            capabilities: CAPABILITIES.iter().map(|s| (*s).to_owned()).collect(),
+        }),
+    );
+    let first = codec::encode_line(&ready);
+    if output.write_all(&first).await.is_err() || output.flush().await.is_err() {
+        return StopReason::OutputClosed;
+    }
+
+    // The writer: kernel envelopes and the bridge's own, one line each.
+    let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
+    let writer = tokio::spawn(async move {
+        let mut line = Vec::with_capacity(1024);
+        let mut own_open = true;
+        loop {
+            let env = tokio::select! {
+                biased;
+                e = events.recv() => match e { Some(e) => e, None => break },
+                e = own_rx.recv(), if own_open => match e {
+                    Some(e) => e,
+                    None => { own_open = false; continue; }
+                },
+            };
+            line.clear();
+            codec::encode_into(&env, &mut line);
+            if output.write_all(&line).await.is_err() {
+                return false;
+            }
+            // Flush when nothing else is waiting, so hosts see events promptly.
+            if events.is_empty() && own_rx.is_empty() && output.flush().await.is_err() {
+                return false;
+            }
+            // `runtime.stopped` is the bridge's last line: kernel events were drained
+            // first (biased select) and nothing follows it.
+            if matches!(env.event, Event::RuntimeStopped(_)) {
+                break;
+            }
+        }
+        output.flush().await.is_ok()
+    });
+
+    if let Some(id) = &options.resume_session {
+        let cmd = keel_envelope::Command::new(
+            own.ids.next_id(IdKind::Request),
+            None,
+            CommandPayload::SessionResume(keel_envelope::commands::SessionResume {
+                session_id: id.clone(),
+                after_sequence: None::<Cursor>,
+            }),
+        );
+        let _ = kernel.execute(cmd).await;
+    }
+
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut buf = Vec::with_capacity(4096);
+    let reason = loop {
+        let line = match read_line(&mut reader, limits.max_line_bytes, &mut buf).await {
+            Ok(None) => break StopReason::Eof,
+            Err(e) => {
+                eprintln!("keel bridge: input failed: {e}");
+                break StopReason::Eof;
+            }
+            Ok(Some(Err((prefix, size)))) => {
+                let error = ErrorPayload::new(
+                    ErrorCode::RequestInvalid,
+                    format!("line of {size} bytes exceeds the limit of {} bytes", limits.max_line_bytes),
+                )
+                .category(keel_envelope::error::ErrorCategory::Bridge)
+                .with_detail("reason", "line_too_long")
+                .with_detail("limit", limits.max_line_bytes as u64)
+                .with_detail("size", size as u64);
+                // The codec reads the requestId of a cut line when it can.
+                let rid = codec::decode_command(&prefix, Limits { max_line_bytes: usize::MAX })
+                    .err()
+                    .and_then(|e| e.request_id);
+                let env = own.envelope(None, rid, Event::Error(error));
+                if own_tx.send(env).await.is_err() {
+                    break StopReason::OutputClosed;
+                }
+                continue;
+            }
+            Ok(Some(Ok(()))) => &buf,
+        };
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        match codec::decode_command(line, limits) {
+            Err(e) => {
+                let env = own.envelope(e.session_id, e.request_id, Event::Error(e.error));
+                if own_tx.send(env).await.is_err() {
+                    break StopReason::OutputClosed;
+                }
+            }
+            Ok(cmd) => {
+                if matches!(cmd.payload, CommandPayload::RuntimeShutdown(_)) {
+                    break StopReason::Shutdown;
+                }
+                // Errors are answered on the event stream by the kernel.
+                let _ = kernel.execute(cmd).await;
+            }
+        }
+        if writer.is_finished() {
+            break StopReason::OutputClosed;
+        }
+    };
+
+    kernel.shutdown(if reason == StopReason::Shutdown { "shutdown" } else { "eof" }).await;
+    let stopped = own.envelope(
+        None,
+        None,
+        Event::RuntimeStopped(RuntimeStopped {
+            reason: match reason {
+                StopReason::Eof => "eof",
+                StopReason::Shutdown => "shutdown",
+                StopReason::OutputClosed => "output_closed",
+            }
+            .to_owned(),
+        }),
+    );
+    let _ = own_tx.send(stopped).await;
+    drop(own_tx);
+    match writer.await {
+        Ok(true) => reason,
+        _ => StopReason::OutputClosed,
+    }
+}

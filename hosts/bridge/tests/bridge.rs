@@ -1,0 +1,176 @@
+//! The bridge over in-memory pipes: framing, bad input, answers, lifecycle.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream;
+use keel_envelope::{codec, Envelope, ErrorCode, Event};
+use keel_kernel::model::{FinishReason, Model, ModelEvent, ModelRequest, ModelStream};
+use keel_kernel::Kernel;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+use tokio_util::sync::CancellationToken;
+
+/// Answers every call with "ok".
+#[derive(Debug)]
+struct Ok;
+
+impl Model for Ok {
+    fn id(&self) -> String {
+        "test:ok".into()
+    }
+    fn context_window(&self) -> u64 {
+        1000
+    }
+    fn stream(&self, _r: ModelRequest, _c: CancellationToken) -> ModelStream {
+        Box::pin(stream::iter(vec![
+            std::result::Result::Ok(ModelEvent::TextDelta("ok".into())),
+            std::result::Result::Ok(ModelEvent::Finished(FinishReason::EndTurn)),
+        ]))
+    }
+}
+
+struct Harness {
+    input: DuplexStream,
+    lines: Lines<BufReader<DuplexStream>>,
+    server: tokio::task::JoinHandle<keel_bridge::StopReason>,
+    _ws: tempfile::TempDir,
+    _store: tempfile::TempDir,
+}
+
+fn harness(max_line: Option<usize>) -> Harness {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .workspace(ws.path())
+        .model(Arc::new(Ok))
+        .store_dir(store.path())
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    let (input, server_in) = tokio::io::duplex(1 << 16);
+    let (server_out, output) = tokio::io::duplex(1 << 16);
+    let opts = keel_bridge::BridgeOptions {
+        workspace: Some(ws.path().display().to_string()),
+        max_line_bytes: max_line,
+        ..Default::default()
+    };
+    let server = tokio::spawn(keel_bridge::serve(kernel, server_in, server_out, opts));
+    Harness {
+        input,
+        lines: BufReader::new(output).lines(),
+        server,
+        _ws: ws,
+        _store: store,
+    }
+}
+
+impl Harness {
+    async fn send(&mut self, line: &str) {
+        self.input.write_all(line.as_bytes()).await.unwrap();
+        self.input.write_all(b"\n").await.unwrap();
+    }
+    async fn next(&mut self) -> Envelope {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .expect("no line in time")
+            .unwrap()
+            .expect("output ended");
+        codec::decode_envelope(line.as_bytes()).unwrap_or_else(|e| panic!("not an envelope: {line}: {e}"))
+    }
+    async fn until(&mut self, ty: &str) -> Vec<Envelope> {
+        let mut out = Vec::new();
+        loop {
+            let e = self.next().await;
+            let done = e.type_name() == ty;
+            out.push(e);
+            if done {
+                return out;
+            }
+        }
+    }
+}
+
+fn error_of(e: &Envelope) -> (ErrorCode, String) {
+    match &e.event {
+        Event::Error(x) => (x.code, x.details["reason"].as_str().unwrap_or("").to_owned()),
+        other => panic!("expected error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_first_line_is_ready_and_a_session_runs() {
+    let mut h = harness(None);
+    let ready = h.next().await;
+    let Event::RuntimeReady(r) = &ready.event else { panic!("{ready:?}") };
+    assert_eq!(r.protocol_version, "1.0");
+    assert_eq!(r.permission_modes.len(), 4);
+    assert!(ready.session_id.is_none());
+    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1","payload":{"title":"x"}}"#).await;
+    let started = h.next().await;
+    assert_eq!((started.type_name(), started.request_id.as_str(), started.sequence), ("session.started", "r1", 1));
+    let sid = started.session_id.clone().unwrap();
+    h.send(&format!(
+        r#"{{"version":"1.0","type":"request.send","requestId":"r2","sessionId":"{sid}","payload":{{"message":"hi"}}}}"#
+    ))
+    .await;
+    let run = h.until("session.completed").await;
+    assert!(run.iter().all(|e| e.request_id == "r2"));
+    assert_eq!(run.iter().map(|e| e.sequence).collect::<Vec<_>>(), (1..=run.len() as u64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn bad_lines_get_errors_and_reading_goes_on() {
+    let mut h = harness(Some(200));
+    h.next().await;
+    h.send("{not json").await;
+    let e = h.next().await;
+    assert_eq!(error_of(&e), (ErrorCode::RequestInvalid, "invalid_json".into()));
+    h.send(r#"{"version":"1.0","type":"nope.nope","requestId":"r7"}"#).await;
+    let e = h.next().await;
+    assert_eq!(e.request_id, "r7");
+    assert_eq!(error_of(&e), (ErrorCode::RequestInvalid, "unknown_type".into()));
+    let big = format!(
+        r#"{{"version":"1.0","type":"session.start","requestId":"r8","payload":{{"title":"{}"}}}}"#,
+        "x".repeat(500)
+    );
+    h.send(&big).await;
+    let e = h.next().await;
+    assert_eq!(e.request_id, "r8", "the requestId of an oversized line is echoed");
+    assert_eq!(error_of(&e), (ErrorCode::RequestInvalid, "line_too_long".into()));
+    h.send(r#"{"version":"2.0","type":"session.list","requestId":"r9"}"#).await;
+    let e = h.next().await;
+    assert_eq!(error_of(&e).0, ErrorCode::VersionMismatch);
+    h.send(r#"{"version":"1.0","type":"session.state","requestId":"r10","sessionId":"sess_nope"}"#).await;
+    let e = h.next().await;
+    assert_eq!((e.request_id.as_str(), error_of(&e).0), ("r10", ErrorCode::SessionNotFound));
+    h.send("").await;
+    h.send(r#"{"version":"1.0","type":"session.list","requestId":"r11"}"#).await;
+    let e = h.next().await;
+    assert_eq!((e.type_name(), e.request_id.as_str()), ("session.list", "r11"));
+}
+
+#[tokio::test]
+async fn eof_closes_sessions_and_stops_cleanly() {
+    let mut h = harness(None);
+    h.next().await;
+    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1"}"#).await;
+    let sid = h.next().await.session_id.unwrap();
+    h.input.shutdown().await.unwrap();
+    let rest = h.until("runtime.stopped").await;
+    let closed = rest.iter().find(|e| e.type_name() == "session.closed").unwrap();
+    assert_eq!(closed.session_id.as_deref(), Some(sid.as_str()));
+    assert_eq!(rest.last().unwrap().type_name(), "runtime.stopped");
+    assert_eq!(h.server.await.unwrap(), keel_bridge::StopReason::Eof);
+    assert!(h.lines.next_line().await.unwrap().is_none(), "nothing after runtime.stopped");
+}
+
+#[tokio::test]
+async fn shutdown_command_stops_with_its_reason() {
+    let mut h = harness(None);
+    h.next().await;
+    h.send(r#"{"version":"1.0","type":"runtime.shutdown","requestId":"r1"}"#).await;
+    let rest = h.until("runtime.stopped").await;
+    assert!(matches!(&rest.last().unwrap().event, Event::RuntimeStopped(s) if s.reason == "shutdown"));
+    assert_eq!(h.server.await.unwrap(), keel_bridge::StopReason::Shutdown);
+}
