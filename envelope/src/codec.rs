@@ -101,7 +101,7 @@ fn scan_request_id(bytes: &[u8]) -> Option<String> {
         .iter()
         .take(256)
         .position(|b| *b == b'"' || *b == b'\\')?;
-    if rest.get(end) != Some(&b'"') {
+    if end == 0 || rest.get(end) != Some(&b'"') {
         return None;
     }
     std::str::from_utf8(&rest[..end]).ok().map(str::to_owned)
@@ -223,6 +223,9 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
         request_id: None,
         session_id: None,
     })?;
+    // An empty requestId cannot correlate anything: it is refused and not echoed.
+    let empty_request_id = request_id.as_deref() == Some("");
+    let request_id = request_id.filter(|id| !id.is_empty());
     let session_id = string_field(fields, "sessionId").ok().flatten();
     let fail = |error: ErrorPayload| CodecError {
         error,
@@ -230,8 +233,8 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
         session_id: session_id.clone(),
     };
     let request_id_value = match &request_id {
-        Some(id) if !id.is_empty() => id.clone(),
-        Some(_) => {
+        Some(id) => id.clone(),
+        None if empty_request_id => {
             return Err(fail(field_error(
                 "invalid_value",
                 "requestId",
@@ -341,9 +344,11 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
     })
 }
 
+/// The major of a `MAJOR.MINOR` version, both parts plain ASCII digits.
 fn parse_major(version: &str) -> Option<u32> {
     let (major, minor) = version.split_once('.')?;
-    if minor.is_empty() || !minor.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(major) || !digits(minor) {
         return None;
     }
     major.parse().ok()

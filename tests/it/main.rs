@@ -1,1 +1,6 @@
-//! Integration tests.
+//! Integration tests: one binary, one module per area.
+
+mod codec;
+mod docs;
+mod envelope;
+mod samples;
