@@ -68,6 +68,7 @@ pub struct UlidGen {
 }
 
 impl IdGen for UlidGen {
+    #[allow(clippy::unwrap_or_default)]
     fn next_id(&self, kind: IdKind) -> String {
         // Monotonic within one process, so ids sort in creation order.
         let id = match self.last.lock() {
@@ -78,6 +79,7 @@ impl IdGen for UlidGen {
                         .ok()
                         .filter(|u| *u > prev)
                         .or_else(|| prev.increment())
+                        // Not `unwrap_or_default`: `Ulid::default()` is the nil id.
                         .unwrap_or_else(ulid::Ulid::new),
                     None => ulid::Ulid::new(),
                 };

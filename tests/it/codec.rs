@@ -55,7 +55,10 @@ fn mismatches(err: &CodecError, expect: Expect<'_>) -> Vec<String> {
     }
     let reason = e.details.get("reason").and_then(Value::as_str);
     if reason != Some(expect.reason) {
-        out.push(format!("reason: expected {:?}, got {reason:?}", expect.reason));
+        out.push(format!(
+            "reason: expected {:?}, got {reason:?}",
+            expect.reason
+        ));
     }
     let field = e.details.get("field").and_then(Value::as_str);
     if field != expect.field {
@@ -307,7 +310,10 @@ fn mistyped_type() {
 fn unknown_type() {
     let line = br#"{"version":"1.0","type":"session.teleport","requestId":"r7","sessionId":"s"}"#;
     check(line, invalid("unknown_type", Some("type"), Some("r7")));
-    assert_eq!(decode(line).unwrap_err().error.details["type"], "session.teleport");
+    assert_eq!(
+        decode(line).unwrap_err().error.details["type"],
+        "session.teleport"
+    );
     assert_eq!(decode(line).unwrap_err().session_id.as_deref(), Some("s"));
 }
 
@@ -351,7 +357,10 @@ fn payload_not_an_object() {
 #[test]
 fn missing_payload_field() {
     let line = br#"{"version":"1.0","type":"session.set_mode","requestId":"r11","sessionId":"s1","payload":{}}"#;
-    check(line, invalid("missing_field", Some("payload.mode"), Some("r11")));
+    check(
+        line,
+        invalid("missing_field", Some("payload.mode"), Some("r11")),
+    );
     assert_eq!(decode(line).unwrap_err().session_id.as_deref(), Some("s1"));
     // An omitted payload is an empty one: a required field is still missing.
     check(
@@ -448,7 +457,8 @@ fn crlf_line_ending_is_accepted() {
 
 #[test]
 fn payload_may_be_omitted_for_a_command_without_required_fields() {
-    let cmd = accept(br#"{"version":"1.0","type":"request.interrupt","requestId":"r","sessionId":"s"}"#);
+    let cmd =
+        accept(br#"{"version":"1.0","type":"request.interrupt","requestId":"r","sessionId":"s"}"#);
     assert_eq!(cmd.command_type(), CommandType::RequestInterrupt);
     let cmd = accept(br#"{"version":"1.0","type":"session.start","requestId":"r"}"#);
     assert_eq!(cmd.session_id, None);
@@ -627,10 +637,33 @@ impl Rng {
 }
 
 const TOKENS: &[&[u8]] = &[
-    b"{", b"}", b"[", b"]", b":", b",", b"\"", b"\\", b"null", b"true", b"-1", b"1e999",
-    b"\"requestId\"", b"\"version\"", b"\"1.0\"", b"\"2.0\"", b"\"type\"", b"\"payload\"",
-    b"\"sessionId\"", b"\"request.send\"", b"\\u0000", b"\\ud800", b"\xff", b"\xc3", b"\r",
-    b"\n", b" ",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b",",
+    b"\"",
+    b"\\",
+    b"null",
+    b"true",
+    b"-1",
+    b"1e999",
+    b"\"requestId\"",
+    b"\"version\"",
+    b"\"1.0\"",
+    b"\"2.0\"",
+    b"\"type\"",
+    b"\"payload\"",
+    b"\"sessionId\"",
+    b"\"request.send\"",
+    b"\\u0000",
+    b"\\ud800",
+    b"\xff",
+    b"\xc3",
+    b"\r",
+    b"\n",
+    b" ",
 ];
 
 fn mutate(rng: &mut Rng, line: &mut Vec<u8>) {

@@ -90,21 +90,30 @@ fn missing<'a>(text: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a 
 fn protocol_describes_every_command_type() {
     let doc = written_part(&read_protocol());
     let m = missing(&doc, CommandType::ALL.iter().map(|t| t.as_str()));
-    assert!(m.is_empty(), "command types missing from docs/protocol.md: {m:?}");
+    assert!(
+        m.is_empty(),
+        "command types missing from docs/protocol.md: {m:?}"
+    );
 }
 
 #[test]
 fn protocol_describes_every_event_type() {
     let doc = written_part(&read_protocol());
     let m = missing(&doc, EventType::ALL.iter().map(|t| t.as_str()));
-    assert!(m.is_empty(), "event types missing from docs/protocol.md: {m:?}");
+    assert!(
+        m.is_empty(),
+        "event types missing from docs/protocol.md: {m:?}"
+    );
 }
 
 #[test]
 fn protocol_describes_every_error_code() {
     let doc = written_part(&read_protocol());
     let m = missing(&doc, ErrorCode::ALL.iter().map(|c| c.as_str()));
-    assert!(m.is_empty(), "error codes missing from docs/protocol.md: {m:?}");
+    assert!(
+        m.is_empty(),
+        "error codes missing from docs/protocol.md: {m:?}"
+    );
 }
 
 #[test]
@@ -123,7 +132,10 @@ fn protocol_describes_every_codec_reason() {
         "version_mismatch",
     ];
     let m = missing(&doc, reasons);
-    assert!(m.is_empty(), "codec reasons missing from docs/protocol.md: {m:?}");
+    assert!(
+        m.is_empty(),
+        "codec reasons missing from docs/protocol.md: {m:?}"
+    );
 }
 
 #[test]

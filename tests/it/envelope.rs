@@ -85,7 +85,8 @@ fn encoding_uses_the_documented_field_order() {
         assert!(pos >= last, "{key} out of order in {line}");
         last = pos;
     }
-    assert!(line.starts_with("{\"version\":\"1.0\",\"sessionId\":\"sess_0001\",\"requestId\":\"req_1\","));
+    assert!(line
+        .starts_with("{\"version\":\"1.0\",\"sessionId\":\"sess_0001\",\"requestId\":\"req_1\","));
 }
 
 #[test]
@@ -118,7 +119,12 @@ fn session_id_is_null_not_absent_for_runtime_events() {
 fn payload_is_always_an_object() {
     for env in sample_envelopes() {
         let v: Value = serde_json::from_slice(&encode_line(&env)).unwrap();
-        assert!(v["payload"].is_object(), "{}: {}", env.type_name(), v["payload"]);
+        assert!(
+            v["payload"].is_object(),
+            "{}: {}",
+            env.type_name(),
+            v["payload"]
+        );
     }
     // A decoder refuses a payload that is not an object, even for unknown types.
     for payload in ["[]", "\"x\"", "1", "null"] {
@@ -296,9 +302,10 @@ fn every_command_line_validates_against_the_command_schema() {
 #[test]
 fn the_command_schema_rejects_what_the_codec_rejects() {
     let v = validator("command.schema.json");
-    let good: Value =
-        serde_json::from_slice(&encode_command(&sample_command(CommandType::SessionSetMode)))
-            .unwrap();
+    let good: Value = serde_json::from_slice(&encode_command(&sample_command(
+        CommandType::SessionSetMode,
+    )))
+    .unwrap();
     assert!(v.is_valid(&good));
     let mut no_session = good.clone();
     no_session.as_object_mut().unwrap().remove("sessionId");

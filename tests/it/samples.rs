@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use keel_envelope::commands::{
-    self, ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, ProposedFile,
-    ReviewDecision, WhenBusy,
+    self, ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, ProposedFile, ReviewDecision,
+    WhenBusy,
 };
 use keel_envelope::error::{ErrorCategory, ErrorHint, Severity};
 use keel_envelope::events::{self as ev, EventType};
@@ -333,9 +333,10 @@ pub fn sample_event(t: EventType) -> Event {
             message: s("Why does the test fail?"),
             from_queue: false,
         }),
-        EventType::RequestRejected => {
-            Event::RequestRejected(ErrorPayload::new(ErrorCode::SessionBusy, "the session is busy").category(ErrorCategory::Business))
-        }
+        EventType::RequestRejected => Event::RequestRejected(
+            ErrorPayload::new(ErrorCode::SessionBusy, "the session is busy")
+                .category(ErrorCategory::Business),
+        ),
         EventType::RequestQueued => Event::RequestQueued(ev::RequestQueued { position: 1 }),
         EventType::RequestSteered => Event::RequestSteered(ev::RequestSteered {
             target_request_id: s("req_0001"),
@@ -364,13 +365,11 @@ pub fn sample_event(t: EventType) -> Event {
             plan_id: s("plan_0001"),
             steps: steps(),
         }),
-        EventType::PlanApprovalRequired => {
-            Event::PlanApprovalRequired(ev::PlanApprovalRequired {
-                plan_id: s("plan_0001"),
-                steps: steps(),
-                summary: Some(s("Fix the parser and add a test")),
-            })
-        }
+        EventType::PlanApprovalRequired => Event::PlanApprovalRequired(ev::PlanApprovalRequired {
+            plan_id: s("plan_0001"),
+            steps: steps(),
+            summary: Some(s("Fix the parser and add a test")),
+        }),
         EventType::PlanApproved => Event::PlanApproved(ev::PlanApproved {
             plan_id: s("plan_0001"),
             mode: PermissionMode::AutoEdit,
@@ -605,7 +604,9 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::BackgroundList => Event::BackgroundList(ev::BackgroundList {
             tasks: vec![background()],
         }),
-        EventType::BackgroundGet => Event::BackgroundGet(ev::BackgroundEvent { task: background() }),
+        EventType::BackgroundGet => {
+            Event::BackgroundGet(ev::BackgroundEvent { task: background() })
+        }
         EventType::BackgroundHistory => Event::BackgroundHistory(ev::BackgroundHistory {
             task_id: s("bg_0001"),
             lines: vec![s("> vite"), s("ready on port 5173")],
@@ -701,38 +702,36 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             always_allow_global: vec![s("read_file")],
             always_allow_project: vec![s("run_shell(cargo test:*)")],
         }),
-        CommandType::SessionLoadHistory => {
-            CommandPayload::SessionLoadHistory(c::LoadHistory {
-                messages: vec![
-                    HistoryMessage {
-                        role: Role::User,
-                        content: s("Read src/lib.rs"),
-                        tool_calls: None,
-                        tool_results: None,
-                    },
-                    HistoryMessage {
-                        role: Role::Assistant,
-                        content: s(""),
-                        tool_calls: Some(vec![HistoryToolCall {
-                            id: s("call_1"),
-                            name: s("read_file"),
-                            arguments: json!({ "path": "src/lib.rs" }),
-                        }]),
-                        tool_results: None,
-                    },
-                    HistoryMessage {
-                        role: Role::Tool,
-                        content: s(""),
-                        tool_calls: None,
-                        tool_results: Some(vec![HistoryToolResult {
-                            tool_call_id: s("call_1"),
-                            content: s("pub fn add() {}"),
-                            is_error: false,
-                        }]),
-                    },
-                ],
-            })
-        }
+        CommandType::SessionLoadHistory => CommandPayload::SessionLoadHistory(c::LoadHistory {
+            messages: vec![
+                HistoryMessage {
+                    role: Role::User,
+                    content: s("Read src/lib.rs"),
+                    tool_calls: None,
+                    tool_results: None,
+                },
+                HistoryMessage {
+                    role: Role::Assistant,
+                    content: s(""),
+                    tool_calls: Some(vec![HistoryToolCall {
+                        id: s("call_1"),
+                        name: s("read_file"),
+                        arguments: json!({ "path": "src/lib.rs" }),
+                    }]),
+                    tool_results: None,
+                },
+                HistoryMessage {
+                    role: Role::Tool,
+                    content: s(""),
+                    tool_calls: None,
+                    tool_results: Some(vec![HistoryToolResult {
+                        tool_call_id: s("call_1"),
+                        content: s("pub fn add() {}"),
+                        is_error: false,
+                    }]),
+                },
+            ],
+        }),
         CommandType::RequestSend => CommandPayload::RequestSend(c::RequestSend {
             message: s("Why does the test fail?"),
             images: None,
@@ -740,11 +739,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             patch_preview: Some(false),
         }),
         CommandType::RequestInterrupt => CommandPayload::RequestInterrupt(c::RequestInterrupt {}),
-        CommandType::RequestCancelQueued => {
-            CommandPayload::RequestCancelQueued(c::CancelQueued {
-                queued_request_id: s("req_0003"),
-            })
-        }
+        CommandType::RequestCancelQueued => CommandPayload::RequestCancelQueued(c::CancelQueued {
+            queued_request_id: s("req_0003"),
+        }),
         CommandType::ApprovalRespond => CommandPayload::ApprovalRespond(c::ApprovalRespond {
             approval_id: s("appr_0001"),
             decision: ApprovalDecision::AllowSession,
