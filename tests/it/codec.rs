@@ -496,6 +496,18 @@ fn escaped_keys_and_values_decode() {
 }
 
 #[test]
+fn duplicate_keys_take_the_last_value() {
+    let cmd = accept(
+        br#"{"version":"1.0","type":"session.list","requestId":"first","requestId":"second"}"#,
+    );
+    assert_eq!(cmd.request_id, "second");
+    check(
+        br#"{"version":"1.0","type":"session.set_mode","requestId":"r","requestId":"r17","sessionId":"s","payload":{"mode":"plan"},"payload":{}}"#,
+        invalid("missing_field", Some("payload.mode"), Some("r17")),
+    );
+}
+
+#[test]
 fn deeply_nested_json_neither_crashes_nor_leaks_into_typed_fields() {
     // Deep nesting in an unknown field is skipped without recursion: accepted.
     let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
