@@ -620,53 +620,112 @@ pub fn sample_event(t: EventType) -> Event {
     }
 }
 
-/// The meta a sample envelope of `t` carries (`replyTo` for events that answer a
-/// command of another stream, see docs/protocol.md).
-pub fn sample_meta(t: EventType) -> Meta {
-    match t {
-        EventType::ApprovalGranted | EventType::ApprovalDenied => Meta {
-            reply_to: Some(s("req_0002")),
-            ..Meta::default()
-        },
-        EventType::ToolCallCompleted => Meta {
-            duration_ms: Some(3),
-            permission_level: Some(PermissionLevel::Read),
-            ..Meta::default()
-        },
-        EventType::UsageUpdated => Meta {
-            model: Some(s("scripted:demo")),
-            ..Meta::default()
-        },
-        _ => Meta::default(),
-    }
+/// The command a sample event of type `t` answers in that command's own stream, for
+/// events that are not part of an agent-loop stream.
+pub fn answered_command(t: EventType) -> Option<CommandType> {
+    use CommandType as C;
+    use EventType as E;
+    Some(match t {
+        E::RuntimeStopped => C::RuntimeShutdown,
+        E::SessionStarted => C::SessionStart,
+        E::SessionResumed => C::SessionResume,
+        E::SessionClosed => C::SessionClose,
+        E::SessionList => C::SessionList,
+        E::SessionState => C::SessionState,
+        E::SessionModeChanged => C::SessionSetMode,
+        E::SessionModelChanged => C::SessionSetModel,
+        E::SessionRulesUpdated => C::SessionSetRules,
+        E::SessionHistoryLoaded => C::SessionLoadHistory,
+        E::RequestCancelled => C::RequestCancelQueued,
+        E::ReviewRequested => C::ReviewEnter,
+        E::ReviewUpdated => C::ReviewSubmit,
+        E::ReviewResolved => C::ReviewResolve,
+        E::ReviewState => C::ReviewStatus,
+        E::PatchApplied => C::PatchApply,
+        E::PatchRejected => C::PatchReject,
+        E::PatchSummary => C::PatchSummary,
+        E::TaskGraphCreated => C::TaskGraphCreate,
+        E::TaskGraphNodeAdded => C::TaskGraphAddNode,
+        E::TaskGraphNodeUpdated => C::TaskGraphUpdateNode,
+        E::TaskGraphAdvanced => C::TaskGraphAdvance,
+        E::TaskGraphState => C::TaskGraphState,
+        E::SubAgentList => C::SubAgentList,
+        E::SubAgentGet => C::SubAgentGet,
+        E::HarnessStatus => C::HarnessStatus,
+        E::BackgroundList => C::BackgroundList,
+        E::BackgroundGet => C::BackgroundGet,
+        E::BackgroundHistory => C::BackgroundHistory,
+        E::BackgroundStopped => C::BackgroundStop,
+        _ => return None,
+    })
 }
 
-/// Sample envelopes of every event type, in `EventType::ALL` order, with contiguous
-/// sequences per request.
+/// The command whose `requestId` a sample event of type `t` carries in `meta.replyTo`:
+/// events that act on the running request (see docs/protocol.md).
+pub fn replied_command(t: EventType) -> Option<CommandType> {
+    use CommandType as C;
+    use EventType as E;
+    Some(match t {
+        E::ApprovalGranted | E::ApprovalDenied => C::ApprovalRespond,
+        E::PlanApproved => C::PlanApprove,
+        E::PlanRejected => C::PlanReject,
+        E::AskAnswered => C::AskRespond,
+        E::SessionInterrupted => C::RequestInterrupt,
+        E::RequestSteered => C::RequestSend,
+        _ => return None,
+    })
+}
+
+/// The request stream of the sample agent loop.
+pub const LOOP_REQUEST: &str = "req_0001";
+
+/// Sample envelopes of every event type, in `EventType::ALL` order, following the
+/// requestId rule of docs/protocol.md, with contiguous sequences per request.
 pub fn sample_envelopes() -> Vec<Envelope> {
     let mut seq = Sequencer::new();
     EventType::ALL
         .iter()
         .enumerate()
         .map(|(i, &t)| {
-            let (session, request, source) = match t {
-                EventType::RuntimeReady | EventType::RuntimeStopped => {
-                    (None, "req_rt0001", Source::Bridge)
+            let mut meta = Meta::default();
+            let (session, request, source) = if t == EventType::RuntimeReady {
+                (None, s("req_0000"), Source::Bridge)
+            } else if let Some(c) = answered_command(t) {
+                let cmd = sample_command(c);
+                let session = match t {
+                    EventType::SessionStarted | EventType::SessionResumed => Some(s(SESSION)),
+                    _ => cmd.session_id.clone(),
+                };
+                (session, cmd.request_id, Source::Runtime)
+            } else {
+                if let Some(c) = replied_command(t) {
+                    meta.reply_to = Some(sample_command(c).request_id);
                 }
-                EventType::ToolCallProgress => (Some(s(SESSION)), "req_0001", Source::Tool),
-                _ => (Some(s(SESSION)), "req_0001", Source::Runtime),
+                let source = match t {
+                    EventType::ToolCallProgress => Source::Tool,
+                    _ => Source::Runtime,
+                };
+                (Some(s(SESSION)), s(LOOP_REQUEST), source)
             };
-            let sequence = seq.next(request);
+            match t {
+                EventType::ToolCallCompleted => {
+                    meta.duration_ms = Some(3);
+                    meta.permission_level = Some(PermissionLevel::Read);
+                }
+                EventType::UsageUpdated => meta.model = Some(s("scripted:demo")),
+                _ => {}
+            }
+            let sequence = seq.next(&request);
             Envelope::new(
                 session,
-                s(request),
+                request,
                 format!("evt_{:04}", i + 1),
                 T0 + i as u64,
                 source,
                 sequence,
                 sample_event(t),
             )
-            .with_meta(sample_meta(t))
+            .with_meta(meta)
         })
         .collect()
 }
