@@ -14,7 +14,7 @@
 //! | `not_an_object` | the JSON is not an object |
 //! | `missing_field` | a required field is absent |
 //! | `wrong_type` | a field has the wrong JSON type |
-//! | `invalid_value` | a field has the right type but a bad value (unknown enum variant, bad version string) |
+//! | `invalid_value` | a field has the right type but a bad value (unknown enum variant, bad version string, empty `requestId`) |
 //! | `unknown_type` | `type` names no command |
 //! | `version_mismatch` | `version` has another major (code `VERSION_MISMATCH`) |
 
