@@ -598,6 +598,7 @@ fn codec_corpus() {
     assert!(!files.is_empty(), "no corpus in {}", dir.display());
     let mut failures = Vec::new();
     let mut count = 0;
+    let mut seen = std::collections::BTreeSet::new();
     for file in &files {
         let name = file.file_name().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(file).unwrap();
@@ -613,6 +614,9 @@ fn codec_corpus() {
                     continue;
                 }
             };
+            if let Some(reason) = case["expect"]["reason"].as_str() {
+                seen.insert(reason.to_owned());
+            }
             let label = case["name"].as_str().unwrap_or("?").to_owned();
             for m in run_case(&case) {
                 failures.push(format!("{name}:{} ({label}): {m}", i + 1));
@@ -620,6 +624,11 @@ fn codec_corpus() {
         }
     }
     assert!(count >= 30, "corpus too small: {count} cases");
+    let unseen: Vec<_> = REASONS.iter().filter(|r| !seen.contains(**r)).collect();
+    assert!(
+        unseen.is_empty(),
+        "reasons without a corpus case: {unseen:?}"
+    );
     assert!(
         failures.is_empty(),
         "{} corpus mismatch(es):\n{}",

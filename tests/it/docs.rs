@@ -157,3 +157,30 @@ fn protocol_has_an_example_of_every_type() {
         );
     }
 }
+
+#[test]
+fn readme_setup_is_two_commands_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let blocks: Vec<&str> = readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        blocks,
+        ["cargo run --release -- demo", "bash .ci/test"],
+        "the set-up commands in README.md changed"
+    );
+    assert!(root.join(".ci/test").is_file());
+    assert!(root.join(".ci/run").is_file());
+    for doc in [
+        "docs/ARCHITECTURE.md",
+        "docs/protocol.md",
+        "docs/performance.md",
+    ] {
+        assert!(readme.contains(doc), "README.md does not link {doc}");
+        assert!(root.join(doc).is_file(), "{doc} is missing");
+    }
+}

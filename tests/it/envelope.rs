@@ -51,6 +51,15 @@ fn every_event_type_round_trips() {
         let back = decode_envelope(&line)
             .unwrap_or_else(|e| panic!("{} does not decode: {e}", env.type_name()));
         assert_eq!(back, env, "{}", env.type_name());
+        // `payload_value` is the payload as written.
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            env.event.payload_value(),
+            v["payload"],
+            "{}",
+            env.type_name()
+        );
+        assert_eq!(v["type"], env.type_name());
         // Encoding the decoded value again gives the same bytes.
         assert_eq!(encode_line(&back), line, "{}", env.type_name());
     }
