@@ -1,1 +1,294 @@
-fn main() {}
+//! Envelope codec throughput beside plain `serde_json` on equivalent structs.
+//!
+//! Run with `cargo bench --bench envelope`. Each case runs for a fixed time budget a few
+//! times and the best round is kept; the whole run takes well under 30 s. The target is
+//! that encoding an envelope costs at most 1.5× encoding a plain `#[derive(Serialize)]`
+//! struct with the same fields.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use keel_envelope::codec::{decode_command, encode_into, encode_line, Limits};
+use keel_envelope::commands::WhenBusy;
+use keel_envelope::events::{AssistantDelta, ToolCallCompleted};
+use keel_envelope::types::{ApprovalDecision, PermissionLevel};
+use keel_envelope::{Envelope, Event, Meta, Source};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The plain equivalent of an envelope: the same fields, derived.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlainEnvelope<P> {
+    version: String,
+    session_id: Option<String>,
+    request_id: String,
+    event_id: String,
+    #[serde(rename = "type")]
+    ty: String,
+    timestamp: u64,
+    source: Source,
+    sequence: u64,
+    payload: P,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    meta: Option<Meta>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlainDelta {
+    text: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PlainToolCompleted {
+    tool_call_id: String,
+    tool_name: String,
+    result: serde_json::Value,
+    duration_ms: u64,
+}
+
+/// The plain equivalent of a command line.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PlainCommand<P> {
+    version: String,
+    #[serde(rename = "type")]
+    ty: String,
+    request_id: String,
+    session_id: Option<String>,
+    payload: P,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PlainRequestSend {
+    message: String,
+    #[serde(default)]
+    images: Option<Vec<String>>,
+    #[serde(default)]
+    when_busy: Option<WhenBusy>,
+    #[serde(default)]
+    patch_preview: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PlainApprovalRespond {
+    approval_id: String,
+    decision: ApprovalDecision,
+}
+
+const ROUNDS: usize = 5;
+const ROUND_TIME: Duration = Duration::from_millis(250);
+
+/// Operations per second of `f`: the best of a few timed rounds.
+fn rate(mut f: impl FnMut()) -> f64 {
+    // Warm up.
+    let start = Instant::now();
+    while start.elapsed() < ROUND_TIME / 2 {
+        f();
+    }
+    let mut best = 0.0f64;
+    for _ in 0..ROUNDS {
+        let mut n = 0u64;
+        let start = Instant::now();
+        loop {
+            for _ in 0..64 {
+                f();
+            }
+            n += 64;
+            if start.elapsed() >= ROUND_TIME {
+                break;
+            }
+        }
+        best = best.max(n as f64 / start.elapsed().as_secs_f64());
+    }
+    best
+}
+
+struct Row {
+    case: String,
+    keel: f64,
+    plain: f64,
+}
+
+fn envelope_of(event: Event, meta: Meta) -> Envelope {
+    Envelope::new(
+        Some("sess_01JQ3Z5W8K4V2N6M9P0R7T1X3Y".into()),
+        "req_01JQ3Z5W8K4V2N6M9P0R7T1X3Z".into(),
+        "evt_01JQ3Z5W8K4V2N6M9P0R7T1X40".into(),
+        1_775_600_000_000,
+        Source::Runtime,
+        12,
+        event,
+    )
+    .with_meta(meta)
+}
+
+fn plain_of<P>(env: &Envelope, payload: P) -> PlainEnvelope<P> {
+    PlainEnvelope {
+        version: env.version.clone(),
+        session_id: env.session_id.clone(),
+        request_id: env.request_id.clone(),
+        event_id: env.event_id.clone(),
+        ty: env.type_name().to_owned(),
+        timestamp: env.timestamp,
+        source: env.source,
+        sequence: env.sequence,
+        payload,
+        meta: env.meta.clone(),
+    }
+}
+
+fn encode_rows<P: Serialize>(name: &str, env: &Envelope, plain: &PlainEnvelope<P>) -> Vec<Row> {
+    // Same bytes, or the comparison means nothing.
+    let mut want = serde_json::to_vec(plain).expect("plain encodes");
+    want.push(b'\n');
+    assert_eq!(
+        encode_line(env),
+        want,
+        "{name}: envelope and plain struct differ"
+    );
+
+    let mut rows = Vec::new();
+    let keel = rate(|| {
+        black_box(encode_line(black_box(env)));
+    });
+    let plain_rate = rate(|| {
+        let mut v = serde_json::to_vec(black_box(plain)).unwrap_or_default();
+        v.push(b'\n');
+        black_box(v);
+    });
+    rows.push(Row {
+        case: format!("encode {name} (new Vec per line)"),
+        keel,
+        plain: plain_rate,
+    });
+
+    let mut buf = Vec::with_capacity(4096);
+    let keel = rate(|| {
+        buf.clear();
+        encode_into(black_box(env), &mut buf);
+        black_box(&buf);
+    });
+    let mut buf = Vec::with_capacity(4096);
+    let plain_rate = rate(|| {
+        buf.clear();
+        if serde_json::to_writer(&mut buf, black_box(plain)).is_ok() {
+            buf.push(b'\n');
+        }
+        black_box(&buf);
+    });
+    rows.push(Row {
+        case: format!("encode {name} (reused buffer)"),
+        keel,
+        plain: plain_rate,
+    });
+    rows
+}
+
+fn decode_row<P: for<'de> Deserialize<'de>>(name: &str, line: &[u8]) -> Row {
+    assert!(decode_command(line, Limits::default()).is_ok(), "{name}");
+    assert!(
+        serde_json::from_slice::<PlainCommand<P>>(line).is_ok(),
+        "{name}"
+    );
+    let keel = rate(|| {
+        black_box(decode_command(black_box(line), Limits::default()).is_ok());
+    });
+    let plain = rate(|| {
+        black_box(serde_json::from_slice::<PlainCommand<P>>(black_box(line)).is_ok());
+    });
+    Row {
+        case: format!("decode {name}"),
+        keel,
+        plain,
+    }
+}
+
+fn main() {
+    let started = Instant::now();
+    let mut rows = Vec::new();
+
+    let delta = envelope_of(
+        Event::AssistantDelta(AssistantDelta {
+            text: "Reading the test file to find the failing assertion. ".into(),
+        }),
+        Meta::default(),
+    );
+    let plain = plain_of(
+        &delta,
+        PlainDelta {
+            text: "Reading the test file to find the failing assertion. ".into(),
+        },
+    );
+    rows.extend(encode_rows("assistant.delta", &delta, &plain));
+
+    let result = json!({
+        "path": "src/parser.rs",
+        "content": "pub fn parse(input: &str) -> Result<Ast, Error> {\n    let tokens = lex(input)?;\n    Parser::new(tokens).parse()\n}\n",
+        "startLine": 1,
+        "lineCount": 4,
+        "totalLines": 212,
+        "sizeBytes": 6841,
+        "truncated": true
+    });
+    let completed = envelope_of(
+        Event::ToolCallCompleted(ToolCallCompleted {
+            tool_call_id: "tool_01JQ3Z5W8K4V2N6M9P0R7T1X41".into(),
+            tool_name: "read_file".into(),
+            result: result.clone(),
+            duration_ms: 3,
+        }),
+        Meta {
+            duration_ms: Some(3),
+            permission_level: Some(PermissionLevel::Read),
+            ..Meta::default()
+        },
+    );
+    let plain = plain_of(
+        &completed,
+        PlainToolCompleted {
+            tool_call_id: "tool_01JQ3Z5W8K4V2N6M9P0R7T1X41".into(),
+            tool_name: "read_file".into(),
+            result,
+            duration_ms: 3,
+        },
+    );
+    rows.extend(encode_rows("tool.call.completed", &completed, &plain));
+
+    rows.push(decode_row::<PlainRequestSend>(
+        "request.send",
+        br#"{"version":"1.0","type":"request.send","requestId":"req_01JQ3Z5W8K4V2N6M9P0R7T1X42","sessionId":"sess_01JQ3Z5W8K4V2N6M9P0R7T1X3Y","payload":{"message":"Why does the parser test fail on empty input?","whenBusy":"queue"}}
+"#,
+    ));
+    rows.push(decode_row::<PlainApprovalRespond>(
+        "approval.respond",
+        br#"{"version":"1.0","type":"approval.respond","requestId":"req_01JQ3Z5W8K4V2N6M9P0R7T1X43","sessionId":"sess_01JQ3Z5W8K4V2N6M9P0R7T1X3Y","payload":{"approvalId":"appr_01JQ3Z5W8K4V2N6M9P0R7T1X44","decision":"allow_once"}}
+"#,
+    ));
+
+    println!(
+        "{:<46} {:>14} {:>14} {:>8}",
+        "case", "keel ops/s", "plain ops/s", "ratio"
+    );
+    for r in &rows {
+        println!(
+            "{:<46} {:>14.0} {:>14.0} {:>7.2}x",
+            r.case,
+            r.keel,
+            r.plain,
+            r.plain / r.keel
+        );
+    }
+    println!(
+        "\nratio = time per operation of keel / time of plain serde_json (lower is better; \
+         encode target <= 1.50x)\ntotal {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}

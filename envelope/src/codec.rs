@@ -14,7 +14,7 @@
 //! | `not_an_object` | the JSON is not an object |
 //! | `missing_field` | a required field is absent |
 //! | `wrong_type` | a field has the wrong JSON type |
-//! | `invalid_value` | a field has the right type but a bad value (unknown enum variant, bad version string) |
+//! | `invalid_value` | a field has the right type but a bad value (unknown enum variant, bad version string, empty `requestId`) |
 //! | `unknown_type` | `type` names no command |
 //! | `version_mismatch` | `version` has another major (code `VERSION_MISMATCH`) |
 
@@ -73,6 +73,52 @@ fn field_error(reason: &str, field: &str, message: String) -> ErrorPayload {
     invalid(reason, message).with_detail("field", field)
 }
 
+/// The top-level fields of a command line, borrowed from the line. Other keys are
+/// ignored (compatibility rule); a JSON `null` is kept as a raw `null`, not as absent.
+#[derive(Default, serde::Deserialize)]
+struct Fields<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    version: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present", rename = "type")]
+    ty: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present", rename = "requestId")]
+    request_id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present", rename = "sessionId")]
+    session_id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    payload: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        match name {
+            "version" => self.version,
+            "type" => self.ty,
+            "requestId" => self.request_id,
+            "sessionId" => self.session_id,
+            "payload" => self.payload,
+            _ => None,
+        }
+    }
+
+    /// Picks the known keys out of a map of every key (the last duplicate wins).
+    fn from_map<K: std::borrow::Borrow<str> + std::hash::Hash + Eq>(
+        map: &'a HashMap<K, &'a RawValue>,
+    ) -> Self {
+        Fields {
+            version: map.get("version").copied(),
+            ty: map.get("type").copied(),
+            request_id: map.get("requestId").copied(),
+            session_id: map.get("sessionId").copied(),
+            payload: map.get("payload").copied(),
+        }
+    }
+}
+
 fn json_kind(raw: &RawValue) -> &'static str {
     match raw.get().trim_start().as_bytes().first() {
         Some(b'{') => "object",
@@ -101,7 +147,7 @@ fn scan_request_id(bytes: &[u8]) -> Option<String> {
         .iter()
         .take(256)
         .position(|b| *b == b'"' || *b == b'\\')?;
-    if rest.get(end) != Some(&b'"') {
+    if end == 0 || rest.get(end) != Some(&b'"') {
         return None;
     }
     std::str::from_utf8(&rest[..end]).ok().map(str::to_owned)
@@ -155,6 +201,13 @@ pub fn decode_command(line: &[u8], limits: Limits) -> Result<Command, CodecError
             None,
         ));
     }
+    // Fast path: one pass into the known fields. Anything unusual (not an object, bad
+    // JSON, duplicate keys) takes the slower path below, which also classifies errors.
+    if text.trim_start().starts_with('{') {
+        if let Ok(fields) = serde_json::from_str::<Fields<'_>>(text) {
+            return decode_fields(&fields);
+        }
+    }
     let fields: HashMap<&str, &RawValue> = match serde_json::from_str::<&RawValue>(text) {
         Err(e) => {
             return Err(fail(
@@ -181,27 +234,19 @@ pub fn decode_command(line: &[u8], limits: Limits) -> Result<Command, CodecError
             Err(_) => return decode_owned(text, limits),
         },
     };
-    decode_fields(&fields)
+    decode_fields(&Fields::from_map(&fields))
 }
 
 fn decode_owned(text: &str, _limits: Limits) -> Result<Command, CodecError> {
-    let owned: HashMap<String, Box<RawValue>> =
-        serde_json::from_str(text).map_err(|e| CodecError {
-            error: invalid("invalid_json", format!("line is not valid JSON: {e}")),
-            request_id: None,
-            session_id: None,
-        })?;
-    let fields: HashMap<&str, &RawValue> = owned
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_ref()))
-        .collect();
-    decode_fields(&fields)
+    let owned: HashMap<String, &RawValue> = serde_json::from_str(text).map_err(|e| CodecError {
+        error: invalid("invalid_json", format!("line is not valid JSON: {e}")),
+        request_id: None,
+        session_id: None,
+    })?;
+    decode_fields(&Fields::from_map(&owned))
 }
 
-fn string_field(
-    fields: &HashMap<&str, &RawValue>,
-    name: &str,
-) -> Result<Option<String>, ErrorPayload> {
+fn string_field(fields: &Fields<'_>, name: &str) -> Result<Option<String>, ErrorPayload> {
     match fields.get(name) {
         None => Ok(None),
         Some(raw) => match serde_json::from_str::<Option<String>>(raw.get()) {
@@ -216,13 +261,16 @@ fn string_field(
     }
 }
 
-fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecError> {
+fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
     // requestId first, so every later error can echo it.
     let request_id = string_field(fields, "requestId").map_err(|error| CodecError {
         error,
         request_id: None,
         session_id: None,
     })?;
+    // An empty requestId cannot correlate anything: it is refused and not echoed.
+    let empty_request_id = request_id.as_deref() == Some("");
+    let request_id = request_id.filter(|id| !id.is_empty());
     let session_id = string_field(fields, "sessionId").ok().flatten();
     let fail = |error: ErrorPayload| CodecError {
         error,
@@ -230,8 +278,8 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
         session_id: session_id.clone(),
     };
     let request_id_value = match &request_id {
-        Some(id) if !id.is_empty() => id.clone(),
-        Some(_) => {
+        Some(id) => id.clone(),
+        None if empty_request_id => {
             return Err(fail(field_error(
                 "invalid_value",
                 "requestId",
@@ -306,7 +354,7 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
         ));
     };
 
-    if fields.contains_key("sessionId") {
+    if fields.session_id.is_some() {
         string_field(fields, "sessionId").map_err(&fail)?;
     }
     if ty.needs_session() && session_id.is_none() {
@@ -317,7 +365,7 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
         )));
     }
 
-    let payload_text = match fields.get("payload") {
+    let payload_text = match fields.payload {
         None => "{}",
         Some(raw) if json_kind(raw) == "object" => raw.get(),
         Some(raw) => {
@@ -341,9 +389,11 @@ fn decode_fields(fields: &HashMap<&str, &RawValue>) -> Result<Command, CodecErro
     })
 }
 
+/// The major of a `MAJOR.MINOR` version, both parts plain ASCII digits.
 fn parse_major(version: &str) -> Option<u32> {
     let (major, minor) = version.split_once('.')?;
-    if minor.is_empty() || !minor.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(major) || !digits(minor) {
         return None;
     }
     major.parse().ok()

@@ -1,1 +1,9 @@
-//! Integration tests.
+//! Integration tests: one binary, one module per area.
+
+// Tests may unwrap: a panic is a failed test with its reason.
+#![allow(clippy::unwrap_used)]
+
+mod codec;
+mod docs;
+mod envelope;
+mod samples;

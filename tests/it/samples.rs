@@ -1,0 +1,932 @@
+//! One representative value for every event type and every command type.
+//!
+//! The `match`es below are exhaustive on purpose: adding an event or command type
+//! without a sample here stops this test binary from compiling.
+
+use std::collections::BTreeMap;
+
+use keel_envelope::commands::{
+    self, ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, ProposedFile, ReviewDecision,
+    WhenBusy,
+};
+use keel_envelope::error::{ErrorCategory, ErrorHint, Severity};
+use keel_envelope::events::{self as ev, EventType};
+use keel_envelope::ext::{
+    BackgroundStatus, BackgroundTask, ChecklistItem, GraphStatus, NodeStatus, Patch, PatchFile,
+    PatchOp, PatchStats, PatchStatus, ReviewComment, ReviewState, ReviewStatus, SubAgentInfo,
+    SubAgentStatus, TaskGraph, TaskNode,
+};
+use keel_envelope::tools::DiffStats;
+use keel_envelope::types::{
+    ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, HistoryToolCall, HistoryToolResult,
+    ModelInfo, PermissionLevel, PermissionMode, Plan, PlanStatus, PlanStep, RiskLevel, Role,
+    SessionInfo, SessionState, StepStatus, StopReason, Telemetry, Usage,
+};
+use keel_envelope::{
+    Command, CommandType, Envelope, ErrorCode, ErrorPayload, Event, Meta, Sequencer, Source,
+};
+use serde_json::json;
+
+/// The fixed instant every sample uses (ms since the epoch).
+pub const T0: u64 = 1_775_600_000_000;
+/// The session of every sample.
+pub const SESSION: &str = "sess_0001";
+
+fn s(v: &str) -> String {
+    v.to_owned()
+}
+
+pub fn session_info() -> SessionInfo {
+    SessionInfo {
+        session_id: s(SESSION),
+        title: Some(s("Fix the failing test")),
+        workspace: s("/home/dev/project"),
+        created_at: T0,
+        updated_at: T0 + 5_000,
+        state: SessionState::Idle,
+        permission_mode: PermissionMode::Ask,
+        model: s("scripted:demo"),
+    }
+}
+
+fn steps() -> Vec<PlanStep> {
+    vec![
+        PlanStep {
+            id: s("s1"),
+            title: s("Read the relevant files"),
+            status: StepStatus::Completed,
+        },
+        PlanStep {
+            id: s("s2"),
+            title: s("Change the registration logic"),
+            status: StepStatus::InProgress,
+        },
+        PlanStep {
+            id: s("s3"),
+            title: s("Add tests"),
+            status: StepStatus::Pending,
+        },
+    ]
+}
+
+fn plan() -> Plan {
+    Plan {
+        plan_id: s("plan_0001"),
+        status: PlanStatus::AwaitingApproval,
+        summary: Some(s("Fix the parser and add a test")),
+        steps: steps(),
+    }
+}
+
+fn rules() -> ApprovalRules {
+    ApprovalRules {
+        always_allow_global: vec![s("read_file")],
+        always_allow_project: vec![s("run_shell(cargo test:*)")],
+    }
+}
+
+fn usage(i: u64, o: u64) -> Usage {
+    Usage {
+        input_tokens: i,
+        output_tokens: o,
+        cached_input_tokens: i / 2,
+    }
+}
+
+pub fn error_payload(code: ErrorCode) -> ErrorPayload {
+    ErrorPayload::new(code, "the current mode does not allow writes")
+        .with_detail("toolName", "edit_file")
+        .category(ErrorCategory::Runtime)
+        .severity(Severity::Error)
+}
+
+fn review() -> ReviewState {
+    ReviewState {
+        review_id: s("rev_0001"),
+        status: ReviewStatus::Pending,
+        reason: s("Check the migration before it runs"),
+        requested_by: s("host"),
+        requested_at: T0,
+        resolved_by: None,
+        resolved_at: None,
+        decision: None,
+        blocking: true,
+        comments: vec![ReviewComment {
+            id: s("c1"),
+            author: s("host"),
+            content: s("Looks right so far"),
+            created_at: T0 + 1,
+        }],
+        checklist: vec![ChecklistItem {
+            id: s("k1"),
+            title: s("Tests pass"),
+            done: false,
+            note: None,
+        }],
+        summary: None,
+    }
+}
+
+fn patch() -> Patch {
+    Patch {
+        patch_id: s("patch_0001"),
+        status: PatchStatus::Pending,
+        origin: s("tool"),
+        reason: Some(s("Fix the off-by-one")),
+        request_id: Some(s("req_0001")),
+        proposed_at: T0,
+        resolved_at: None,
+        resolved_by: None,
+        files: vec![PatchFile {
+            index: 0,
+            path: s("src/lib.rs"),
+            op: PatchOp::Modify,
+            before: Some(s("let n = len - 1;\n")),
+            after: Some(s("let n = len;\n")),
+            diff: s("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-let n = len - 1;\n+let n = len;\n"),
+            stats: DiffStats {
+                added: 1,
+                removed: 1,
+            },
+        }],
+        stats: PatchStats {
+            file_count: 1,
+            added: 1,
+            removed: 1,
+        },
+    }
+}
+
+fn node(id: &str, status: NodeStatus, deps: &[&str]) -> TaskNode {
+    let mut metadata = serde_json::Map::new();
+    metadata.insert(s("owner"), json!("agent"));
+    TaskNode {
+        id: s(id),
+        title: format!("Task {id}"),
+        description: None,
+        status,
+        depends_on: deps.iter().map(|d| s(d)).collect(),
+        metadata,
+        created_at: T0,
+        updated_at: T0 + 10,
+        started_at: Some(T0 + 5),
+        completed_at: None,
+        result: serde_json::Value::Null,
+        error: serde_json::Value::Null,
+    }
+}
+
+fn graph() -> TaskGraph {
+    let mut nodes = BTreeMap::new();
+    nodes.insert(s("a"), node("a", NodeStatus::Completed, &[]));
+    nodes.insert(s("b"), node("b", NodeStatus::Ready, &["a"]));
+    TaskGraph {
+        graph_id: s("graph_0001"),
+        title: Some(s("Release")),
+        description: None,
+        status: GraphStatus::Active,
+        order: vec![s("a"), s("b")],
+        nodes,
+        created_at: T0,
+        updated_at: T0 + 10,
+        completed_at: None,
+    }
+}
+
+fn sub_agent() -> SubAgentInfo {
+    SubAgentInfo {
+        sub_agent_id: s("sub_0001"),
+        parent_session_id: s(SESSION),
+        parent_request_id: s("req_0001"),
+        task: s("Find every caller of parse()"),
+        tools: vec![s("read_file"), s("search_files")],
+        status: SubAgentStatus::Running,
+        summary: None,
+        error: None,
+        usage: usage(1200, 80),
+        turns: 2,
+        started_at: T0,
+        finished_at: None,
+    }
+}
+
+fn background() -> BackgroundTask {
+    BackgroundTask {
+        task_id: s("bg_0001"),
+        session_id: s(SESSION),
+        command: s("npm run dev"),
+        status: BackgroundStatus::Running,
+        exit_code: None,
+        started_at: T0,
+        ended_at: None,
+        output_tail: s("ready on port 5173\n"),
+    }
+}
+
+/// A representative `tool.call.completed` with a structured result.
+pub fn tool_call_completed() -> ev::ToolCallCompleted {
+    ev::ToolCallCompleted {
+        tool_call_id: s("tool_0001"),
+        tool_name: s("read_file"),
+        result: json!({
+            "path": "src/lib.rs",
+            "content": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+            "startLine": 1,
+            "lineCount": 3,
+            "totalLines": 3,
+            "sizeBytes": 48,
+            "truncated": false
+        }),
+        duration_ms: 3,
+    }
+}
+
+/// A representative value of `t`.
+pub fn sample_event(t: EventType) -> Event {
+    match t {
+        EventType::RuntimeReady => Event::RuntimeReady(ev::RuntimeReady {
+            protocol_version: s("1.0"),
+            keel_version: s("0.1.0"),
+            pid: 4242,
+            workspace: Some(s("/home/dev/project")),
+            available_models: vec![ModelInfo {
+                id: s("scripted:demo"),
+                display_name: s("Scripted demo"),
+                provider: s("scripted"),
+                is_current: true,
+            }],
+            permission_modes: PermissionMode::ALL.to_vec(),
+            capabilities: vec![s("approvals"), s("plan"), s("resume"), s("queue")],
+        }),
+        EventType::RuntimeStopped => Event::RuntimeStopped(ev::RuntimeStopped {
+            reason: s("shutdown"),
+        }),
+        EventType::SessionStarted => Event::SessionStarted(ev::SessionStarted {
+            session_id: s(SESSION),
+            workspace: s("/home/dev/project"),
+            permission_mode: PermissionMode::Ask,
+            model: s("scripted:demo"),
+            title: None,
+            created_at: T0,
+        }),
+        EventType::SessionResumed => Event::SessionResumed(ev::SessionResumed {
+            session: session_info(),
+            summary: s("Fix the failing test (4 messages)"),
+            message_count: 4,
+            plan: Some(plan()),
+            rules: rules(),
+            last_cursor: Some(Cursor {
+                request_id: s("req_0001"),
+                sequence: 12,
+            }),
+            replayed: 0,
+        }),
+        EventType::SessionInterrupted => Event::SessionInterrupted(ev::SessionInterrupted {
+            interrupted_request_id: Some(s("req_0001")),
+            reason: s("user"),
+            was_running: true,
+        }),
+        EventType::SessionCompleted => Event::SessionCompleted(ev::SessionCompleted {
+            stop_reason: StopReason::EndTurn,
+            final_text: Some(s("The test passes now.")),
+            telemetry: Telemetry {
+                elapsed_ms: 1830,
+                turns: 2,
+                tool_calls: 1,
+                input_tokens: 2400,
+                output_tokens: 160,
+            },
+        }),
+        EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed {
+            reason: s("requested"),
+        }),
+        EventType::SessionList => Event::SessionList(ev::SessionList {
+            sessions: vec![session_info()],
+        }),
+        EventType::SessionState => Event::SessionState(ev::SessionStateSnapshot {
+            session: session_info(),
+            active_request_id: Some(s("req_0002")),
+            queued_request_ids: vec![s("req_0003")],
+            pending_approval_ids: vec![s("appr_0001")],
+            plan: None,
+            rules: rules(),
+            usage: usage(2400, 160),
+            message_count: 6,
+            state: SessionState::WaitingApproval,
+        }),
+        EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged {
+            mode: PermissionMode::AutoEdit,
+            previous_mode: PermissionMode::Ask,
+        }),
+        EventType::SessionModelChanged => Event::SessionModelChanged(ev::SessionModelChanged {
+            model: s("anthropic:claude-sonnet"),
+            previous_model: s("scripted:demo"),
+        }),
+        EventType::SessionRulesUpdated => Event::SessionRulesUpdated(ev::SessionRulesUpdated {
+            rules: rules(),
+            source: s("host"),
+        }),
+        EventType::SessionHistoryLoaded => {
+            Event::SessionHistoryLoaded(ev::SessionHistoryLoaded { message_count: 4 })
+        }
+        EventType::RequestAccepted => Event::RequestAccepted(ev::RequestAccepted {
+            message: s("Why does the test fail?"),
+            from_queue: false,
+        }),
+        EventType::RequestRejected => Event::RequestRejected(
+            ErrorPayload::new(ErrorCode::SessionBusy, "the session is busy")
+                .category(ErrorCategory::Business),
+        ),
+        EventType::RequestQueued => Event::RequestQueued(ev::RequestQueued { position: 1 }),
+        EventType::RequestSteered => Event::RequestSteered(ev::RequestSteered {
+            target_request_id: s("req_0001"),
+        }),
+        EventType::RequestCancelled => Event::RequestCancelled(ev::RequestCancelled {
+            queued_request_id: s("req_0003"),
+        }),
+        EventType::AssistantMessage => Event::AssistantMessage(ev::AssistantMessage {
+            text: s("I will read the test first."),
+        }),
+        EventType::AssistantDelta => Event::AssistantDelta(ev::AssistantDelta {
+            text: s("I will read "),
+        }),
+        EventType::AssistantThoughtSummary => {
+            Event::AssistantThoughtSummary(ev::AssistantThoughtSummary {
+                text: s("Looking for the failing assertion."),
+            })
+        }
+        EventType::AssistantFinal => Event::AssistantFinal(ev::AssistantFinal {
+            text: s("The test passes now."),
+        }),
+        EventType::PlanStarted => Event::PlanStarted(ev::PlanStarted {
+            plan_id: s("plan_0001"),
+        }),
+        EventType::PlanUpdated => Event::PlanUpdated(ev::PlanUpdated {
+            plan_id: s("plan_0001"),
+            steps: steps(),
+        }),
+        EventType::PlanApprovalRequired => Event::PlanApprovalRequired(ev::PlanApprovalRequired {
+            plan_id: s("plan_0001"),
+            steps: steps(),
+            summary: Some(s("Fix the parser and add a test")),
+        }),
+        EventType::PlanApproved => Event::PlanApproved(ev::PlanApproved {
+            plan_id: s("plan_0001"),
+            mode: PermissionMode::AutoEdit,
+        }),
+        EventType::PlanRejected => Event::PlanRejected(ev::PlanRejected {
+            plan_id: s("plan_0001"),
+            feedback: Some(s("Do not touch the public API")),
+        }),
+        EventType::ToolCallStarted => Event::ToolCallStarted(ev::ToolCallStarted {
+            tool_call_id: s("tool_0001"),
+            tool_name: s("read_file"),
+            arguments: json!({ "path": "src/lib.rs" }),
+            permission_level: PermissionLevel::Read,
+        }),
+        EventType::ToolCallProgress => Event::ToolCallProgress(ev::ToolCallProgress {
+            tool_call_id: s("tool_0002"),
+            stream: s("stdout"),
+            chunk: s("running 3 tests\n"),
+        }),
+        EventType::ToolCallCompleted => Event::ToolCallCompleted(tool_call_completed()),
+        EventType::ToolCallFailed => Event::ToolCallFailed(ev::ToolCallFailed {
+            tool_call_id: s("tool_0002"),
+            tool_name: s("run_shell"),
+            error: ErrorPayload::new(ErrorCode::ToolExecutionFailed, "exit code 101")
+                .with_detail("exitCode", 101),
+            duration_ms: 2100,
+        }),
+        EventType::ToolCallSkipped => Event::ToolCallSkipped(ev::ToolCallSkipped {
+            tool_call_id: s("tool_0003"),
+            tool_name: s("edit_file"),
+            error: error_payload(ErrorCode::ToolPermissionDenied),
+        }),
+        EventType::ApprovalRequested => Event::ApprovalRequested(ev::ApprovalRequested {
+            approval_id: s("appr_0001"),
+            tool_call_id: s("tool_0002"),
+            tool_name: s("run_shell"),
+            arguments: json!({ "command": "npm run test:jest" }),
+            preview: s("npm run test:jest"),
+            command: Some(s("npm run test:jest")),
+            reason: s("about to run a shell command that may change workspace files"),
+            action_type: s("shell.execute"),
+            risk_level: RiskLevel::High,
+            permission_level: PermissionLevel::Execute,
+            scope: vec![s("process:spawn"), s("filesystem:workspace")],
+            decisions: ApprovalDecision::ALL.to_vec(),
+            expires_at: Some(T0 + 60_000),
+        }),
+        EventType::ApprovalGranted => Event::ApprovalGranted(ev::ApprovalGranted {
+            approval_id: s("appr_0001"),
+            tool_call_id: s("tool_0002"),
+            decision: ApprovalDecision::AllowOnce,
+        }),
+        EventType::ApprovalDenied => Event::ApprovalDenied(ev::ApprovalDenied {
+            approval_id: s("appr_0001"),
+            tool_call_id: s("tool_0002"),
+            reason: s("user"),
+        }),
+        EventType::ApprovalExpired => Event::ApprovalExpired(ev::ApprovalExpired {
+            approval_id: s("appr_0001"),
+            tool_call_id: s("tool_0002"),
+            reason: s("timeout"),
+        }),
+        EventType::AskRequested => Event::AskRequested(ev::AskRequested {
+            ask_id: s("ask_0001"),
+            tool_call_id: s("tool_0004"),
+            question: s("Which database should the tests use?"),
+            candidates: vec![s("sqlite"), s("postgres")],
+            expires_at: None,
+        }),
+        EventType::AskAnswered => Event::AskAnswered(ev::AskAnswered {
+            ask_id: s("ask_0001"),
+            answer: s("sqlite"),
+        }),
+        EventType::AskExpired => Event::AskExpired(ev::AskExpired {
+            ask_id: s("ask_0001"),
+            reason: s("interrupted"),
+        }),
+        EventType::CompactionStarted => Event::CompactionStarted(ev::CompactionStarted {
+            trigger: s("auto"),
+            tokens_before: 180_000,
+        }),
+        EventType::CompactionCompleted => Event::CompactionCompleted(ev::CompactionCompleted {
+            tokens_before: 180_000,
+            tokens_after: 24_000,
+            messages_compacted: 40,
+            fallback: false,
+        }),
+        EventType::UsageUpdated => Event::UsageUpdated(ev::UsageUpdated {
+            last: usage(1200, 80),
+            request: usage(2400, 160),
+            session: usage(9600, 640),
+            context_tokens: 2560,
+            context_window: 200_000,
+        }),
+        EventType::Warning => Event::Warning(
+            ErrorPayload::new(
+                ErrorCode::ContextCompactionFailed,
+                "summary failed; truncated instead",
+            )
+            .severity(Severity::Warning)
+            .retryable(true),
+        ),
+        EventType::Error => Event::Error(
+            ErrorPayload::new(ErrorCode::ModelError, "the provider answered 429")
+                .category(ErrorCategory::Runtime)
+                .hint(ErrorHint::QuotaExceeded)
+                .retryable(true),
+        ),
+        EventType::ReviewRequested => Event::ReviewRequested(ev::ReviewEvent { review: review() }),
+        EventType::ReviewUpdated => Event::ReviewUpdated(ev::ReviewEvent { review: review() }),
+        EventType::ReviewResolved => {
+            let mut r = review();
+            r.status = ReviewStatus::Approved;
+            r.decision = Some(ReviewStatus::Approved);
+            r.resolved_by = Some(s("host"));
+            r.resolved_at = Some(T0 + 100);
+            Event::ReviewResolved(ev::ReviewEvent { review: r })
+        }
+        EventType::ReviewState => Event::ReviewState(ev::ReviewStateEvent {
+            review: Some(review()),
+            blocking: true,
+        }),
+        EventType::PatchProposed => Event::PatchProposed(ev::PatchEvent { patch: patch() }),
+        EventType::PatchApplied => {
+            let mut p = patch();
+            p.status = PatchStatus::Applied;
+            p.resolved_at = Some(T0 + 50);
+            p.resolved_by = Some(s("host"));
+            Event::PatchApplied(ev::PatchEvent { patch: p })
+        }
+        EventType::PatchRejected => {
+            let mut p = patch();
+            p.status = PatchStatus::Rejected;
+            Event::PatchRejected(ev::PatchEvent { patch: p })
+        }
+        EventType::PatchSummary => Event::PatchSummary(ev::PatchSummary {
+            pending: vec![patch()],
+            history: vec![],
+            totals: PatchStats {
+                file_count: 1,
+                added: 1,
+                removed: 1,
+            },
+        }),
+        EventType::TaskGraphCreated => Event::TaskGraphCreated(ev::TaskGraphEvent {
+            graph: Some(graph()),
+        }),
+        EventType::TaskGraphUpdated => Event::TaskGraphUpdated(ev::TaskGraphEvent {
+            graph: Some(graph()),
+        }),
+        EventType::TaskGraphNodeAdded => Event::TaskGraphNodeAdded(ev::TaskGraphNodeEvent {
+            graph_id: s("graph_0001"),
+            node: node("c", NodeStatus::Pending, &["b"]),
+        }),
+        EventType::TaskGraphNodeUpdated => Event::TaskGraphNodeUpdated(ev::TaskGraphNodeEvent {
+            graph_id: s("graph_0001"),
+            node: node("b", NodeStatus::Running, &["a"]),
+        }),
+        EventType::TaskGraphNodeCompleted => {
+            let mut n = node("b", NodeStatus::Completed, &["a"]);
+            n.completed_at = Some(T0 + 20);
+            n.result = json!({ "ok": true });
+            Event::TaskGraphNodeCompleted(ev::TaskGraphNodeEvent {
+                graph_id: s("graph_0001"),
+                node: n,
+            })
+        }
+        EventType::TaskGraphNodeFailed => {
+            let mut n = node("b", NodeStatus::Failed, &["a"]);
+            n.error = json!({ "message": "build failed" });
+            Event::TaskGraphNodeFailed(ev::TaskGraphNodeEvent {
+                graph_id: s("graph_0001"),
+                node: n,
+            })
+        }
+        EventType::TaskGraphAdvanced => Event::TaskGraphAdvanced(ev::TaskGraphAdvanced {
+            graph_id: s("graph_0001"),
+            became_ready: vec![s("b")],
+            graph: graph(),
+        }),
+        EventType::TaskGraphCompleted => {
+            let mut g = graph();
+            g.status = GraphStatus::Completed;
+            g.completed_at = Some(T0 + 99);
+            Event::TaskGraphCompleted(ev::TaskGraphEvent { graph: Some(g) })
+        }
+        EventType::TaskGraphState => Event::TaskGraphState(ev::TaskGraphEvent { graph: None }),
+        EventType::SubAgentStarted => Event::SubAgentStarted(ev::SubAgentEvent {
+            parent_session_id: s(SESSION),
+            sub_agent_id: s("sub_0001"),
+            sub_agent: sub_agent(),
+        }),
+        EventType::SubAgentProgress => Event::SubAgentProgress(ev::SubAgentProgress {
+            parent_session_id: s(SESSION),
+            sub_agent_id: s("sub_0001"),
+            message: s("searching src/"),
+        }),
+        EventType::SubAgentCompleted => {
+            let mut a = sub_agent();
+            a.status = SubAgentStatus::Completed;
+            a.summary = Some(s("3 callers, all in src/parse.rs"));
+            a.finished_at = Some(T0 + 900);
+            Event::SubAgentCompleted(ev::SubAgentEvent {
+                parent_session_id: s(SESSION),
+                sub_agent_id: s("sub_0001"),
+                sub_agent: a,
+            })
+        }
+        EventType::SubAgentFailed => {
+            let mut a = sub_agent();
+            a.status = SubAgentStatus::Failed;
+            a.error = Some(ErrorPayload::new(ErrorCode::Interrupted, "cancelled"));
+            a.finished_at = Some(T0 + 900);
+            Event::SubAgentFailed(ev::SubAgentEvent {
+                parent_session_id: s(SESSION),
+                sub_agent_id: s("sub_0001"),
+                sub_agent: a,
+            })
+        }
+        EventType::SubAgentList => Event::SubAgentList(ev::SubAgentList {
+            active: vec![sub_agent()],
+            recent: vec![],
+        }),
+        EventType::SubAgentGet => Event::SubAgentGet(ev::SubAgentGet {
+            sub_agent: sub_agent(),
+        }),
+        EventType::HarnessStatus => Event::HarnessStatus(ev::HarnessStatus {
+            sessions: vec![session_info()],
+            background_tasks: vec![background()],
+            sub_agents: vec![sub_agent()],
+        }),
+        EventType::BackgroundList => Event::BackgroundList(ev::BackgroundList {
+            tasks: vec![background()],
+        }),
+        EventType::BackgroundGet => {
+            Event::BackgroundGet(ev::BackgroundEvent { task: background() })
+        }
+        EventType::BackgroundHistory => Event::BackgroundHistory(ev::BackgroundHistory {
+            task_id: s("bg_0001"),
+            lines: vec![s("> vite"), s("ready on port 5173")],
+        }),
+        EventType::BackgroundStopped => {
+            let mut b = background();
+            b.status = BackgroundStatus::Stopped;
+            b.ended_at = Some(T0 + 3_000);
+            Event::BackgroundStopped(ev::BackgroundEvent { task: b })
+        }
+    }
+}
+
+/// The command a sample event of type `t` answers in that command's own stream, for
+/// events that are not part of an agent-loop stream.
+pub fn answered_command(t: EventType) -> Option<CommandType> {
+    use CommandType as C;
+    use EventType as E;
+    Some(match t {
+        E::RuntimeStopped => C::RuntimeShutdown,
+        E::SessionStarted => C::SessionStart,
+        E::SessionResumed => C::SessionResume,
+        E::SessionClosed => C::SessionClose,
+        E::SessionList => C::SessionList,
+        E::SessionState => C::SessionState,
+        E::SessionModeChanged => C::SessionSetMode,
+        E::SessionModelChanged => C::SessionSetModel,
+        E::SessionRulesUpdated => C::SessionSetRules,
+        E::SessionHistoryLoaded => C::SessionLoadHistory,
+        E::RequestCancelled => C::RequestCancelQueued,
+        E::ReviewRequested => C::ReviewEnter,
+        E::ReviewUpdated => C::ReviewSubmit,
+        E::ReviewResolved => C::ReviewResolve,
+        E::ReviewState => C::ReviewStatus,
+        E::PatchApplied => C::PatchApply,
+        E::PatchRejected => C::PatchReject,
+        E::PatchSummary => C::PatchSummary,
+        E::TaskGraphCreated => C::TaskGraphCreate,
+        E::TaskGraphNodeAdded => C::TaskGraphAddNode,
+        E::TaskGraphNodeUpdated => C::TaskGraphUpdateNode,
+        E::TaskGraphAdvanced => C::TaskGraphAdvance,
+        E::TaskGraphState => C::TaskGraphState,
+        E::SubAgentList => C::SubAgentList,
+        E::SubAgentGet => C::SubAgentGet,
+        E::HarnessStatus => C::HarnessStatus,
+        E::BackgroundList => C::BackgroundList,
+        E::BackgroundGet => C::BackgroundGet,
+        E::BackgroundHistory => C::BackgroundHistory,
+        E::BackgroundStopped => C::BackgroundStop,
+        _ => return None,
+    })
+}
+
+/// The command whose `requestId` a sample event of type `t` carries in `meta.replyTo`:
+/// events that act on the running request (see docs/protocol.md).
+pub fn replied_command(t: EventType) -> Option<CommandType> {
+    use CommandType as C;
+    use EventType as E;
+    Some(match t {
+        E::ApprovalGranted | E::ApprovalDenied => C::ApprovalRespond,
+        E::PlanApproved => C::PlanApprove,
+        E::PlanRejected => C::PlanReject,
+        E::AskAnswered => C::AskRespond,
+        E::SessionInterrupted => C::RequestInterrupt,
+        E::RequestSteered => C::RequestSend,
+        _ => return None,
+    })
+}
+
+/// The request stream of the sample agent loop.
+pub const LOOP_REQUEST: &str = "req_0001";
+
+/// Sample envelopes of every event type, in `EventType::ALL` order, following the
+/// requestId rule of docs/protocol.md, with contiguous sequences per request.
+pub fn sample_envelopes() -> Vec<Envelope> {
+    let mut seq = Sequencer::new();
+    EventType::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| {
+            let mut meta = Meta::default();
+            let (session, request, source) = if t == EventType::RuntimeReady {
+                (None, s("req_0000"), Source::Bridge)
+            } else if let Some(c) = answered_command(t) {
+                let cmd = sample_command(c);
+                let session = match t {
+                    EventType::SessionStarted | EventType::SessionResumed => Some(s(SESSION)),
+                    _ => cmd.session_id.clone(),
+                };
+                (session, cmd.request_id, Source::Runtime)
+            } else {
+                if let Some(c) = replied_command(t) {
+                    meta.reply_to = Some(sample_command(c).request_id);
+                }
+                let source = match t {
+                    EventType::ToolCallProgress => Source::Tool,
+                    _ => Source::Runtime,
+                };
+                (Some(s(SESSION)), s(LOOP_REQUEST), source)
+            };
+            match t {
+                EventType::ToolCallCompleted => {
+                    meta.duration_ms = Some(3);
+                    meta.permission_level = Some(PermissionLevel::Read);
+                }
+                EventType::UsageUpdated => meta.model = Some(s("scripted:demo")),
+                _ => {}
+            }
+            let sequence = seq.next(&request);
+            Envelope::new(
+                session,
+                request,
+                format!("evt_{:04}", i + 1),
+                T0 + i as u64,
+                source,
+                sequence,
+                sample_event(t),
+            )
+            .with_meta(meta)
+        })
+        .collect()
+}
+
+/// A representative payload of `t`.
+pub fn sample_command_payload(t: CommandType) -> CommandPayload {
+    use commands as c;
+    match t {
+        CommandType::RuntimeShutdown => CommandPayload::RuntimeShutdown(c::RuntimeShutdown {}),
+        CommandType::SessionStart => CommandPayload::SessionStart(c::SessionStart {
+            workspace_path: Some(s("/home/dev/project")),
+            permission_mode: Some(PermissionMode::Ask),
+            model: Some(s("scripted:demo")),
+            title: Some(s("Fix the failing test")),
+        }),
+        CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
+            session_id: s(SESSION),
+            after_sequence: Some(Cursor {
+                request_id: s("req_0001"),
+                sequence: 12,
+            }),
+        }),
+        CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
+        CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
+        CommandType::SessionState => CommandPayload::SessionState(c::SessionStateCmd {}),
+        CommandType::SessionSetMode => CommandPayload::SessionSetMode(c::SetMode {
+            mode: PermissionMode::Plan,
+        }),
+        CommandType::SessionSetModel => CommandPayload::SessionSetModel(c::SetModel {
+            model: s("anthropic:claude-sonnet"),
+        }),
+        CommandType::SessionSetRules => CommandPayload::SessionSetRules(c::SetRules {
+            always_allow_global: vec![s("read_file")],
+            always_allow_project: vec![s("run_shell(cargo test:*)")],
+        }),
+        CommandType::SessionLoadHistory => CommandPayload::SessionLoadHistory(c::LoadHistory {
+            messages: vec![
+                HistoryMessage {
+                    role: Role::User,
+                    content: s("Read src/lib.rs"),
+                    tool_calls: None,
+                    tool_results: None,
+                },
+                HistoryMessage {
+                    role: Role::Assistant,
+                    content: s(""),
+                    tool_calls: Some(vec![HistoryToolCall {
+                        id: s("call_1"),
+                        name: s("read_file"),
+                        arguments: json!({ "path": "src/lib.rs" }),
+                    }]),
+                    tool_results: None,
+                },
+                HistoryMessage {
+                    role: Role::Tool,
+                    content: s(""),
+                    tool_calls: None,
+                    tool_results: Some(vec![HistoryToolResult {
+                        tool_call_id: s("call_1"),
+                        content: s("pub fn add() {}"),
+                        is_error: false,
+                    }]),
+                },
+            ],
+        }),
+        CommandType::RequestSend => CommandPayload::RequestSend(c::RequestSend {
+            message: s("Why does the test fail?"),
+            images: None,
+            when_busy: Some(WhenBusy::Queue),
+            patch_preview: Some(false),
+        }),
+        CommandType::RequestInterrupt => CommandPayload::RequestInterrupt(c::RequestInterrupt {}),
+        CommandType::RequestCancelQueued => CommandPayload::RequestCancelQueued(c::CancelQueued {
+            queued_request_id: s("req_0003"),
+        }),
+        CommandType::ApprovalRespond => CommandPayload::ApprovalRespond(c::ApprovalRespond {
+            approval_id: s("appr_0001"),
+            decision: ApprovalDecision::AllowSession,
+        }),
+        CommandType::PlanApprove => CommandPayload::PlanApprove(c::PlanApprove {
+            plan_id: s("plan_0001"),
+            mode: Some(PermissionMode::AutoEdit),
+        }),
+        CommandType::PlanReject => CommandPayload::PlanReject(c::PlanReject {
+            plan_id: s("plan_0001"),
+            feedback: Some(s("Do not touch the public API")),
+        }),
+        CommandType::AskRespond => CommandPayload::AskRespond(c::AskRespond {
+            ask_id: s("ask_0001"),
+            answer: s("sqlite"),
+        }),
+        CommandType::ContextCompact => CommandPayload::ContextCompact(c::ContextCompact {}),
+        CommandType::ReviewEnter => CommandPayload::ReviewEnter(c::ReviewEnter {
+            reason: s("Check the migration before it runs"),
+            blocking: true,
+            checklist: Some(vec![s("Tests pass")]),
+        }),
+        CommandType::ReviewSubmit => CommandPayload::ReviewSubmit(c::ReviewSubmit {
+            comment: Some(s("Looks right so far")),
+            checklist_item: Some(ChecklistUpdate {
+                id: s("k1"),
+                done: true,
+                note: None,
+            }),
+        }),
+        CommandType::ReviewResolve => CommandPayload::ReviewResolve(c::ReviewResolve {
+            decision: ReviewDecision::Approved,
+            summary: Some(s("Ship it")),
+        }),
+        CommandType::ReviewStatus => CommandPayload::ReviewStatus(c::ReviewStatusCmd {}),
+        CommandType::PatchPropose => CommandPayload::PatchPropose(c::PatchPropose {
+            files: vec![
+                ProposedFile {
+                    path: s("src/lib.rs"),
+                    content: Some(s("pub fn add(a: i32, b: i32) -> i32 { a + b }\n")),
+                },
+                ProposedFile {
+                    path: s("src/old.rs"),
+                    content: None,
+                },
+            ],
+            reason: Some(s("Simplify")),
+        }),
+        CommandType::PatchApply => CommandPayload::PatchApply(c::PatchApply {
+            patch_id: s("patch_0001"),
+        }),
+        CommandType::PatchReject => CommandPayload::PatchReject(c::PatchReject {
+            patch_id: s("patch_0001"),
+            reason: Some(s("Wrong file")),
+        }),
+        CommandType::PatchSummary => CommandPayload::PatchSummary(c::PatchSummaryCmd {}),
+        CommandType::TaskGraphCreate => CommandPayload::TaskGraphCreate(c::TaskGraphCreate {
+            title: Some(s("Release")),
+            description: None,
+            nodes: vec![
+                NewTaskNode {
+                    id: s("a"),
+                    title: s("Build"),
+                    description: None,
+                    depends_on: vec![],
+                    metadata: None,
+                },
+                NewTaskNode {
+                    id: s("b"),
+                    title: s("Test"),
+                    description: Some(s("Run the whole suite")),
+                    depends_on: vec![s("a")],
+                    metadata: None,
+                },
+            ],
+        }),
+        CommandType::TaskGraphAddNode => CommandPayload::TaskGraphAddNode(c::TaskGraphAddNode {
+            node: NewTaskNode {
+                id: s("c"),
+                title: s("Publish"),
+                description: None,
+                depends_on: vec![s("b")],
+                metadata: Some(serde_json::Map::from_iter([(s("owner"), json!("host"))])),
+            },
+        }),
+        CommandType::TaskGraphUpdateNode => {
+            CommandPayload::TaskGraphUpdateNode(c::TaskGraphUpdateNode {
+                node_id: s("b"),
+                updates: NodeUpdates {
+                    status: Some(NodeStatus::Completed),
+                    title: None,
+                    result: Some(json!({ "passed": 42 })),
+                    error: None,
+                    metadata: None,
+                },
+            })
+        }
+        CommandType::TaskGraphAdvance => CommandPayload::TaskGraphAdvance(c::TaskGraphAdvance {}),
+        CommandType::TaskGraphState => CommandPayload::TaskGraphState(c::TaskGraphStateCmd {}),
+        CommandType::SubAgentList => CommandPayload::SubAgentList(c::SubAgentListCmd {}),
+        CommandType::SubAgentGet => CommandPayload::SubAgentGet(c::SubAgentGetCmd {
+            sub_agent_id: s("sub_0001"),
+        }),
+        CommandType::HarnessStatus => CommandPayload::HarnessStatus(c::HarnessStatusCmd {}),
+        CommandType::BackgroundList => CommandPayload::BackgroundList(c::BackgroundListCmd {}),
+        CommandType::BackgroundGet => CommandPayload::BackgroundGet(c::BackgroundGetCmd {
+            task_id: s("bg_0001"),
+        }),
+        CommandType::BackgroundHistory => {
+            CommandPayload::BackgroundHistory(c::BackgroundHistoryCmd {
+                task_id: s("bg_0001"),
+            })
+        }
+        CommandType::BackgroundStop => CommandPayload::BackgroundStop(c::BackgroundStopCmd {
+            task_id: s("bg_0001"),
+        }),
+    }
+}
+
+/// A sample command of `t`, with a session when `t` needs one.
+pub fn sample_command(t: CommandType) -> Command {
+    let session = t.needs_session().then(|| s(SESSION));
+    let index = CommandType::ALL.iter().position(|c| *c == t).unwrap_or(0);
+    Command::new(
+        format!("req_c{:03}", index + 1),
+        session,
+        sample_command_payload(t),
+    )
+}
