@@ -458,6 +458,7 @@ impl Decoder for AnthropicDecoder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

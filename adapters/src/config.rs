@@ -169,7 +169,7 @@ fn parse_raw(text: &str, file: &Path) -> Result<RawConfig, ErrorPayload> {
     serde_path_to_error::deserialize::<_, RawConfig>(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let msg = inner.message().trim().to_owned();
+        let msg = inner.message().trim().replace('\n', "; ");
         let (line, col) = inner
             .span()
             .map(|s| line_col(text, s.start))
@@ -183,6 +183,8 @@ fn parse_raw(text: &str, file: &Path) -> Result<RawConfig, ErrorPayload> {
             let field = rest.split('`').next().unwrap_or_default();
             let key = if path.is_empty() || path == "." {
                 field.to_owned()
+            } else if path == field || path.ends_with(&format!(".{field}")) {
+                path.clone()
             } else {
                 format!("{path}.{field}")
             };
@@ -197,7 +199,12 @@ fn parse_raw(text: &str, file: &Path) -> Result<RawConfig, ErrorPayload> {
             } else {
                 format!(" (key `{path}`)")
             };
-            config_error(format!("{shown}{position}: {msg}{at}"), file)
+            let err = config_error(format!("{shown}{position}: {msg}{at}"), file);
+            if at.is_empty() {
+                err
+            } else {
+                err.with_detail("key", path)
+            }
         };
         if line > 0 {
             err = err.with_detail("line", line).with_detail("column", col);
@@ -359,6 +366,7 @@ pub fn default_keel_home(env: &EnvMap) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -162,6 +162,7 @@ pub(crate) fn missing_image_note(path: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

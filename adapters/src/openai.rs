@@ -352,6 +352,7 @@ impl Decoder for OpenAiDecoder {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use keel_kernel::model::ToolDef;

@@ -418,6 +418,7 @@ impl Model for ScriptedModel {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -229,6 +229,7 @@ pub fn context_window_for(model: &str) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -1,5 +1,7 @@
 //! The Anthropic provider against a local fake server.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;

@@ -1,5 +1,7 @@
 //! The scripted model.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! Switching models keeps the history: a history produced by one provider's stream
 //! is sent through the other provider, and the fake server checks what arrives.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;
