@@ -98,10 +98,26 @@ impl Default for HttpOptions {
 }
 
 impl HttpOptions {
-    pub(crate) fn client(&self) -> Result<reqwest::Client, reqwest::Error> {
-        reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .build()
+    /// An HTTP client for `base_url`. System proxies (`HTTPS_PROXY`, …) are used,
+    /// except for loopback addresses, which are always reached directly.
+    pub(crate) fn client(&self, base_url: &str) -> Result<reqwest::Client, reqwest::Error> {
+        let mut builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+        if is_loopback(base_url) {
+            builder = builder.no_proxy();
+        }
+        builder.build()
+    }
+}
+
+fn is_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
     }
 }
 
@@ -227,17 +243,25 @@ impl Driver {
             .post(&self.call.url)
             .headers(self.call.headers.clone())
             .body(self.call.body.clone());
+        let idle = self.call.options.idle_timeout;
         let sent = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => return None,
-            r = request.send() => r,
+            r = tokio::time::timeout(idle, request.send()) => r,
         };
         let response = match sent {
-            Err(e) => {
+            Err(_) => {
+                self.fail(network_failure(
+                    self.call.provider,
+                    format!("sent no response for {} s", idle.as_secs()),
+                ));
+                return Some(());
+            }
+            Ok(Err(e)) => {
                 self.fail(classify_transport(self.call.provider, &e));
                 return Some(());
             }
-            Ok(r) => r,
+            Ok(Ok(r)) => r,
         };
         let status = response.status().as_u16();
         if (200..300).contains(&status) {

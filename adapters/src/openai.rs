@@ -57,13 +57,14 @@ impl OpenAiModel {
         options: HttpOptions,
     ) -> Result<Self, ErrorPayload> {
         let model = model.into();
+        let base_url = base_url.into().trim_end_matches('/').to_owned();
         let client = options
-            .client()
+            .client(&base_url)
             .map_err(|e| model_unavailable(format!("the HTTP client could not be created: {e}")))?;
         Ok(Self {
             context_window: crate::select::context_window_for(&model),
             model,
-            base_url: base_url.into().trim_end_matches('/').to_owned(),
+            base_url,
             api_key: api_key.filter(|k| !k.is_empty()),
             options,
             client,

@@ -125,6 +125,7 @@ pub fn split_bytes(text: &str, size: usize) -> Vec<Part> {
 enum Body {
     Full(Vec<u8>),
     Chunked(Vec<Part>),
+    Silent,
 }
 
 /// A response the server sends.
@@ -165,6 +166,16 @@ impl FakeResponse {
                 ("cache-control".into(), "no-cache".into()),
             ],
             body: Body::Chunked(parts),
+        }
+    }
+
+    /// No response at all, not even a status line: the server keeps the connection
+    /// open until the client closes it, then counts a disconnect.
+    pub fn silent() -> Self {
+        Self {
+            status: 0,
+            headers: Vec::new(),
+            body: Body::Silent,
         }
     }
 
@@ -247,12 +258,12 @@ impl FakeServer {
         lock(&self.shared.requests).clone()
     }
 
-    /// How many stalled connections the client has closed.
+    /// How many stalled or silent connections the client has closed.
     pub fn disconnects(&self) -> usize {
         self.shared.disconnects.load(Ordering::SeqCst)
     }
 
-    /// Waits until `n` stalled connections were closed by the client.
+    /// Waits until `n` stalled or silent connections were closed by the client.
     pub async fn wait_for_disconnects(&self, n: usize) {
         loop {
             let notified = self.shared.changed.notified();
@@ -332,6 +343,19 @@ async fn read_request(stream: &mut TcpStream) -> Option<RecordedRequest> {
     })
 }
 
+/// Reads until the client closes the connection, then counts a disconnect.
+async fn wait_for_close(stream: &mut TcpStream, shared: &Shared) {
+    let mut tmp = [0u8; 1024];
+    loop {
+        match stream.read(&mut tmp).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    shared.disconnects.fetch_add(1, Ordering::SeqCst);
+    shared.bump();
+}
+
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
@@ -368,6 +392,10 @@ async fn write_response(
     response: FakeResponse,
     shared: &Shared,
 ) -> std::io::Result<()> {
+    if let Body::Silent = response.body {
+        wait_for_close(stream, shared).await;
+        return Ok(());
+    }
     let mut head = format!(
         "HTTP/1.1 {} {}\r\n",
         response.status,
@@ -404,15 +432,7 @@ async fn write_response(
                     Part::Wait(g) => g.wait().await,
                     Part::Pause(d) => tokio::time::sleep(d).await,
                     Part::Stall => {
-                        let mut tmp = [0u8; 1024];
-                        loop {
-                            match stream.read(&mut tmp).await {
-                                Ok(0) | Err(_) => break,
-                                Ok(_) => {}
-                            }
-                        }
-                        shared.disconnects.fetch_add(1, Ordering::SeqCst);
-                        shared.bump();
+                        wait_for_close(stream, shared).await;
                         return Ok(());
                     }
                     Part::Cut => return Ok(()),
@@ -421,6 +441,7 @@ async fn write_response(
             stream.write_all(b"0\r\n\r\n").await?;
             stream.flush().await?;
         }
+        Body::Silent => {}
     }
     let _ = stream.shutdown().await;
     Ok(())

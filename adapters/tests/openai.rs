@@ -257,42 +257,19 @@ async fn cancelling_a_stalled_stream_ends_it_and_closes_the_connection() {
 
 #[tokio::test]
 async fn cancelling_before_the_response_headers_ends_the_stream() {
-    use tokio::io::AsyncReadExt;
-    // This server reads the request and never answers; it reports when the client
-    // closes the connection.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (got_tx, got_rx) = tokio::sync::oneshot::channel();
-    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
-    let held = tokio::spawn(async move {
-        let (mut sock, _) = listener.accept().await.unwrap();
-        let mut buf = [0u8; 4096];
-        let mut got_tx = Some(got_tx);
-        while let Ok(n) = sock.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            if let Some(tx) = got_tx.take() {
-                let _ = tx.send(());
-            }
-        }
-        let _ = closed_tx.send(());
-    });
-    let model = openai_model(&format!("http://{addr}"), &fast_config(0));
+    let server = FakeServer::start([FakeResponse::silent()]).await.unwrap();
+    let model = openai_model(&server.base_url(), &fast_config(0));
     let cancel = CancellationToken::new();
     let mut stream = model.stream(request(), cancel.clone());
     let waiter = tokio::spawn(async move { next(&mut stream).await });
-    tokio::time::timeout(GUARD, got_rx)
+    tokio::time::timeout(GUARD, server.wait_for_requests(1))
         .await
-        .expect("no request arrived")
-        .unwrap();
+        .expect("no request arrived");
     cancel.cancel();
     assert_eq!(waiter.await.unwrap(), None);
-    tokio::time::timeout(GUARD, closed_rx)
+    tokio::time::timeout(GUARD, server.wait_for_disconnects(1))
         .await
-        .expect("the connection was not closed")
-        .unwrap();
-    held.abort();
+        .expect("the connection was not closed");
 }
 
 #[tokio::test]
@@ -536,4 +513,76 @@ async fn an_error_object_inside_the_stream_is_reported() {
     let err = items[0].clone().unwrap_err().0;
     assert!(err.message.contains("Context length exceeded"));
     assert!(!err.retryable);
+}
+
+fn impatient_model(base: &str) -> keel_adapters::OpenAiModel {
+    keel_adapters::OpenAiModel::new(
+        "gpt-4o-mini",
+        format!("{base}/v1"),
+        None,
+        keel_adapters::HttpOptions {
+            retry: keel_adapters::RetryPolicy {
+                max_retries: 0,
+                base_delay_ms: 1,
+                max_delay_ms: 1,
+            },
+            connect_timeout: std::time::Duration::from_secs(5),
+            idle_timeout: std::time::Duration::from_millis(100),
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_as_a_network_error() {
+    let server = FakeServer::start([
+        FakeResponse::silent(),
+        FakeResponse::sse_parts(vec![Part::Stall]),
+    ])
+    .await
+    .unwrap();
+    let model = impatient_model(&server.base_url());
+    // No status line at all.
+    let items = collect(keel_kernel::model::Model::stream(
+        &model,
+        request(),
+        CancellationToken::new(),
+    ))
+    .await;
+    assert_eq!(items.len(), 1);
+    let err = items[0].clone().unwrap_err().0;
+    assert_eq!(err.hint, Some(ErrorHint::Network));
+    assert!(err.message.contains("sent no response"), "{}", err.message);
+    // Headers, then nothing.
+    let items = collect(keel_kernel::model::Model::stream(
+        &model,
+        request(),
+        CancellationToken::new(),
+    ))
+    .await;
+    assert_eq!(items.len(), 1);
+    let err = items[0].clone().unwrap_err().0;
+    assert_eq!(err.hint, Some(ErrorHint::Network));
+    assert!(err.message.contains("sent nothing"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn a_silent_stream_is_abandoned() {
+    let first = openai::sse(&[openai::chunk(json!({"content": "hello"}), None)]);
+    let first = first.trim_end_matches("data: [DONE]\n\n").to_owned();
+    let server = FakeServer::start([FakeResponse::sse_parts(vec![
+        Part::text(first),
+        Part::Pause(GUARD * 3),
+    ])])
+    .await
+    .unwrap();
+    let items = collect(keel_kernel::model::Model::stream(
+        &impatient_model(&server.base_url()),
+        request(),
+        CancellationToken::new(),
+    ))
+    .await;
+    assert_eq!(text_of(&items), "hello");
+    let err = items.last().unwrap().clone().unwrap_err().0;
+    assert_eq!(err.hint, Some(ErrorHint::Network));
 }
