@@ -1,4 +1,4 @@
-//! Provider-neutral history helpers shared by the providers: repairing tool-call
+//! Provider-neutral history functions shared by the providers: repairing tool-call
 //! pairing, tool-call id mapping, arguments and images.
 
 use base64::Engine as _;

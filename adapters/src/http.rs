@@ -220,15 +220,7 @@ impl Driver {
                                 self.phase = Phase::Stream(response);
                             }
                         }
-                        Ok(Ok(None)) => {
-                            let events = self.parser.finish();
-                            if self.feed(events) {
-                                self.fail(network_failure(
-                                    self.call.provider,
-                                    "closed the stream before it was complete",
-                                ));
-                            }
-                        }
+                        Ok(Ok(None)) => self.end_of_body(),
                     }
                 }
             }
@@ -302,6 +294,29 @@ impl Driver {
             }
         }
         Some(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// The body ended: the stream must be complete, possibly thanks to a last event
+    /// without its blank line. Anything else (including a last event cut in the
+    /// middle of its JSON) is a cut connection.
+    fn end_of_body(&mut self) {
+        let mut out = Vec::new();
+        let mut clean = true;
+        for event in self.parser.finish() {
+            if self.decoder.on_event(event, &mut out).is_err() {
+                clean = false;
+                break;
+            }
+        }
+        self.push_events(out);
+        if clean && self.decoder.is_done() {
+            self.phase = Phase::Done;
+        } else {
+            self.fail(network_failure(
+                self.call.provider,
+                "closed the stream before it was complete",
+            ));
+        }
     }
 
     /// Feeds events to the decoder. Returns whether the stream goes on.

@@ -6,12 +6,16 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), keel_envelope::ErrorPayload> {
-//! use keel_adapters::{build_model, resolve_model_spec, Config};
-//! let config = Config::load(std::path::Path::new("/home/me/.local/share/keel"), None)?;
-//! let spec = resolve_model_spec(None, std::env::var("KEEL_MODEL").ok().as_deref(), &config)?;
+//! use keel_adapters::{build_model, default_keel_home, resolve_model_spec, Config, EnvMap};
+//! let env = EnvMap::from_process();
+//! let home = default_keel_home(&env).expect("a data directory");
+//! let config = Config::load(&home, Some(std::path::Path::new(".")))?;
+//! let spec = resolve_model_spec(None, env.get("KEEL_MODEL"), &config)?;
 //! let model = build_model(&spec, &config)?;
 //! # let _ = model; Ok(()) }
 //! ```
+
+#![warn(missing_docs)]
 
 pub mod anthropic;
 pub mod config;

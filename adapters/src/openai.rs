@@ -89,6 +89,11 @@ impl OpenAiModel {
             messages.push(json!({"role": "system", "content": request.system}));
         }
         for m in normalize_history(&request.messages) {
+            if let Message::Assistant { text, tool_calls } = &m {
+                if text.is_empty() && tool_calls.is_empty() {
+                    continue;
+                }
+            }
             messages.push(convert_message(&m));
         }
         let mut body = json!({

@@ -52,11 +52,16 @@ impl SseParser {
         out
     }
 
-    /// Ends the input: an unterminated last line is processed, but an event not
-    /// followed by a blank line is discarded, as the specification says.
+    /// Ends the input. Leniently (the specification would discard it), an event
+    /// not followed by a blank line is dispatched: servers that end with
+    /// `data: [DONE]` and no blank line are common. A caller that needs to know
+    /// whether the input ended cleanly checks [`SseParser::has_partial`] first.
     pub fn finish(&mut self) -> Vec<SseEvent> {
         let mut out = Vec::new();
         if !self.line.is_empty() {
+            self.end_line(&mut out);
+        }
+        if self.has_data {
             self.end_line(&mut out);
         }
         out
@@ -167,10 +172,21 @@ mod tests {
     }
 
     #[test]
-    fn unterminated_event_is_not_dispatched() {
+    fn an_unterminated_event_is_dispatched_at_the_end() {
         let mut p = SseParser::new();
-        assert!(p.push(b"data: partial").is_empty());
+        assert!(p.push(b"data: [DONE]").is_empty());
         assert!(p.has_partial());
-        assert!(p.finish().is_empty());
+        assert_eq!(
+            p.finish(),
+            vec![SseEvent {
+                event: None,
+                data: "[DONE]".into()
+            }]
+        );
+        assert!(!p.has_partial());
+        let mut p = SseParser::new();
+        assert!(p.push(b"event: x\ndata: y\n").is_empty());
+        assert_eq!(p.finish().len(), 1);
+        assert!(SseParser::new().finish().is_empty());
     }
 }

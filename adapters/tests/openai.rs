@@ -586,3 +586,30 @@ async fn a_silent_stream_is_abandoned() {
     let err = items.last().unwrap().clone().unwrap_err().0;
     assert_eq!(err.hint, Some(ErrorHint::Network));
 }
+
+#[tokio::test]
+async fn a_last_event_without_its_blank_line_still_completes() {
+    let text = openai::text_stream(&["fine"]);
+    let text = text.trim_end_matches('\n').to_owned();
+    let server = FakeServer::start([FakeResponse::sse(text)]).await.unwrap();
+    let model = openai_model(&server.base_url(), &fast_config(0));
+    let items = collect(model.stream(request(), CancellationToken::new())).await;
+    assert_eq!(text_of(&items), "fine");
+    assert_eq!(
+        items.last(),
+        Some(&Ok(ModelEvent::Finished(FinishReason::EndTurn)))
+    );
+}
+
+#[tokio::test]
+async fn a_cut_inside_an_event_is_a_network_error() {
+    let text = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\ndata: {\"choices\":[{\"ind";
+    let server = FakeServer::start([FakeResponse::sse(text)]).await.unwrap();
+    let model = openai_model(&server.base_url(), &fast_config(0));
+    let items = collect(model.stream(request(), CancellationToken::new())).await;
+    assert_eq!(items[0], Ok(ModelEvent::TextDelta("ok".into())));
+    let err = items[1].clone().unwrap_err().0;
+    assert_eq!(err.hint, Some(ErrorHint::Network));
+    assert!(err.message.contains("before it was complete"));
+    assert_eq!(items.len(), 2);
+}

@@ -241,3 +241,50 @@ async fn an_interrupted_tool_call_gets_a_result_on_either_provider() {
         json!({"type": "text", "text": "never mind"})
     );
 }
+
+#[test]
+fn images_are_sent_inline_and_missing_ones_are_noted() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("shot.png");
+    std::fs::write(&png, [0x89, b'P', b'N', b'G']).unwrap();
+    let missing = dir.path().join("gone.png");
+    let req = ModelRequest {
+        messages: vec![Message::User {
+            text: "what is this?".into(),
+            images: vec![png.display().to_string(), missing.display().to_string()],
+        }],
+        ..ModelRequest::default()
+    };
+    let oa = keel_adapters::OpenAiModel::new(
+        "gpt-4o",
+        "http://127.0.0.1:1/v1",
+        None,
+        Default::default(),
+    )
+    .unwrap();
+    let body = oa.request_body(&req);
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}},
+            {"type": "text", "text": format!("[image not available: {}]", missing.display())},
+        ])
+    );
+    let an = keel_adapters::AnthropicModel::new(
+        "claude-sonnet-4-5",
+        "http://127.0.0.1:1",
+        None,
+        Default::default(),
+    )
+    .unwrap();
+    let body = an.request_body(&req);
+    assert_eq!(
+        body["messages"][0]["content"],
+        json!([
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}},
+            {"type": "text", "text": format!("[image not available: {}]", missing.display())},
+            {"type": "text", "text": "what is this?"},
+        ])
+    );
+}
