@@ -250,6 +250,20 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 impl OpenAiDecoder {
+    /// Some servers omit `index`: a delta with a new id starts a new call, one
+    /// with a known id continues it, one without id continues the last call.
+    fn index_without_position(&self, id: Option<&str>) -> u64 {
+        let next = self.calls.keys().next_back().map_or(0, |k| k + 1);
+        match id.filter(|s| !s.is_empty()) {
+            Some(id) => self
+                .calls
+                .iter()
+                .find(|(_, c)| c.id == id)
+                .map_or(next, |(k, _)| *k),
+            None => next.saturating_sub(1),
+        }
+    }
+
     fn finalize(&mut self, out: &mut Vec<ModelEvent>) {
         let calls = std::mem::take(&mut self.calls);
         let has_calls = !calls.is_empty();
@@ -319,11 +333,11 @@ impl Decoder for OpenAiDecoder {
                     out.push(ModelEvent::TextDelta(t.to_owned()));
                 }
                 if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                    for (pos, tc) in calls.iter().enumerate() {
-                        let index = tc
-                            .get("index")
-                            .and_then(Value::as_u64)
-                            .unwrap_or(pos as u64);
+                    for tc in calls {
+                        let index = match tc.get("index").and_then(Value::as_u64) {
+                            Some(i) => i,
+                            None => self.index_without_position(str_field(tc, "id")),
+                        };
                         let entry = self.calls.entry(index).or_default();
                         if let Some(id) = str_field(tc, "id").filter(|s| !s.is_empty()) {
                             if entry.id.is_empty() {
@@ -405,6 +419,33 @@ mod tests {
                     id: "call_b".into(),
                     name: "list_dir".into(),
                     arguments: json!({"path": "."})
+                })),
+                Ok(ModelEvent::Finished(FinishReason::ToolUse)),
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_calls_without_index_are_told_apart_by_id() {
+        let ev = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_2","type":"function","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            ev,
+            vec![
+                Ok(ModelEvent::ToolCall(ToolCallRequest {
+                    id: "call_1".into(),
+                    name: "a".into(),
+                    arguments: json!({"x": 1})
+                })),
+                Ok(ModelEvent::ToolCall(ToolCallRequest {
+                    id: "call_2".into(),
+                    name: "b".into(),
+                    arguments: json!({})
                 })),
                 Ok(ModelEvent::Finished(FinishReason::ToolUse)),
             ]
