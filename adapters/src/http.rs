@@ -1,5 +1,5 @@
 //! The shared HTTP streaming call: sending, retries with backoff, reading the
-//! server-sent events, cancellation. Providers plug in a [`Decoder`] that turns
+//! server-sent events, cancellation. Providers plug in a decoder that turns
 //! events into [`ModelEvent`]s.
 
 use std::collections::VecDeque;
