@@ -262,8 +262,11 @@ async fn cancelling_a_stalled_stream_closes_the_connection() {
         next(&mut stream).await,
         Some(Ok(ModelEvent::TextDelta("partial".into())))
     );
+    // Cancel while the consumer waits on the stalled stream.
+    let waiter = tokio::spawn(async move { next(&mut stream).await });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     cancel.cancel();
-    assert_eq!(next(&mut stream).await, None);
+    assert_eq!(waiter.await.unwrap(), None);
     tokio::time::timeout(GUARD, server.wait_for_disconnects(1))
         .await
         .expect("the server never saw the connection close");

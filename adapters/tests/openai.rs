@@ -246,7 +246,7 @@ async fn cancelling_a_stalled_stream_ends_it_and_closes_the_connection() {
     );
     assert_eq!(server.disconnects(), 0);
     let waiter = tokio::spawn(async move { next(&mut stream).await });
-    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     cancel.cancel();
     assert_eq!(waiter.await.unwrap(), None);
     tokio::time::timeout(GUARD, server.wait_for_disconnects(1))
