@@ -1,0 +1,405 @@
+//! The shared HTTP streaming call: sending, retries with backoff, reading the
+//! server-sent events, cancellation. Providers plug in a decoder that turns
+//! events into [`ModelEvent`]s.
+
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use keel_kernel::model::{ModelError, ModelEvent, ModelStream};
+use reqwest::header::HeaderMap;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{classify_status, classify_transport, network_failure, Failure};
+use crate::sse::{SseEvent, SseParser};
+
+/// Longest error body read from a failed response.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Longest wait a `Retry-After` header can impose.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
+
+/// How failed calls are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 = never retry).
+    pub max_retries: u32,
+    /// Wait before the first retry, in milliseconds; doubled at each retry.
+    pub base_delay_ms: u64,
+    /// Cap on the computed wait, in milliseconds.
+    pub max_delay_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 3,
+            base_delay_ms: 1000,
+            max_delay_ms: 30_000,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt `attempt` (1-based): the server's
+    /// `Retry-After` when given (at most five minutes), otherwise exponential
+    /// backoff with jitter (between half and all of `base · 2^(attempt-1)`,
+    /// capped at `max_delay_ms`).
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        if let Some(ra) = retry_after {
+            return ra.min(MAX_RETRY_AFTER);
+        }
+        let exp = attempt.saturating_sub(1).min(30);
+        let full = self
+            .base_delay_ms
+            .saturating_mul(1u64 << exp)
+            .min(self.max_delay_ms);
+        let half = full / 2;
+        let jitter = if full - half == 0 {
+            0
+        } else {
+            random_u64() % (full - half + 1)
+        };
+        Duration::from_millis(half + jitter)
+    }
+}
+
+fn random_u64() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// Transport settings shared by the HTTP providers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Retry policy for retryable failures before any content was streamed.
+    pub retry: RetryPolicy,
+    /// Time allowed to establish a connection.
+    pub connect_timeout: Duration,
+    /// Longest silence allowed while waiting for response bytes.
+    pub idle_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            retry: RetryPolicy::default(),
+            connect_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// An HTTP client for `base_url`. System proxies (`HTTPS_PROXY`, …) are used,
+    /// except for loopback addresses, which are always reached directly.
+    pub(crate) fn client(&self, base_url: &str) -> Result<reqwest::Client, reqwest::Error> {
+        let mut builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+        if is_loopback(base_url) {
+            builder = builder.no_proxy();
+        }
+        builder.build()
+    }
+}
+
+fn is_loopback(base_url: &str) -> bool {
+    let Ok(url) = reqwest::Url::parse(base_url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// Turns a provider's server-sent events into model events.
+pub(crate) trait Decoder: Send {
+    /// Handles one event, appending what it produced to `out`.
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure>;
+    /// Whether the terminal event was seen (`Finished` emitted).
+    fn is_done(&self) -> bool;
+}
+
+/// One streaming POST, retried as needed.
+pub(crate) struct HttpCall {
+    pub provider: &'static str,
+    pub client: reqwest::Client,
+    pub url: String,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    pub options: HttpOptions,
+    pub new_decoder: Box<dyn Fn() -> Box<dyn Decoder> + Send>,
+}
+
+enum Phase {
+    Connect,
+    Wait(Duration),
+    Stream(reqwest::Response),
+    Done,
+}
+
+struct Driver {
+    call: HttpCall,
+    cancel: CancellationToken,
+    phase: Phase,
+    failed_attempts: u32,
+    pending: VecDeque<Result<ModelEvent, ModelError>>,
+    parser: SseParser,
+    decoder: Box<dyn Decoder>,
+    content_emitted: bool,
+}
+
+/// Runs the call as a model stream.
+pub(crate) fn run(call: HttpCall, cancel: CancellationToken) -> ModelStream {
+    let decoder = (call.new_decoder)();
+    let driver = Driver {
+        call,
+        cancel,
+        phase: Phase::Connect,
+        failed_attempts: 0,
+        pending: VecDeque::new(),
+        parser: SseParser::new(),
+        decoder,
+        content_emitted: false,
+    };
+    Box::pin(futures::stream::unfold(driver, |mut d| async move {
+        let item = d.next().await?;
+        Some((item, d))
+    }))
+}
+
+impl Driver {
+    async fn next(&mut self) -> Option<Result<ModelEvent, ModelError>> {
+        loop {
+            if self.cancel.is_cancelled() {
+                self.phase = Phase::Done;
+                self.pending.clear();
+                return None;
+            }
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Done) {
+                Phase::Done => return None,
+                Phase::Connect => self.connect().await?,
+                Phase::Wait(delay) => {
+                    tokio::select! {
+                        biased;
+                        _ = self.cancel.cancelled() => return None,
+                        _ = tokio::time::sleep(delay) => self.phase = Phase::Connect,
+                    }
+                }
+                Phase::Stream(mut response) => {
+                    let idle = self.call.options.idle_timeout;
+                    let chunk = tokio::select! {
+                        biased;
+                        _ = self.cancel.cancelled() => return None,
+                        c = tokio::time::timeout(idle, response.chunk()) => c,
+                    };
+                    match chunk {
+                        Err(_) => self.fail(network_failure(
+                            self.call.provider,
+                            format!(
+                                "sent nothing for {} s; the stream was abandoned",
+                                idle.as_secs()
+                            ),
+                        )),
+                        Ok(Err(e)) => self.fail(classify_transport(self.call.provider, &e)),
+                        Ok(Ok(Some(bytes))) => {
+                            let events = self.parser.push(&bytes);
+                            if self.feed(events) {
+                                self.phase = Phase::Stream(response);
+                            }
+                        }
+                        Ok(Ok(None)) => self.end_of_body(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the request. Returns `None` when cancelled.
+    async fn connect(&mut self) -> Option<()> {
+        let request = self
+            .call
+            .client
+            .post(&self.call.url)
+            .headers(self.call.headers.clone())
+            .body(self.call.body.clone());
+        let idle = self.call.options.idle_timeout;
+        let sent = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return None,
+            r = tokio::time::timeout(idle, request.send()) => r,
+        };
+        let response = match sent {
+            Err(_) => {
+                self.fail(network_failure(
+                    self.call.provider,
+                    format!("sent no response for {} s", idle.as_secs()),
+                ));
+                return Some(());
+            }
+            Ok(Err(e)) => {
+                self.fail(classify_transport(self.call.provider, &e));
+                return Some(());
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            self.parser = SseParser::new();
+            self.decoder = (self.call.new_decoder)();
+            self.phase = Phase::Stream(response);
+            return Some(());
+        }
+        let retry_after = crate::error::retry_after(response.headers());
+        let body = self.read_error_body(response).await?;
+        self.fail(classify_status(
+            self.call.provider,
+            status,
+            &body,
+            retry_after,
+        ));
+        Some(())
+    }
+
+    /// Reads at most [`MAX_ERROR_BODY`] bytes of an error body. `None` when cancelled.
+    async fn read_error_body(&mut self, mut response: reqwest::Response) -> Option<String> {
+        let mut body = Vec::new();
+        loop {
+            let chunk = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return None,
+                c = tokio::time::timeout(self.call.options.idle_timeout, response.chunk()) => c,
+            };
+            match chunk {
+                Ok(Ok(Some(bytes))) => {
+                    body.extend_from_slice(&bytes);
+                    if body.len() >= MAX_ERROR_BODY {
+                        body.truncate(MAX_ERROR_BODY);
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        Some(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// The body ended: the stream must be complete, possibly thanks to a last event
+    /// without its blank line. Anything else (including a last event cut in the
+    /// middle of its JSON) is a cut connection.
+    fn end_of_body(&mut self) {
+        let mut out = Vec::new();
+        let mut clean = true;
+        for event in self.parser.finish() {
+            if self.decoder.on_event(event, &mut out).is_err() {
+                clean = false;
+                break;
+            }
+        }
+        self.push_events(out);
+        if clean && self.decoder.is_done() {
+            self.phase = Phase::Done;
+        } else {
+            self.fail(network_failure(
+                self.call.provider,
+                "closed the stream before it was complete",
+            ));
+        }
+    }
+
+    /// Feeds events to the decoder. Returns whether the stream goes on.
+    fn feed(&mut self, events: Vec<SseEvent>) -> bool {
+        let mut out = Vec::new();
+        for event in events {
+            let result = self.decoder.on_event(event, &mut out);
+            self.push_events(std::mem::take(&mut out));
+            if let Err(f) = result {
+                self.fail(f);
+                return false;
+            }
+            if self.decoder.is_done() {
+                self.phase = Phase::Done;
+                return false;
+            }
+        }
+        true
+    }
+
+    fn push_events(&mut self, events: Vec<ModelEvent>) {
+        for e in events {
+            if matches!(
+                e,
+                ModelEvent::TextDelta(_) | ModelEvent::ThoughtDelta(_) | ModelEvent::ToolCall(_)
+            ) {
+                self.content_emitted = true;
+            }
+            self.pending.push_back(Ok(e));
+        }
+    }
+
+    /// Records a failed attempt: schedules a retry or ends the stream with the error.
+    fn fail(&mut self, failure: Failure) {
+        let retry = &self.call.options.retry;
+        if failure.payload.retryable
+            && !self.content_emitted
+            && self.failed_attempts < retry.max_retries
+        {
+            self.failed_attempts += 1;
+            let delay = retry.delay(self.failed_attempts, failure.retry_after);
+            self.pending.push_back(Ok(ModelEvent::Retrying {
+                attempt: self.failed_attempts,
+                delay_ms: delay.as_millis() as u64,
+                error: failure.payload,
+            }));
+            self.phase = Phase::Wait(delay);
+        } else {
+            self.pending.push_back(Err(failure.into()));
+            self.phase = Phase::Done;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_jittered_and_capped() {
+        let p = RetryPolicy {
+            max_retries: 5,
+            base_delay_ms: 100,
+            max_delay_ms: 1000,
+        };
+        for _ in 0..50 {
+            let d1 = p.delay(1, None).as_millis();
+            assert!((50..=100).contains(&d1), "{d1}");
+            let d3 = p.delay(3, None).as_millis();
+            assert!((200..=400).contains(&d3), "{d3}");
+            let d10 = p.delay(10, None).as_millis();
+            assert!((500..=1000).contains(&d10), "{d10}");
+        }
+        assert_eq!(
+            p.delay(1, Some(Duration::from_secs(7))),
+            Duration::from_secs(7)
+        );
+        assert_eq!(p.delay(1, Some(Duration::from_secs(9999))), MAX_RETRY_AFTER);
+        let zero = RetryPolicy {
+            base_delay_ms: 0,
+            ..p
+        };
+        assert_eq!(zero.delay(2, None), Duration::ZERO);
+    }
+}

@@ -1,0 +1,434 @@
+//! The scripted model: a deterministic model that replays a JSON script of turns.
+//! Used by tests and by the offline demo; it drives the same kernel paths as a real
+//! model (text in several deltas, thoughts, several tool calls per turn, usage,
+//! retries, errors, delays that honour cancellation). The format is documented in
+//! `docs/configuration.md`.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use keel_envelope::error::{ErrorCode, ErrorHint, ErrorPayload};
+use keel_envelope::types::Usage;
+use keel_kernel::model::{
+    FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest, ModelStream,
+    ToolCallRequest,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{model_error, model_unavailable};
+
+/// The text of the turn the model produces once every scripted turn is used.
+pub const SCRIPT_EXHAUSTED_TEXT: &str = "(The script has no more turns.)";
+/// Longest text delta the scripted model emits, in characters.
+const MAX_CHUNK_CHARS: usize = 16;
+
+/// A whole script.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Script {
+    /// The turns, one per model call.
+    pub turns: Vec<ScriptTurn>,
+    /// The context window the model reports (default 128 000).
+    #[serde(default)]
+    pub context_window: Option<u64>,
+    /// Default pause between deltas, in milliseconds (default 0).
+    #[serde(default)]
+    pub chunk_delay_ms: Option<u64>,
+}
+
+/// One model call's worth of output.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptTurn {
+    /// Answer text, streamed as several deltas.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Thought summary, streamed before the text.
+    #[serde(default)]
+    pub thought: Option<String>,
+    /// Tool calls, emitted after the text.
+    #[serde(default)]
+    pub tool_calls: Vec<ScriptToolCall>,
+    /// Token usage reported before the end.
+    #[serde(default)]
+    pub usage: Option<ScriptUsage>,
+    /// Pause before any output, in milliseconds (cancellation ends it at once).
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+    /// Pause between deltas, in milliseconds (overrides the script's default).
+    #[serde(default)]
+    pub chunk_delay_ms: Option<u64>,
+    /// Retryable failures reported (as `Retrying`) before the output.
+    #[serde(default)]
+    pub retries: Vec<ScriptError>,
+    /// A failure ending the call after any text, thought and tool calls.
+    #[serde(default)]
+    pub error: Option<ScriptError>,
+    /// Why the call ends (default `tool_use` when there are tool calls, else `end_turn`).
+    #[serde(default)]
+    pub stop: Option<FinishReason>,
+    /// Use this turn only when one of the trailing tool results of the request
+    /// contains this text.
+    #[serde(default)]
+    pub when_last_tool_result_contains: Option<String>,
+    /// Fail the call unless the last message of the request contains this text.
+    #[serde(default)]
+    pub expect_last_message_contains: Option<String>,
+}
+
+/// A scripted tool call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptToolCall {
+    /// The call id (default `call_<turn>_<n>`).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The tool name.
+    pub name: String,
+    /// The arguments object (default `{}`).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// Scripted token usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptUsage {
+    /// Prompt tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Completion tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cached prompt tokens.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+}
+
+/// A scripted failure.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScriptError {
+    /// The message.
+    pub message: String,
+    /// The code (default `MODEL_ERROR`).
+    #[serde(default)]
+    pub code: Option<ErrorCode>,
+    /// The hint, if any.
+    #[serde(default)]
+    pub hint: Option<ErrorHint>,
+    /// Whether it is retryable (default false; true for `retries` entries).
+    #[serde(default)]
+    pub retryable: Option<bool>,
+    /// For `retries` entries: the announced wait, in milliseconds (default 0).
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+}
+
+impl ScriptError {
+    fn payload(&self, default_retryable: bool) -> ErrorPayload {
+        let mut p = model_error(self.message.clone())
+            .retryable(self.retryable.unwrap_or(default_retryable))
+            .with_detail("provider", "scripted");
+        p.code = self.code.unwrap_or(ErrorCode::ModelError);
+        if let Some(h) = self.hint {
+            p = p.hint(h);
+        }
+        p
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    used: Vec<bool>,
+    requests: Vec<ModelRequest>,
+}
+
+/// A model replaying a [`Script`]. Each call consumes the first unused turn whose
+/// condition holds; once none is left it answers [`SCRIPT_EXHAUSTED_TEXT`].
+#[derive(Debug)]
+pub struct ScriptedModel {
+    id: String,
+    script: Script,
+    state: Mutex<State>,
+}
+
+impl ScriptedModel {
+    /// Builds a model from a script value; `MODEL_UNAVAILABLE` naming the faulty
+    /// field when it does not match the format.
+    pub fn from_json(value: Value) -> Result<Self, ErrorPayload> {
+        Self::parse(value, "inline script")
+    }
+
+    /// Reads a script file; `MODEL_UNAVAILABLE` when it is unreadable or invalid.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ErrorPayload> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            model_unavailable(format!("the script {shown} could not be read: {e}"))
+                .hint(ErrorHint::CheckLlmConfig)
+                .with_detail("path", shown.clone())
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            model_unavailable(format!(
+                "the script {shown} is not valid JSON (line {}, column {}): {e}",
+                e.line(),
+                e.column()
+            ))
+            .hint(ErrorHint::CheckLlmConfig)
+            .with_detail("path", shown.clone())
+        })?;
+        let mut model = Self::parse(value, &shown)?;
+        model.id = format!("scripted:{shown}");
+        Ok(model)
+    }
+
+    fn parse(value: Value, source: &str) -> Result<Self, ErrorPayload> {
+        let script: Script = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            model_unavailable(format!(
+                "the script {source} is invalid at {path}: {}",
+                e.inner()
+            ))
+            .hint(ErrorHint::CheckLlmConfig)
+            .with_detail("path", source.to_owned())
+            .with_detail("field", path)
+        })?;
+        for (t, turn) in script.turns.iter().enumerate() {
+            for (c, call) in turn.tool_calls.iter().enumerate() {
+                if call.name.is_empty() || !call.arguments.is_object() {
+                    return Err(model_unavailable(format!(
+                        "the script {source} is invalid at turns[{t}].toolCalls[{c}]: a tool call needs a name and an arguments object"
+                    ))
+                    .hint(ErrorHint::CheckLlmConfig)
+                    .with_detail("path", source.to_owned()));
+                }
+            }
+        }
+        Ok(Self {
+            id: "scripted:inline".to_owned(),
+            state: Mutex::new(State {
+                used: vec![false; script.turns.len()],
+                requests: Vec::new(),
+            }),
+            script,
+        })
+    }
+
+    /// Sets the id reported by [`Model::id`].
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// The requests received so far, oldest first.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// How many turns are still unused.
+    pub fn remaining_turns(&self) -> usize {
+        self.lock().used.iter().filter(|u| !**u).count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Picks and consumes the turn for `request`.
+    fn take_turn(&self, request: &ModelRequest) -> Option<(usize, ScriptTurn)> {
+        let mut state = self.lock();
+        state.requests.push(request.clone());
+        let trailing: Vec<&str> = request
+            .messages
+            .iter()
+            .rev()
+            .map_while(|m| match m {
+                Message::Tool { content, .. } => Some(content.as_str()),
+                _ => None,
+            })
+            .collect();
+        let index = self.script.turns.iter().enumerate().position(|(i, t)| {
+            !state.used[i]
+                && t.when_last_tool_result_contains
+                    .as_deref()
+                    .is_none_or(|needle| trailing.iter().any(|c| c.contains(needle)))
+        })?;
+        state.used[index] = true;
+        Some((index, self.script.turns[index].clone()))
+    }
+}
+
+enum Step {
+    Sleep(Duration),
+    Emit(Result<ModelEvent, ModelError>),
+}
+
+/// Splits text into deltas: at most [`MAX_CHUNK_CHARS`] characters, ending after
+/// whitespace where possible.
+pub(crate) fn chunk_text(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut n = 0;
+    for c in text.chars() {
+        cur.push(c);
+        n += 1;
+        if c.is_whitespace() || n >= MAX_CHUNK_CHARS {
+            out.push(std::mem::take(&mut cur));
+            n = 0;
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn last_message_text(request: &ModelRequest) -> &str {
+    match request.messages.last() {
+        Some(Message::User { text, .. }) | Some(Message::Assistant { text, .. }) => text,
+        Some(Message::Tool { content, .. }) => content,
+        None => "",
+    }
+}
+
+impl ScriptedModel {
+    fn steps(&self, request: &ModelRequest) -> VecDeque<Step> {
+        let mut steps = VecDeque::new();
+        let Some((index, turn)) = self.take_turn(request) else {
+            steps.push_back(Step::Emit(Ok(ModelEvent::TextDelta(
+                SCRIPT_EXHAUSTED_TEXT.to_owned(),
+            ))));
+            steps.push_back(Step::Emit(Ok(ModelEvent::Finished(FinishReason::EndTurn))));
+            return steps;
+        };
+        if let Some(needle) = &turn.expect_last_message_contains {
+            if !last_message_text(request).contains(needle.as_str()) {
+                let err = model_error(format!(
+                    "script turn {index} expected the last message to contain {needle:?}"
+                ))
+                .with_detail("provider", "scripted")
+                .with_detail("turn", index);
+                steps.push_back(Step::Emit(Err(ModelError(err))));
+                return steps;
+            }
+        }
+        let chunk_delay = turn
+            .chunk_delay_ms
+            .or(self.script.chunk_delay_ms)
+            .filter(|d| *d > 0)
+            .map(Duration::from_millis);
+        if let Some(d) = turn.delay_ms.filter(|d| *d > 0) {
+            steps.push_back(Step::Sleep(Duration::from_millis(d)));
+        }
+        for (i, r) in turn.retries.iter().enumerate() {
+            let delay = r.delay_ms.unwrap_or(0);
+            steps.push_back(Step::Emit(Ok(ModelEvent::Retrying {
+                attempt: i as u32 + 1,
+                delay_ms: delay,
+                error: r.payload(true),
+            })));
+            if delay > 0 {
+                steps.push_back(Step::Sleep(Duration::from_millis(delay)));
+            }
+        }
+        let mut deltas = |text: &Option<String>, make: fn(String) -> ModelEvent| {
+            for chunk in chunk_text(text.as_deref().unwrap_or_default()) {
+                if let Some(d) = chunk_delay {
+                    steps.push_back(Step::Sleep(d));
+                }
+                steps.push_back(Step::Emit(Ok(make(chunk))));
+            }
+        };
+        deltas(&turn.thought, ModelEvent::ThoughtDelta);
+        deltas(&turn.text, ModelEvent::TextDelta);
+        for (i, call) in turn.tool_calls.iter().enumerate() {
+            steps.push_back(Step::Emit(Ok(ModelEvent::ToolCall(ToolCallRequest {
+                id: call
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| format!("call_{index}_{i}")),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            }))));
+        }
+        if let Some(u) = turn.usage {
+            steps.push_back(Step::Emit(Ok(ModelEvent::Usage(Usage {
+                input_tokens: u.input_tokens,
+                output_tokens: u.output_tokens,
+                cached_input_tokens: u.cached_input_tokens,
+            }))));
+        }
+        if let Some(e) = &turn.error {
+            steps.push_back(Step::Emit(Err(ModelError(e.payload(false)))));
+        } else {
+            let stop = turn.stop.unwrap_or(if turn.tool_calls.is_empty() {
+                FinishReason::EndTurn
+            } else {
+                FinishReason::ToolUse
+            });
+            steps.push_back(Step::Emit(Ok(ModelEvent::Finished(stop))));
+        }
+        steps
+    }
+}
+
+impl Model for ScriptedModel {
+    fn id(&self) -> String {
+        self.id.clone()
+    }
+
+    fn context_window(&self) -> u64 {
+        self.script
+            .context_window
+            .unwrap_or(crate::select::DEFAULT_CONTEXT_WINDOW)
+    }
+
+    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
+        let steps = self.steps(&request);
+        Box::pin(futures::stream::unfold(
+            (steps, cancel),
+            |(mut steps, cancel)| async move {
+                loop {
+                    if cancel.is_cancelled() {
+                        return None;
+                    }
+                    match steps.pop_front()? {
+                        Step::Sleep(d) => {
+                            tokio::select! {
+                                biased;
+                                _ = cancel.cancelled() => return None,
+                                _ = tokio::time::sleep(d) => {}
+                            }
+                        }
+                        Step::Emit(item) => return Some((item, (steps, cancel))),
+                    }
+                }
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_rejoin_to_the_text() {
+        let text = "Hello there, this is a fairly long sentence — with ünïcödé and 一二三四五六七八九十一二三四五六七八九十.";
+        let chunks = chunk_text(text);
+        assert!(chunks.len() > 5);
+        assert_eq!(chunks.concat(), text);
+        assert!(chunks.iter().all(|c| c.chars().count() <= MAX_CHUNK_CHARS));
+        assert!(chunk_text("").is_empty());
+    }
+}

@@ -1,0 +1,401 @@
+//! Configuration loading and model selection.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use keel_adapters::testing::{openai, FakeResponse, FakeServer};
+use keel_adapters::{
+    build_model, build_model_with_env, default_keel_home, resolve_model_spec, Config, EnvMap,
+    ModelEntry, RetryPolicy, ScriptedModel,
+};
+use keel_envelope::error::{ErrorCode, ErrorHint};
+use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_kernel::model::{Message, Model, ModelEvent, ModelRequest, ToolCallRequest};
+use tokio_util::sync::CancellationToken;
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let path = dir.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The fenced blocks of a language in docs/configuration.md.
+fn doc_blocks(lang: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
+    )
+    .unwrap();
+    let fence = format!("```{lang}\n");
+    doc.split(&fence)
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn defaults_without_files() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let c = Config::load(home.path(), Some(ws.path())).unwrap();
+    assert_eq!(c, Config::default());
+    assert_eq!(c.model, None);
+    assert_eq!(c.permission_mode, PermissionMode::Ask);
+    assert_eq!(c.approval_timeout_secs, 60);
+    assert!(c.sandbox);
+    assert_eq!(c.compaction_threshold, 0.8);
+    assert_eq!(c.max_turns, 50);
+    assert_eq!(c.retry.max_retries, 3);
+    assert!(c.sources.is_empty());
+}
+
+#[test]
+fn every_documented_key_is_parsed_and_the_project_overrides_key_by_key() {
+    let blocks = doc_blocks("toml");
+    assert_eq!(
+        blocks.len(),
+        2,
+        "the documentation has a global and a project example"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let global = write(home.path(), "config.toml", &blocks[0]);
+
+    let c = Config::load(home.path(), Some(ws.path())).unwrap();
+    assert_eq!(c.sources, vec![global.clone()]);
+    assert_eq!(c.model.as_deref(), Some("openai:gpt-4o-mini"));
+    assert_eq!(c.permission_mode, PermissionMode::Ask);
+    assert_eq!(c.approval_timeout_secs, 120);
+    assert!(c.sandbox);
+    assert_eq!(c.compaction_threshold, 0.75);
+    assert_eq!(c.max_turns, 40);
+    assert_eq!(c.available_models.len(), 3);
+    assert_eq!(
+        c.available_models[2],
+        ModelEntry {
+            id: "openai:qwen2.5-coder:7b".into(),
+            display_name: Some("Qwen 2.5 Coder (local)".into()),
+            context_window: Some(32768),
+        }
+    );
+    assert_eq!(c.shell.whitelist, vec!["cargo test", "npm run lint"]);
+    assert_eq!(c.shell.high_risk, vec!["terraform apply"]);
+    assert_eq!(
+        c.retry,
+        RetryPolicy {
+            max_retries: 5,
+            base_delay_ms: 500,
+            max_delay_ms: 20000
+        }
+    );
+    assert_eq!(
+        c.providers.openai.base_url.as_deref(),
+        Some("http://127.0.0.1:11434/v1")
+    );
+    assert_eq!(
+        c.providers.anthropic.base_url.as_deref(),
+        Some("https://api.anthropic.com")
+    );
+
+    let project = write(ws.path(), ".keel/config.toml", &blocks[1]);
+    let p = Config::load(home.path(), Some(ws.path())).unwrap();
+    assert_eq!(p.sources, vec![global, project]);
+    assert_eq!(p.model.as_deref(), Some("anthropic:claude-sonnet-4-5"));
+    assert_eq!(p.permission_mode, PermissionMode::Plan);
+    assert_eq!(
+        p.retry,
+        RetryPolicy {
+            max_retries: 1,
+            base_delay_ms: 500,
+            max_delay_ms: 20000
+        }
+    );
+    // Untouched keys keep the global values.
+    assert_eq!(p.approval_timeout_secs, 120);
+    assert_eq!(p.available_models, c.available_models);
+    assert_eq!(p.shell, c.shell);
+    // Without a workspace only the global file applies.
+    assert_eq!(Config::load(home.path(), None).unwrap(), c);
+}
+
+#[test]
+fn available_models_mark_the_current_one() {
+    let home = tempfile::tempdir().unwrap();
+    write(home.path(), "config.toml", &doc_blocks("toml")[0]);
+    let c = Config::load(home.path(), None).unwrap();
+    let list = c.available_models(None);
+    assert_eq!(
+        list[1],
+        ModelInfo {
+            id: "anthropic:claude-sonnet-4-5".into(),
+            display_name: "Claude Sonnet 4.5".into(),
+            provider: "anthropic".into(),
+            is_current: false,
+        }
+    );
+    assert!(list[0].is_current);
+    assert_eq!(list.iter().filter(|m| m.is_current).count(), 1);
+    let other = c.available_models(Some("scripted:demo.json"));
+    assert_eq!(other.len(), 4);
+    assert_eq!(other[0].id, "scripted:demo.json");
+    assert_eq!(other[0].provider, "scripted");
+    assert!(other[0].is_current);
+    assert!(!other[1].is_current);
+}
+
+#[test]
+fn unknown_keys_are_named_with_their_file() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    write(home.path(), "config.toml", "model = \"openai:gpt-4o\"\n");
+    let project = write(
+        ws.path(),
+        ".keel/config.toml",
+        "maxTurns = 3\nmodle = \"x\"\n",
+    );
+    let err = Config::load(home.path(), Some(ws.path())).unwrap_err();
+    assert_eq!(err.code, ErrorCode::RequestInvalid);
+    assert_eq!(err.details["key"], "modle");
+    assert_eq!(err.details["file"], project.display().to_string());
+    assert_eq!(err.details["line"], 2);
+    assert!(err.message.contains("modle"), "{}", err.message);
+    assert!(err.message.contains(".keel"), "{}", err.message);
+
+    std::fs::write(&project, "[shell]\nwhitelist = []\nallow = [\"ls\"]\n").unwrap();
+    let err = Config::load(home.path(), Some(ws.path())).unwrap_err();
+    assert_eq!(err.details["key"], "shell.allow");
+    assert_eq!(err.details["line"], 3);
+}
+
+#[test]
+fn malformed_toml_reports_line_and_column() {
+    let home = tempfile::tempdir().unwrap();
+    let file = write(
+        home.path(),
+        "config.toml",
+        "model = \"openai:gpt-4o\"\nsandbox = true\nmaxTurns = = 3\n",
+    );
+    let err = Config::load(home.path(), None).unwrap_err();
+    assert_eq!(err.details["line"], 3);
+    assert_eq!(err.details["column"], 12);
+    assert_eq!(err.details["file"], file.display().to_string());
+    assert!(err.message.contains(":3:12"), "{}", err.message);
+}
+
+#[test]
+fn bad_values_are_rejected() {
+    for (text, key) in [
+        ("compactionThreshold = 1.5\n", "compactionThreshold"),
+        ("maxTurns = 0\n", "maxTurns"),
+        ("model = \"gpt-4o\"\n", "model"),
+        (
+            "[[availableModels]]\nid = \"nope:x\"\n",
+            "availableModels[0].id",
+        ),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        write(home.path(), "config.toml", text);
+        let err = Config::load(home.path(), None).unwrap_err();
+        assert_eq!(err.details["key"], key, "{text}: {}", err.message);
+    }
+    for text in [
+        "permissionMode = \"yolo\"\n",
+        "sandbox = \"yes\"\n",
+        "approvalTimeoutSecs = -1\n",
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        write(home.path(), "config.toml", text);
+        let err = Config::load(home.path(), None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::RequestInvalid, "{text}");
+        assert_eq!(err.details["line"], 1, "{text}: {}", err.message);
+    }
+}
+
+#[test]
+fn an_unreadable_file_is_an_error() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join("config.toml")).unwrap();
+    let err = Config::load(home.path(), None).unwrap_err();
+    assert!(err.message.contains("could not be read"), "{}", err.message);
+}
+
+#[test]
+fn model_precedence_is_cli_then_env_then_config() {
+    let mut c = Config {
+        model: Some("anthropic:claude-sonnet-4-5".into()),
+        ..Config::default()
+    };
+    assert_eq!(
+        resolve_model_spec(Some("openai:gpt-4o"), Some("scripted:x.json"), &c).unwrap(),
+        "openai:gpt-4o"
+    );
+    assert_eq!(
+        resolve_model_spec(None, Some("scripted:x.json"), &c).unwrap(),
+        "scripted:x.json"
+    );
+    assert_eq!(
+        resolve_model_spec(Some("  "), Some(""), &c).unwrap(),
+        "anthropic:claude-sonnet-4-5"
+    );
+    c.model = None;
+    c.available_models = vec![ModelEntry {
+        id: "openai:first".into(),
+        display_name: None,
+        context_window: None,
+    }];
+    assert_eq!(resolve_model_spec(None, None, &c).unwrap(), "openai:first");
+    c.available_models.clear();
+    let err = resolve_model_spec(None, None, &c).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ModelUnavailable);
+    assert_eq!(err.hint, Some(ErrorHint::CheckLlmConfig));
+    let err = resolve_model_spec(None, Some("gpt4"), &c).unwrap_err();
+    assert!(err.message.contains("KEEL_MODEL"), "{}", err.message);
+}
+
+#[test]
+fn build_model_errors_are_model_unavailable() {
+    let c = Config::default();
+    let env = EnvMap::default();
+    for (spec, needle) in [
+        ("ollama:llama3", "unknown model provider"),
+        ("openai:", "names no model"),
+        ("openai", "provider:model"),
+        ("scripted:/nonexistent/keel/s.json", "could not be read"),
+        ("openai:gpt-4o", "OPENAI_API_KEY"),
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+    ] {
+        let err = build_model_with_env(spec, &c, &env).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ModelUnavailable, "{spec}");
+        assert_eq!(err.hint, Some(ErrorHint::CheckLlmConfig), "{spec}");
+        assert!(err.message.contains(needle), "{spec}: {}", err.message);
+    }
+    // The process-environment variant works the same for things that need no env.
+    assert!(build_model("nope:x", &c).is_err());
+}
+
+#[test]
+fn context_windows_come_from_the_table_or_the_config() {
+    let env = EnvMap::from_pairs([("OPENAI_API_KEY", "k"), ("ANTHROPIC_API_KEY", "k")]);
+    let mut c = Config::default();
+    let m = build_model_with_env("openai:gpt-4", &c, &env).unwrap();
+    assert_eq!(m.context_window(), 8192);
+    let m = build_model_with_env("anthropic:claude-opus-4-1", &c, &env).unwrap();
+    assert_eq!(m.context_window(), 200_000);
+    c.available_models.push(ModelEntry {
+        id: "openai:gpt-4".into(),
+        display_name: None,
+        context_window: Some(9999),
+    });
+    let m = build_model_with_env("openai:gpt-4", &c, &env).unwrap();
+    assert_eq!(m.context_window(), 9999);
+}
+
+#[tokio::test]
+async fn the_environment_base_url_wins_over_the_config() {
+    let from_env = FakeServer::start([FakeResponse::sse(openai::text_stream(&["env"]))])
+        .await
+        .unwrap();
+    let from_config = FakeServer::start([FakeResponse::sse(openai::text_stream(&["config"]))])
+        .await
+        .unwrap();
+    let mut c = fast_config(0);
+    c.providers.openai.base_url = Some(format!("{}/v1", from_config.base_url()));
+    let req = ModelRequest {
+        messages: vec![Message::User {
+            text: "hi".into(),
+            images: vec![],
+        }],
+        ..ModelRequest::default()
+    };
+    let m = build_model_with_env("openai:local", &c, &EnvMap::default()).unwrap();
+    assert_eq!(
+        text_of(&collect(m.stream(req.clone(), CancellationToken::new())).await),
+        "config"
+    );
+    let env = EnvMap::from_pairs([("OPENAI_BASE_URL", format!("{}/v1", from_env.base_url()))]);
+    let m = build_model_with_env("openai:local", &c, &env).unwrap();
+    assert_eq!(
+        text_of(&collect(m.stream(req, CancellationToken::new())).await),
+        "env"
+    );
+    assert_eq!(from_env.requests().len(), 1);
+    assert_eq!(from_config.requests().len(), 1);
+}
+
+#[test]
+fn keel_home_defaults() {
+    let env = EnvMap::from_pairs([("KEEL_HOME", "/srv/keel"), ("XDG_DATA_HOME", "/xdg")]);
+    assert_eq!(default_keel_home(&env), Some(PathBuf::from("/srv/keel")));
+    let env = EnvMap::from_pairs([("XDG_DATA_HOME", "/xdg")]);
+    assert_eq!(default_keel_home(&env), Some(PathBuf::from("/xdg/keel")));
+    if let Some(p) = default_keel_home(&EnvMap::default()) {
+        assert!(p.ends_with("keel"));
+    }
+}
+
+#[tokio::test]
+async fn the_documented_script_runs_as_described() {
+    let blocks = doc_blocks("json");
+    assert_eq!(blocks.len(), 1);
+    let value: serde_json::Value = serde_json::from_str(&blocks[0]).unwrap();
+    let model = ScriptedModel::from_json(value).unwrap();
+    let mut req = ModelRequest {
+        messages: vec![Message::User {
+            text: "look".into(),
+            images: vec![],
+        }],
+        ..ModelRequest::default()
+    };
+    let first = collect(model.stream(req.clone(), CancellationToken::new())).await;
+    let calls: Vec<ToolCallRequest> = first
+        .iter()
+        .filter_map(|i| match i {
+            Ok(ModelEvent::ToolCall(c)) => Some(c.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].id, "call_readme");
+    req.messages.push(Message::Assistant {
+        text: text_of(&first),
+        tool_calls: calls,
+    });
+    req.messages.push(Message::Tool {
+        tool_call_id: "call_0_0".into(),
+        name: "list_dir".into(),
+        content: "README.md".into(),
+        is_error: false,
+    });
+    req.messages.push(Message::Tool {
+        tool_call_id: "call_readme".into(),
+        name: "read_file".into(),
+        content: "# The project".into(),
+        is_error: false,
+    });
+    // Not "denied": the conditional turn is skipped for the next one.
+    let second = collect(model.stream(req, CancellationToken::new())).await;
+    assert_eq!(text_of(&second), "The README describes the project.");
+    // Still no "denied" result: the retrying turn comes next, then the failing one.
+    let third = collect(model.stream(ModelRequest::default(), CancellationToken::new())).await;
+    assert!(matches!(
+        &third[0],
+        Ok(ModelEvent::Retrying {
+            attempt: 1,
+            delay_ms: 100,
+            ..
+        })
+    ));
+    assert_eq!(text_of(&third), "Answered after one retry.");
+    let fourth = collect(model.stream(ModelRequest::default(), CancellationToken::new())).await;
+    assert_eq!(text_of(&fourth), "Cut off");
+    assert_eq!(
+        fourth.last().unwrap().clone().unwrap_err().0.message,
+        "provider failed"
+    );
+    // The conditional turn and the stalling one are left.
+    assert_eq!(model.remaining_turns(), 2);
+}
