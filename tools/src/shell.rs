@@ -108,6 +108,9 @@ const READ_ONLY: &[&str] = &[
     "lsblk",
     "env",
     "hostname",
+    "sort",
+    "uniq",
+    "date",
 ];
 
 /// Programs that reach the network.
@@ -997,7 +1000,77 @@ pub fn canonical_command(command: &str) -> Option<String> {
         }
     }
     let trimmed = out.trim().trim_end_matches(';').trim().to_owned();
+    // `bash -lc 'cargo test'` is the same call as `cargo test`.
+    if let Some(script) = single_shell_script(&program) {
+        if let Some(inner) = canonical_command(&script) {
+            return Some(inner);
+        }
+    }
     Some(trimmed)
+}
+
+/// The script of a line that is exactly `sh -c SCRIPT` (or `bash -lc`, …).
+fn single_shell_script(program: &ast::Program) -> Option<String> {
+    let [list] = program.complete_commands.as_slice() else {
+        return None;
+    };
+    let [ast::CompoundListItem(and_or, ast::SeparatorOperator::Sequence)] = list.0.as_slice()
+    else {
+        return None;
+    };
+    if !and_or.additional.is_empty() || and_or.first.bang {
+        return None;
+    }
+    let [ast::Command::Simple(sc)] = and_or.first.seq.as_slice() else {
+        return None;
+    };
+    if sc.prefix.is_some()
+        && sc.prefix.as_ref().is_some_and(|p| {
+            p.0.iter()
+                .any(|i| !matches!(i, ast::CommandPrefixOrSuffixItem::AssignmentWord(..)))
+        })
+    {
+        return None;
+    }
+    let name = basename(&sc.word_or_name.as_ref()?.value).to_owned();
+    if !SHELLS.contains(&name.as_str()) {
+        return None;
+    }
+    let suffix = sc.suffix.as_ref()?;
+    let words: Vec<&ast::Word> = suffix
+        .0
+        .iter()
+        .map(|i| match i {
+            ast::CommandPrefixOrSuffixItem::Word(w) => Some(w),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let [flag, script] = words.as_slice() else {
+        return None;
+    };
+    if !(flag.value.starts_with('-')
+        && flag.value.ends_with('c')
+        && flag.value.chars().skip(1).all(|c| c.is_ascii_alphabetic()))
+    {
+        return None;
+    }
+    let pieces = brush_parser::word::parse(&script.value, &parser_options()).ok()?;
+    let mut out = String::new();
+    let policy = ShellPolicy::default();
+    let ctx = Ctx {
+        root: PathBuf::from("/"),
+        cwd: PathBuf::from("/"),
+        policy: &policy,
+        depth: 0,
+        seen: Rc::default(),
+    };
+    let mut scratch = Acc::new();
+    for p in &pieces {
+        if !piece_literal(&p.piece, &ctx, &mut scratch, &mut out) {
+            return None;
+        }
+    }
+    Some(out)
 }
 
 fn basename(p: &str) -> &str {
@@ -1418,7 +1491,14 @@ fn dangerous_delete_target(target: &str, ctx: &Ctx<'_>) -> bool {
     if t == "/" || t.chars().all(|c| c == '/') {
         return true;
     }
-    !path_inside(t, ctx)
+    if t.starts_with('~') {
+        return true;
+    }
+    match jail::resolve_from(&ctx.root, &ctx.cwd, t) {
+        // The workspace root itself counts: deleting all of it is not an edit.
+        Ok(r) => !r.inside || r.abs == ctx.root,
+        Err(_) => true,
+    }
 }
 
 /// The command a wrapper runs (`xargs -0 grep x` → `grep x`), or `None` when its
@@ -1529,9 +1609,31 @@ fn classify_shell(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding
 
 fn classify_find(words: &[&str], argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
     let mut f = Finding::low("`find` only lists files");
+    let roots: Vec<&str> = words
+        .iter()
+        .skip(1)
+        .take_while(|w| !w.starts_with('-') && **w != "(" && **w != "!")
+        .copied()
+        .collect();
+    let outside_root = roots
+        .iter()
+        .any(|r| r.starts_with('~') || !path_inside(r, ctx));
     for (i, w) in words.iter().enumerate().skip(1) {
         match *w {
+            "-delete" if outside_root => {
+                return Finding::destructive("`find -delete` outside the workspace")
+            }
             "-delete" => return Finding::high("`find -delete` deletes files"),
+            "-exec" | "-execdir" | "-ok" | "-okdir"
+                if outside_root
+                    && words
+                        .get(i + 1)
+                        .is_some_and(|p| matches!(basename(p), "rm" | "shred" | "unlink")) =>
+            {
+                return Finding::destructive(format!(
+                    "`find {w} rm` deletes files outside the workspace"
+                ));
+            }
             "-exec" | "-execdir" | "-ok" | "-okdir" => {
                 let end = words[i + 1..]
                     .iter()
