@@ -133,11 +133,14 @@ mod tests {
 
     #[test]
     fn edits_are_all_or_nothing_and_keep_crlf() {
-        let (out, n) = apply_edits("a\r\nb\r\nc\r\n", &[e("a\nb", "x\ny", false)]).unwrap();
+        let (out, n) = apply_edits("a\r\nb\r\nc\r\n", &[e("a\nb", "x\ny", false)]).expect("test");
         assert_eq!(out, "x\r\ny\r\nc\r\n");
         assert_eq!(n, 1);
         assert!(apply_edits("aa", &[e("a", "b", false)]).is_err());
-        assert_eq!(apply_edits("aa", &[e("a", "b", true)]).unwrap().0, "bb");
+        assert_eq!(
+            apply_edits("aa", &[e("a", "b", true)]).expect("test").0,
+            "bb"
+        );
         assert!(apply_edits("abc", &[e("a", "x", false), e("zzz", "y", false)]).is_err());
         let (d, s) = unified_diff("f", "a\nb\n", "a\nc\n");
         assert!(d.contains("-b\n+c"));

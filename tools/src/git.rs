@@ -276,9 +276,9 @@ pub fn classify(sub: &str, args: &[String]) -> GitClass {
                     "--rename-section",
                     "--remove-section",
                 ],
-            ) {
-                ro
-            } else if pos.first() == Some(&"get") || pos.first() == Some(&"list") {
+            ) || pos.first() == Some(&"get")
+                || pos.first() == Some(&"list")
+            {
                 ro
             } else {
                 high("`git config` changes configuration that can run programs")

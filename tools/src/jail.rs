@@ -230,31 +230,31 @@ mod tests {
 
     #[test]
     fn dot_dot_and_symlinks_are_resolved() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("test");
         let ws = dir.path().join("ws");
-        std::fs::create_dir_all(ws.join("src")).unwrap();
-        std::fs::write(ws.join("src/a.rs"), "x").unwrap();
-        std::os::unix::fs::symlink(dir.path(), ws.join("up")).unwrap();
-        let r = resolve(&ws, "src/../src/a.rs").unwrap();
+        std::fs::create_dir_all(ws.join("src")).expect("test");
+        std::fs::write(ws.join("src/a.rs"), "x").expect("test");
+        std::os::unix::fs::symlink(dir.path(), ws.join("up")).expect("test");
+        let r = resolve(&ws, "src/../src/a.rs").expect("test");
         assert!(r.inside && r.exists);
         assert_eq!(r.display, "src/a.rs");
-        let r = resolve(&ws, "up/ws/src/a.rs").unwrap();
+        let r = resolve(&ws, "up/ws/src/a.rs").expect("test");
         assert!(r.inside, "a link out and back in lands inside");
-        let r = resolve(&ws, "up/secret").unwrap();
+        let r = resolve(&ws, "up/secret").expect("test");
         assert!(!r.inside);
-        let r = resolve(&ws, "../ws/new/file").unwrap();
+        let r = resolve(&ws, "../ws/new/file").expect("test");
         assert!(r.inside && !r.exists);
         assert_eq!(r.display, "new/file");
         assert_eq!(
-            resolve(&ws, "a\0b").unwrap_err().code,
+            resolve(&ws, "a\0b").expect_err("test").code,
             ErrorCode::PathOutsideWorkspace
         );
         assert_eq!(
-            resolve(&ws, "").unwrap_err().code,
+            resolve(&ws, "").expect_err("test").code,
             ErrorCode::ToolArgumentsInvalid
         );
         assert_eq!(
-            resolve(&ws, "/dev/null").unwrap_err().code,
+            resolve(&ws, "/dev/null").expect_err("test").code,
             ErrorCode::PathOutsideWorkspace
         );
     }

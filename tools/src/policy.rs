@@ -299,17 +299,17 @@ fn assess_read(tool: &str, action: &str, raw: &str, ws: &Path) -> Assessment {
     }
 }
 
-fn write_target(tool: &str, raw: &str, ws: &Path) -> Result<ResolvedPath, Assessment> {
+fn write_target(tool: &str, raw: &str, ws: &Path) -> Result<ResolvedPath, Box<Assessment>> {
     match jail::resolve(ws, raw) {
-        Err(e) => Err(Assessment::denied(e.code, PermissionLevel::Write, e.message, "file.write", format!("{tool}:{raw}"))),
-        Ok(r) if !r.inside => Err(Assessment::denied(
+        Err(e) => Err(Box::new(Assessment::denied(e.code, PermissionLevel::Write, e.message, "file.write", format!("{tool}:{raw}")))),
+        Ok(r) if !r.inside => Err(Box::new(Assessment::denied(
             ErrorCode::PathOutsideWorkspace,
             PermissionLevel::Write,
             format!("`{raw}` resolves to `{}`, outside the workspace; writes outside the workspace are denied", r.display),
             "file.write",
             path_key(tool, &r),
-        )),
-        Ok(r) if r.is_dir => Err(Assessment::denied(ErrorCode::ToolArgumentsInvalid, PermissionLevel::Write, format!("`{raw}` is a directory"), "file.write", path_key(tool, &r))),
+        ))),
+        Ok(r) if r.is_dir => Err(Box::new(Assessment::denied(ErrorCode::ToolArgumentsInvalid, PermissionLevel::Write, format!("`{raw}` is a directory"), "file.write", path_key(tool, &r)))),
         Ok(r) => Ok(r),
     }
 }
@@ -331,7 +331,7 @@ fn ctx_for(ws: &Path) -> crate::ToolContext {
 fn assess_edit(args: &EditFileArgs, ws: &Path) -> Assessment {
     let r = match write_target("edit_file", &args.path, ws) {
         Ok(r) => r,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     let mut a = Assessment::new(
         PermissionLevel::Write,
@@ -357,7 +357,7 @@ fn assess_edit(args: &EditFileArgs, ws: &Path) -> Assessment {
 fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
     let r = match write_target("write_file", &args.path, ws) {
         Ok(r) => r,
-        Err(a) => return a,
+        Err(a) => return *a,
     };
     let mut a = if r.exists {
         let mut a = Assessment::new(

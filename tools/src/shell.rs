@@ -1664,15 +1664,13 @@ fn classify_cargo(words: &[&str]) -> Finding {
     match sub {
         "check" | "test" | "build" | "clippy" | "doc" | "tree" | "metadata" | "bench"
         | "nextest" | "" => {
-            if words.iter().any(|w| *w == "--fix") {
+            if words.contains(&"--fix") {
                 Finding::medium("`cargo --fix` rewrites files")
             } else {
                 Finding::low(format!("`cargo {sub}` builds or checks code"))
             }
         }
-        "fmt" if words.iter().any(|w| *w == "--check") => {
-            Finding::low("`cargo fmt --check` only checks")
-        }
+        "fmt" if words.contains(&"--check") => Finding::low("`cargo fmt --check` only checks"),
         "fmt" => Finding::medium("`cargo fmt` rewrites files"),
         "install" | "add" | "update" | "publish" | "login" | "search" | "fetch" => {
             Finding::network(format!("`cargo {sub}` reaches the network"))

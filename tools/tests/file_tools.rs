@@ -366,7 +366,7 @@ async fn search_content_literal_regex_case_context_and_glob() {
     put(&w.root, "docs/c.md", "foo_bar(2) in docs\n");
     put(&w.root, "ignored/d.rs", "foo_bar(3)\n");
     put(&w.root, ".gitignore", "ignored/\n");
-    put(&w.root, "bin.dat", b"foo_bar(\0\0\0)".to_vec());
+    put(&w.root, "bin.dat", b"foo_bar(\0\0\0)");
     let s = |v: Value| -> SearchFilesResult { serde_json::from_value(v).expect("shape") };
 
     let r = s(run("search_files", &w.root, json!({"query": "foo_bar("}))
@@ -645,7 +645,7 @@ async fn edit_file_is_all_or_nothing_and_rejects_bad_input() {
     let w = ws();
     let original = "x\nx\ny\n";
     put(&w.root, "f.txt", original);
-    put(&w.root, "bin", b"a\0b".to_vec());
+    put(&w.root, "bin", b"a\0b");
     let e = run(
         "edit_file",
         &w.root,
