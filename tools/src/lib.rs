@@ -27,12 +27,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_envelope::ErrorPayload;
-use tokio_util::sync::CancellationToken;
 
 pub use builtin::builtin_tools;
 pub use exec::{sandbox_status, SandboxStatus};
 pub use policy::canonical_key;
 pub use spec::{ApprovalRequirement, PlanBehavior, ToolSpec};
+/// Re-exported so hosts can build a [`ToolContext`] without naming `tokio-util`.
+pub use tokio_util::sync::CancellationToken;
 
 /// Which output stream a progress chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
