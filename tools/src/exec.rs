@@ -178,9 +178,21 @@ async fn pump<R: tokio::io::AsyncRead + Unpin>(
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let chunk = &buf[..n];
-                progress(stream, String::from_utf8_lossy(chunk).into_owned());
                 let room = OUTPUT_CAP.saturating_sub(data.len());
+                // Stream what is kept; past the cap, say so once and keep draining.
+                if room > 0 {
+                    progress(
+                        stream,
+                        String::from_utf8_lossy(&chunk[..n.min(room)]).into_owned(),
+                    );
+                }
                 if room < n {
+                    if !truncated {
+                        progress(
+                            ProgressStream::Info,
+                            format!("{} output truncated at {OUTPUT_CAP} bytes", stream.as_str()),
+                        );
+                    }
                     truncated = true;
                 }
                 data.extend_from_slice(&chunk[..n.min(room)]);

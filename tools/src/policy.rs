@@ -84,7 +84,7 @@ pub const POLICY_DOC: &str = r#"
 |---|---|
 | `ask` | reads, read-only git and low-risk shell commands run; everything else asks |
 | `auto-edit` | as `ask`, and edits and writes inside the workspace run without asking (except inside `.git`); shell and git writes still ask |
-| `auto` | nothing asks; the default-deny list still denies, and `elevated` calls (network, history-rewriting git, privilege escalation) are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
+| `auto` | nothing asks; the default-deny list still denies, and `elevated` calls (network, history-rewriting git, privilege escalation) and shell lines that cannot be verified (unparseable, computed text piped into a shell) are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
 | `plan` | only `read_file`, `list_dir`, `search_files` and read-only `git` run; anything else is denied with `PLAN_APPROVAL_REQUIRED` and the model is told to propose a plan (reads outside the workspace still ask) |
 
 ## Precedence
@@ -94,7 +94,7 @@ The gate evaluates, in this order, and the first step that decides wins:
 1. **default-deny** (every mode, no rule overrides it): writes outside the workspace or through a symlink leaving it (`PATH_OUTSIDE_WORKSPACE`); NUL bytes and device or special files; a shell `cwd` outside the workspace; destructive shell commands (`rm -rf /`, `rm -rf ~`, recursive deletes or permission changes outside the workspace, `mkfs`, `dd of=/dev/…`, writes to devices, fork bombs); invalid arguments (`TOOL_ARGUMENTS_INVALID`).
 2. **plan mode**: tools the matrix does not allow in plan mode are denied (`PLAN_APPROVAL_REQUIRED`); run_shell is denied whatever the command.
 3. **deny rules**: a matching deny rule denies (`TOOL_PERMISSION_DENIED`). For run_shell a deny rule matches when any simple command anywhere in the line matches (inside `&&` lists, pipes, substitutions, `sh -c` scripts, `xargs`, `sudo`, `find -exec`).
-4. **auto mode**: allows, except `elevated` calls that no allow rule or session key covers (denied: unapproved network downloads, unapproved destructive git).
+4. **auto mode**: allows, except `elevated` calls and unverifiable shell lines that no allow rule or session key covers (denied: unapproved network downloads, unapproved destructive git, unparseable commands).
 5. **allow**: calls that are low risk by themselves (reads, read-only git, low-risk shell commands, and in `auto-edit` edits inside the workspace), then allow rules (global and project) and the session's `allow_session` keys.
 6. **ask**: everything else.
 
@@ -116,7 +116,7 @@ A rule is a tool name (`edit_file`, `run_shell`) or a tool with a pattern:
 
 ## Shell risk tiers
 
-The command is parsed with a real shell parser. Low-risk: the §6.7 whitelist (`npm run test:*`, `npm run lint`, `npm run build:*`, `npx playwright test <file>`, `git status`, `git diff`, `rg <pattern>`), configured whitelist entries, and read-only commands (`cat`, `ls`, `head`, `tail`, `wc`, `grep`, `rg`, `pwd`, `echo`, `find` without `-exec`/`-delete`, `sed -n Np`, `cargo check/test/build/clippy`, read-only git, …) with literal arguments. Medium: unknown programs, file-writing redirections, `mv`/`cp`/`mkdir`, compound commands, substitutions, variable expansions, `eval`, `exec`. High: the §6.7 list (`rm`/`del`, `git reset`, `git checkout --`, `git clean`, `curl`/`wget`, `powershell -EncodedCommand`), `dd`, `chmod -R`, `chown -R`, `shutdown`, `reboot`, `sudo`, network tools, configured high-risk entries, and anything that does not parse. Destructive commands are default-denied (above).
+The command is parsed with a real shell parser. Low-risk: the §6.7 whitelist (`npm run test:*`, `npm run lint`, `npm run build:*`, `npx playwright test <file>`, `git status`, `git diff`, `rg <pattern>`), configured whitelist entries, and read-only commands (`cat`, `ls`, `head`, `tail`, `wc`, `grep`, `rg`, `pwd`, `echo`, `find` without `-exec`/`-delete`, `sed -n Np`, `cargo check/test/build/clippy`, read-only git, …) with literal arguments. Medium: unknown programs, file-writing redirections, `mv`/`cp`/`mkdir`, compound commands, substitutions, variable expansions, `eval`, `exec`. High: the §6.7 list (`rm`/`del`, `git reset`, `git checkout --`, `git clean`, `curl`/`wget`, `powershell -EncodedCommand`), `dd`, `chmod -R`, `chown -R`, `shutdown`, `reboot`, `sudo`, network tools, configured high-risk entries, and anything that does not parse or pipes text into a shell (`echo … | sh`, `bash <<< …`; literal scripts are analysed like `sh -c`). Destructive commands are default-denied (above).
 
 Network commands (`curl`, `wget`, `ssh`, `git push/fetch/pull`, package installs) are `elevated`: when approved, run_shell runs them with the network; otherwise the sandbox has no network.
 "#;
@@ -461,7 +461,7 @@ fn assess_shell(args: &RunShellArgs, ws: &Path, policy: &ShellPolicy) -> Assessm
     }
     a.safe = an.safe;
     a.elevated = an.elevated;
-    a.needs_rule_in_auto = an.elevated;
+    a.needs_rule_in_auto = an.elevated || an.unverifiable;
     a.preview = args.command.clone();
     a.command = Some(args.command.clone());
     a.target = Target::Shell(Box::new(an));
@@ -899,7 +899,7 @@ pub fn decide_with_spec(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> V
     // 4. Auto mode.
     if input.mode == PermissionMode::Auto {
         if a.needs_rule_in_auto && !session && by_rule.is_none() {
-            let reason = format!("{}; this needs an elevated approval, and auto mode does not ask (add an allow rule to let it run)", a.reason);
+            let reason = format!("{}; this needs an approval, and auto mode does not ask (add an allow rule to let it run)", a.reason);
             return verdict(
                 a,
                 Decision::Deny,

@@ -231,6 +231,9 @@ pub struct ShellAnalysis {
     /// Needs the `elevated` level: network, privilege escalation, rewriting git
     /// history. Auto mode does not run these without a rule.
     pub elevated: bool,
+    /// The command cannot be verified (it does not parse, nests too deeply, or feeds
+    /// computed text to a shell). Auto mode does not run it without a rule.
+    pub unverifiable: bool,
     /// Whether the line parsed.
     pub parsed: bool,
     /// Why, for a person.
@@ -266,6 +269,7 @@ struct Finding {
     destructive: bool,
     network: bool,
     elevated: bool,
+    unverifiable: bool,
     reason: String,
 }
 
@@ -277,6 +281,7 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: false,
+            unverifiable: false,
             reason: reason.into(),
         }
     }
@@ -287,6 +292,7 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: false,
+            unverifiable: false,
             reason: reason.into(),
         }
     }
@@ -297,6 +303,7 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: false,
+            unverifiable: false,
             reason: reason.into(),
         }
     }
@@ -307,6 +314,7 @@ impl Finding {
             destructive: true,
             network: false,
             elevated: false,
+            unverifiable: false,
             reason: reason.into(),
         }
     }
@@ -317,6 +325,7 @@ impl Finding {
             destructive: false,
             network: true,
             elevated: true,
+            unverifiable: false,
             reason: reason.into(),
         }
     }
@@ -327,8 +336,14 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: true,
+            unverifiable: false,
             reason: reason.into(),
         }
+    }
+    fn unverifiable(reason: impl Into<String>) -> Self {
+        let mut f = Self::high(reason);
+        f.unverifiable = true;
+        f
     }
     fn unsafe_(mut self) -> Self {
         self.safe = false;
@@ -347,6 +362,7 @@ struct Acc {
     destructive: bool,
     network: bool,
     elevated: bool,
+    unverifiable: bool,
     reason: Option<(u8, String)>,
 }
 
@@ -358,6 +374,7 @@ impl Acc {
             destructive: false,
             network: false,
             elevated: false,
+            unverifiable: false,
             reason: None,
         }
     }
@@ -379,6 +396,7 @@ impl Acc {
         self.destructive |= f.destructive;
         self.network |= f.network;
         self.elevated |= f.elevated;
+        self.unverifiable |= f.unverifiable;
     }
     fn make_unsafe(&mut self, reason: &str) {
         self.add(Finding::medium(reason));
@@ -451,6 +469,7 @@ pub fn analyze(
         destructive: acc.destructive,
         network: acc.network,
         elevated: acc.elevated || acc.network,
+        unverifiable: acc.unverifiable || !parsed,
         parsed,
         reason,
         parts,
@@ -491,7 +510,7 @@ fn analyze_script(
     mut parts: Option<&mut Vec<CommandPart>>,
 ) -> bool {
     if ctx.depth > MAX_DEPTH {
-        acc.add(Finding::high(
+        acc.add(Finding::unverifiable(
             "the command nests shells or substitutions too deeply to analyse",
         ));
         return false;
@@ -500,7 +519,7 @@ fn analyze_script(
         acc.add(Finding::destructive("a fork bomb"));
     }
     let Some(program) = parse(script) else {
-        acc.add(Finding::high(
+        acc.add(Finding::unverifiable(
             "the command could not be parsed, so it cannot be checked",
         ));
         if let Some(p) = parts.as_deref_mut() {
@@ -524,6 +543,7 @@ fn analyze_script(
                 if pipeline.timed.is_some() {
                     // `time cmd` is harmless; the commands still count.
                 }
+                analyze_piped_shells(&pipeline.seq, ctx, acc);
                 for cmd in &pipeline.seq {
                     match cmd {
                         ast::Command::Simple(sc) => {
@@ -549,6 +569,82 @@ fn analyze_script(
     true
 }
 
+/// The literal words of a simple command (`None` when any word is computed).
+fn literal_words(sc: &ast::SimpleCommand, ctx: &Ctx<'_>) -> Option<Vec<String>> {
+    let mut scratch = Acc::new();
+    let mut out = vec![word_info(&sc.word_or_name.as_ref()?.value, ctx, &mut scratch).literal?];
+    for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
+        if let ast::CommandPrefixOrSuffixItem::Word(w) = item {
+            out.push(word_info(&w.value, ctx, &mut scratch).literal?);
+        }
+    }
+    Some(out)
+}
+
+/// Whether the command is a shell reading its script from standard input (no `-c`,
+/// no script file).
+fn is_stdin_shell(words: &[String]) -> bool {
+    let Some(p) = words.first() else { return false };
+    SHELLS.contains(&basename(p))
+        && words[1..]
+            .iter()
+            .all(|w| w.starts_with('-') && !w.starts_with("--") && !w.contains('c') || w == "-s")
+}
+
+/// The script an `echo`/`printf` with literal arguments feeds into a pipe.
+fn echoed_script(cmd: &ast::Command, ctx: &Ctx<'_>) -> Option<String> {
+    let ast::Command::Simple(sc) = cmd else {
+        return None;
+    };
+    let words = literal_words(sc, ctx)?;
+    match basename(words.first()?) {
+        "echo" => Some(
+            words[1..]
+                .iter()
+                .filter(|w| !matches!(w.as_str(), "-n" | "-e" | "-E"))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        "printf" => Some(words[1..].join(" ").replace("\\n", "\n")),
+        _ => None,
+    }
+}
+
+/// Analyses `echo SCRIPT | sh`: the script a shell reads from the previous command.
+fn analyze_piped_shells(seq: &[ast::Command], ctx: &Ctx<'_>, acc: &mut Acc) {
+    for pair in seq.windows(2) {
+        let ast::Command::Simple(sc) = &pair[1] else {
+            continue;
+        };
+        let Some(words) = literal_words(sc, ctx) else {
+            continue;
+        };
+        if !is_stdin_shell(&words) {
+            continue;
+        }
+        match echoed_script(&pair[0], ctx) {
+            Some(script) => {
+                let mut sub = Acc::new();
+                analyze_script(&script, &ctx.nested(), &mut sub, None);
+                let reason = sub.reason.map(|r| r.1).unwrap_or_default();
+                acc.add(Finding {
+                    risk: sub.risk.max(RiskLevel::High),
+                    safe: false,
+                    destructive: sub.destructive,
+                    network: sub.network,
+                    elevated: sub.elevated,
+                    unverifiable: sub.unverifiable,
+                    reason: format!("pipes a script into a shell: {reason}"),
+                });
+            }
+            None => acc.add(Finding::unverifiable(
+                "pipes computed text into a shell, so what runs cannot be checked",
+            )),
+        }
+    }
+}
+
 fn looks_like_fork_bomb(script: &str) -> bool {
     let compact: String = script.chars().filter(|c| !c.is_whitespace()).collect();
     compact.contains(":(){:|:&};:") || compact.contains("(){$0|$0&}") || compact.contains("$0&$0")
@@ -561,6 +657,7 @@ fn analyze_compound_list(list: &ast::CompoundList, ctx: &Ctx<'_>, acc: &mut Acc)
                 ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
             }))
         {
+            analyze_piped_shells(&pipeline.seq, ctx, acc);
             for cmd in &pipeline.seq {
                 analyze_command(cmd, ctx, acc);
             }
@@ -660,7 +757,9 @@ struct WordInfo {
 
 fn word_info(raw: &str, ctx: &Ctx<'_>, acc: &mut Acc) -> WordInfo {
     let Ok(pieces) = brush_parser::word::parse(raw, &parser_options()) else {
-        acc.add(Finding::high("a word of the command could not be parsed"));
+        acc.add(Finding::unverifiable(
+            "a word of the command could not be parsed",
+        ));
         return WordInfo { literal: None };
     };
     let mut out = String::new();
@@ -712,6 +811,7 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
                 destructive: sub.destructive,
                 network: sub.network,
                 elevated: sub.elevated,
+                unverifiable: sub.unverifiable,
                 reason: sub
                     .reason
                     .map(|r| r.1)
@@ -731,6 +831,7 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
                     destructive: sub.destructive,
                     network: sub.network,
                     elevated: sub.elevated,
+                    unverifiable: sub.unverifiable,
                     reason: sub.reason.map(|r| r.1).unwrap_or_default(),
                 });
             } else {
@@ -892,6 +993,50 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
         }
     }
     let substitutions_ok = local.safe;
+    // `bash <<< 'script'` and `sh <<EOF … EOF`: analyse the script the shell reads.
+    if let Some(words) = argv.iter().cloned().collect::<Option<Vec<String>>>() {
+        if is_stdin_shell(&words) {
+            let redirects = sc
+                .prefix
+                .iter()
+                .flat_map(|p| p.0.iter())
+                .chain(sc.suffix.iter().flat_map(|s| s.0.iter()));
+            for item in redirects {
+                let script =
+                    match item {
+                        ast::CommandPrefixOrSuffixItem::IoRedirect(
+                            ast::IoRedirect::HereString(_, w),
+                        ) => {
+                            let mut scratch = Acc::new();
+                            word_info(&w.value, ctx, &mut scratch).literal
+                        }
+                        ast::CommandPrefixOrSuffixItem::IoRedirect(
+                            ast::IoRedirect::HereDocument(_, doc),
+                        ) => Some(doc.doc.value.clone()),
+                        _ => continue,
+                    };
+                match script {
+                    Some(script) => {
+                        let mut sub = Acc::new();
+                        analyze_script(&script, &ctx.nested(), &mut sub, None);
+                        let reason = sub.reason.map(|r| r.1).unwrap_or_default();
+                        local.add(Finding {
+                            risk: sub.risk.max(RiskLevel::High),
+                            safe: false,
+                            destructive: sub.destructive,
+                            network: sub.network,
+                            elevated: sub.elevated,
+                            unverifiable: sub.unverifiable,
+                            reason: format!("feeds a script to a shell: {reason}"),
+                        });
+                    }
+                    None => local.add(Finding::unverifiable(
+                        "feeds computed text to a shell, so what runs cannot be checked",
+                    )),
+                }
+            }
+        }
+    }
     if argv.is_empty() {
         // Only assignments or redirections: `FOO=1` or `> file`.
         if !writes && local.risk == RiskLevel::Low {
@@ -930,6 +1075,7 @@ fn drain(acc: Acc) -> Vec<Finding> {
         destructive: acc.destructive,
         network: acc.network,
         elevated: acc.elevated,
+        unverifiable: acc.unverifiable,
         reason: acc.reason.map(|r| r.1).unwrap_or_default(),
     }]
 }
@@ -1597,12 +1743,13 @@ fn classify_shell(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding
                 destructive: sub.destructive,
                 network: sub.network,
                 elevated: sub.elevated,
+                unverifiable: sub.unverifiable,
                 reason: format!("`{name} -c`: {reason}"),
             }
         }
         Some(None) => Finding::medium(format!("`{name} -c` of a computed script")),
-        None => Finding::medium(format!(
-            "`{name}` runs a script file or an interactive shell"
+        None => Finding::high(format!(
+            "`{name}` runs a script from a file or standard input, which cannot be checked"
         )),
     }
 }

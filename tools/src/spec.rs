@@ -101,7 +101,7 @@ pub fn builtin_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
             name: "read_file".into(),
-            description: "Read a text file in the workspace. Returns numbered ranges via `offset` (1-based line) and `limit` (lines); large files are truncated with a marker giving the total line count. Binary files are refused.".into(),
+            description: "Read a text file in the workspace. `offset` (1-based first line) and `limit` (number of lines) select a range; large files are truncated with a marker giving the total line count. Binary files are refused.".into(),
             parameters: args_schema::<ReadFileArgs>(),
             level: PermissionLevel::Read,
             plan: PlanBehavior::Allowed,

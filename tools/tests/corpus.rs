@@ -89,6 +89,8 @@ fn shell_corpus() {
             continue;
         };
         count += 1;
+        // `\n` in the corpus stands for a newline (here-documents).
+        let command = &command.replace("\\n", "\n");
         let args = json!({ "command": command });
         let checks = [
             (PermissionMode::Ask, ask.as_str()),
