@@ -405,7 +405,8 @@ impl Acc {
 
 struct Ctx<'a> {
     root: PathBuf,
-    cwd: PathBuf,
+    /// The working directory; `cd` in a command list changes it for what follows.
+    cwd: RefCell<PathBuf>,
     policy: &'a ShellPolicy,
     depth: u8,
     /// Canonical text of every simple command met, at any depth.
@@ -416,7 +417,7 @@ impl<'a> Ctx<'a> {
     fn nested(&self) -> Ctx<'a> {
         Ctx {
             root: self.root.clone(),
-            cwd: self.cwd.clone(),
+            cwd: RefCell::new(self.cwd.borrow().clone()),
             policy: self.policy,
             depth: self.depth + 1,
             seen: Rc::clone(&self.seen),
@@ -435,7 +436,7 @@ pub fn analyze(
     let cwd = cwd.map(Path::to_path_buf).unwrap_or_else(|| root.clone());
     let ctx = Ctx {
         root,
-        cwd,
+        cwd: RefCell::new(cwd),
         policy,
         depth: 0,
         seen: Rc::default(),
@@ -924,7 +925,7 @@ fn path_inside(target: &str, ctx: &Ctx<'_>) -> bool {
     if target.starts_with('~') {
         return false;
     }
-    match jail::resolve_from(&ctx.root, &ctx.cwd, target) {
+    match jail::resolve_from(&ctx.root, &ctx.cwd.borrow(), target) {
         Ok(r) => r.inside,
         Err(_) => false,
     }
@@ -1102,7 +1103,7 @@ pub fn canonical_command(command: &str) -> Option<String> {
     let policy = ShellPolicy::default();
     let ctx = Ctx {
         root: PathBuf::from("/"),
-        cwd: PathBuf::from("/"),
+        cwd: RefCell::new(PathBuf::from("/")),
         policy: &policy,
         depth: 0,
         seen: Rc::default(),
@@ -1205,7 +1206,7 @@ fn single_shell_script(program: &ast::Program) -> Option<String> {
     let policy = ShellPolicy::default();
     let ctx = Ctx {
         root: PathBuf::from("/"),
-        cwd: PathBuf::from("/"),
+        cwd: RefCell::new(PathBuf::from("/")),
         policy: &policy,
         depth: 0,
         seen: Rc::default(),
@@ -1388,6 +1389,68 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             }
         };
     }
+    if name == "cd" {
+        // Later commands of the list run there: follow it, so `cd .. && rm -rf x` is
+        // judged from the right place. An unknown target counts as outside.
+        let target = words.get(1).copied().filter(|t| !t.starts_with('-'));
+        let next = match (target, all_literal) {
+            (Some(t), true) if !t.starts_with('~') => {
+                jail::resolve_from(&ctx.root, &ctx.cwd.borrow(), t)
+                    .map(|r| r.abs)
+                    .unwrap_or_else(|_| PathBuf::from("/"))
+            }
+            _ => PathBuf::from("/"),
+        };
+        let inside = next.starts_with(&ctx.root);
+        *ctx.cwd.borrow_mut() = next;
+        return if inside && all_literal {
+            Finding::low("`cd` inside the workspace")
+        } else {
+            Finding::medium("`cd` leaves the workspace")
+        };
+    }
+    if READ_ONLY.contains(&name) || matches!(name, "rg" | "find" | "sed") {
+        if !matches!(
+            name,
+            "echo"
+                | "printf"
+                | "which"
+                | "type"
+                | "expr"
+                | "test"
+                | "["
+                | "seq"
+                | "sleep"
+                | "whereis"
+        ) {
+            let outside = words
+                .iter()
+                .skip(1)
+                .filter(|w| !w.starts_with('-') || w.contains('/'))
+                .find(|w| {
+                    let path = w
+                        .split_once('=')
+                        .map(|(_, v)| v)
+                        .filter(|_| w.starts_with("--"))
+                        .unwrap_or(w);
+                    (path.starts_with('/')
+                        || path.starts_with('~')
+                        || path.starts_with("..")
+                        || path.contains("/.."))
+                        && !matches!(
+                            path,
+                            "/dev/null" | "/dev/stdin" | "/dev/stdout" | "/dev/stderr"
+                        )
+                        && !path_inside(path, ctx)
+                });
+            if let Some(p) = outside {
+                return Finding::medium(format!("`{name}` reads {p}, outside the workspace"));
+            }
+        }
+        if !ctx.cwd.borrow().starts_with(&ctx.root) {
+            return Finding::medium(format!("`{name}` runs outside the workspace"));
+        }
+    }
     let finding = match name {
         "rg" => {
             if words
@@ -1463,6 +1526,12 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         "mv" | "cp" | "mkdir" | "touch" | "ln" | "install" | "patch" | "tar" | "zip" | "unzip"
         | "gzip" | "gunzip" => {
             let mut f = Finding::medium(format!("`{name}` changes files"));
+            let dest = words.iter().skip(1).rfind(|w| !w.starts_with('-'));
+            if let Some(d) = dest.filter(|d| d.starts_with("/dev/") && **d != "/dev/null") {
+                if matches!(name, "cp" | "mv" | "install" | "ln" | "dd" | "tar") {
+                    return Finding::destructive(format!("`{name}` writes to the device {d}"));
+                }
+            }
             for w in words.iter().skip(1).filter(|w| !w.starts_with('-')) {
                 if !path_inside(w, ctx) && !w.is_empty() {
                     f = Finding::high(format!("`{name}` touches {w}, outside the workspace"));
@@ -1640,7 +1709,7 @@ fn dangerous_delete_target(target: &str, ctx: &Ctx<'_>) -> bool {
     if t.starts_with('~') {
         return true;
     }
-    match jail::resolve_from(&ctx.root, &ctx.cwd, t) {
+    match jail::resolve_from(&ctx.root, &ctx.cwd.borrow(), t) {
         // The workspace root itself counts: deleting all of it is not an edit.
         Ok(r) => !r.inside || r.abs == ctx.root,
         Err(_) => true,

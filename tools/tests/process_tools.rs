@@ -130,13 +130,25 @@ async fn run_shell_returns_a_structured_result_and_streams_output() {
 #[tokio::test]
 async fn run_shell_caps_huge_output() {
     let w = ws();
-    let r = shell(
-        &w.root,
-        json!({"command": "head -c 3000000 /dev/zero | tr '\\0' a"}),
-        false,
-    )
-    .await
-    .expect("ok");
+    let (ctx, chunks) = ctx_with(&w.root, false, false);
+    let v = tool("run_shell")
+        .run(
+            json!({"command": "head -c 3000000 /dev/zero | tr '\\0' a"}),
+            ctx,
+        )
+        .await
+        .expect("ok");
+    let r: RunShellResult = serde_json::from_value(v).expect("shape");
+    let seen = chunks.lock().expect("lock").clone();
+    let streamed: usize = seen
+        .iter()
+        .filter(|(s, _)| *s == ProgressStream::Stdout)
+        .map(|(_, t)| t.len())
+        .sum();
+    assert_eq!(streamed, 262_144, "progress stops at the cap too");
+    assert!(seen
+        .iter()
+        .any(|(s, t)| *s == ProgressStream::Info && t.contains("truncated")));
     assert!(r.truncated);
     assert_eq!(r.exit_code, Some(0));
     assert!(r.stdout.len() < 300 * 1024, "{}", r.stdout.len());
