@@ -202,6 +202,21 @@ async fn pump<R: tokio::io::AsyncRead + Unpin>(
     Captured { data, truncated }
 }
 
+/// Kills the process group when dropped while armed, so a call whose future is
+/// dropped mid-run (instead of cancelled) leaves nothing behind either.
+struct GroupGuard {
+    pgid: Option<u32>,
+    armed: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            kill_group(self.pgid);
+        }
+    }
+}
+
 fn kill_group(pgid: Option<u32>) {
     if let Some(id) = pgid.and_then(|p| i32::try_from(p).ok()) {
         let _ = killpg(Pid::from_raw(id), Signal::SIGKILL);
@@ -237,6 +252,7 @@ pub async fn run(
         .with_detail("program", spec.program.clone())
     })?;
     let pgid = child.id();
+    let mut guard = GroupGuard { pgid, armed: true };
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let p1 = ctx.progress.clone();
@@ -277,6 +293,8 @@ pub async fn run(
         End::Exited(s) => Some(*s),
         _ => child.wait().await.ok(),
     };
+    // The leader is reaped: its group id may be reused from now on.
+    guard.armed = false;
     let out = out_task.await.unwrap_or(Captured {
         data: Vec::new(),
         truncated: false,

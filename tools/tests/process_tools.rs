@@ -70,6 +70,18 @@ async fn shell(root: &Path, args: Value, sandbox: bool) -> Result<RunShellResult
         .map(|v| serde_json::from_value(v).expect("shape"))
 }
 
+/// Waits (boundedly) for a killed process to finish dying: a SIGKILL is delivered
+/// asynchronously, so the /proc entry can lag the kill by a moment.
+fn gone_soon(pid: u32) -> bool {
+    for _ in 0..300 {
+        if process_gone(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
 /// Whether a process is gone (no /proc entry, or a zombie waiting for init).
 fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -170,7 +182,7 @@ async fn run_shell_timeout_kills_the_whole_group() {
     assert_eq!(r.exit_code, None);
     assert!(!r.stdout.contains("never"));
     let pid = read_pid(&pidfile);
-    assert!(process_gone(pid), "grandchild {pid} survived the timeout");
+    assert!(gone_soon(pid), "grandchild {pid} survived the timeout");
 }
 
 #[tokio::test]
@@ -198,10 +210,7 @@ async fn run_shell_cancellation_kills_grandchildren() {
     cancel.cancel();
     let e = task.await.expect("join").expect_err("cancelled");
     assert_eq!(e.code, ErrorCode::Interrupted);
-    assert!(
-        process_gone(pid),
-        "grandchild {pid} survived the cancellation"
-    );
+    assert!(gone_soon(pid), "grandchild {pid} survived the cancellation");
 }
 
 #[tokio::test]
@@ -214,10 +223,7 @@ async fn run_shell_kills_leftover_background_processes_after_exit() {
         .expect("ok");
     assert_eq!(r.stdout, "done\n");
     let pid = read_pid(&pidfile);
-    assert!(
-        process_gone(pid),
-        "background process {pid} outlived the call"
-    );
+    assert!(gone_soon(pid), "background process {pid} outlived the call");
 }
 
 #[tokio::test]
@@ -511,4 +517,26 @@ async fn git_changes_and_rejects_bad_input() {
         let e = run_git(&w.root, args.clone()).await.expect_err("bad");
         assert_eq!(e.code, want, "{args}");
     }
+}
+
+#[tokio::test]
+async fn dropping_a_running_call_kills_its_group() {
+    let w = ws();
+    let pidfile = w.root.join("dropped.pid");
+    let (ctx, _) = ctx_with(&w.root, false, false);
+    let cmd = format!("(sleep 300) & echo $! > {}; sleep 300", pidfile.display());
+    let task =
+        tokio::spawn(async move { tool("run_shell").run(json!({"command": cmd}), ctx).await });
+    let pid = tokio::task::spawn_blocking({
+        let p = pidfile.clone();
+        move || read_pid(&p)
+    })
+    .await
+    .expect("pid");
+    task.abort();
+    let _ = task.await;
+    assert!(
+        gone_soon(pid),
+        "grandchild {pid} survived dropping the call"
+    );
 }
