@@ -492,7 +492,36 @@ fn parser_options() -> brush_parser::ParserOptions {
     }
 }
 
+/// Longest command line that is parsed at all.
+const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// Deepest bracket nesting that is parsed at all (the parser recurses per level).
+const MAX_NESTING: usize = 32;
+
+/// Whether the line is small and shallow enough to hand to the parser without risking
+/// its stack.
+fn parseable_size(command: &str) -> bool {
+    if command.len() > MAX_COMMAND_BYTES {
+        return false;
+    }
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    let mut backticks = 0usize;
+    for c in command.chars() {
+        match c {
+            '(' | '{' | '[' => depth += 1,
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            '`' => backticks += 1,
+            _ => {}
+        }
+        max = max.max(depth);
+    }
+    max <= MAX_NESTING && backticks <= 2 * MAX_NESTING
+}
+
 fn parse(command: &str) -> Option<ast::Program> {
+    if !parseable_size(command) {
+        return None;
+    }
     let opts = parser_options();
     let mut parser = brush_parser::Parser::new(
         std::io::BufReader::new(command.as_bytes()),

@@ -591,3 +591,31 @@ fn bad_arguments_and_unknown_tools() {
     );
     assert_eq!(v.verdict.decision, Decision::Deny);
 }
+
+#[test]
+fn deeply_nested_or_huge_commands_never_crash_and_are_never_allowed() {
+    let (_t, ws) = workspace();
+    let shallow = format!("echo {}ls{}", "$(".repeat(30), ")".repeat(30));
+    let deep = format!("echo {}ls{}", "$(".repeat(5000), ")".repeat(5000));
+    let subshells = format!("{}ls{}", "(".repeat(5000), ")".repeat(5000));
+    let backticks = format!("echo {}", "`".repeat(1000));
+    let huge = format!("echo {}", "a ".repeat(100_000));
+    for cmd in [&shallow, &deep, &subshells, &backticks, &huge] {
+        for mode in PermissionMode::ALL {
+            let v = d(&ws, "run_shell", json!({ "command": cmd }), mode, &none());
+            assert_ne!(
+                v.verdict.decision,
+                Decision::Allow,
+                "{} chars in {}",
+                cmd.len(),
+                mode.as_str()
+            );
+        }
+    }
+    let v = d(&ws, "run_shell", json!({ "command": deep }), Auto, &none());
+    assert!(
+        v.verdict.reason.contains("could not be parsed"),
+        "{}",
+        v.verdict.reason
+    );
+}
