@@ -84,7 +84,7 @@ pub const POLICY_DOC: &str = r#"
 |---|---|
 | `ask` | reads, read-only git and low-risk shell commands run; everything else asks |
 | `auto-edit` | as `ask`, and edits and writes inside the workspace run without asking (except inside `.git`); shell and git writes still ask |
-| `auto` | nothing asks; the default-deny list still denies, and `elevated` calls (network, history-rewriting git, privilege escalation) and shell lines that cannot be verified (unparseable, computed text piped into a shell) are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
+| `auto` | nothing asks; the default-deny list still denies, and calls that need an approval — `elevated` calls (network, history-rewriting git, privilege escalation), reads outside the workspace, and shell lines that cannot be verified (unparseable, computed text piped into a shell) — are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
 | `plan` | only `read_file`, `list_dir`, `search_files` and read-only `git` run; anything else is denied with `PLAN_APPROVAL_REQUIRED` and the model is told to propose a plan (reads outside the workspace still ask) |
 
 ## Precedence
@@ -94,7 +94,7 @@ The gate evaluates, in this order, and the first step that decides wins:
 1. **default-deny** (every mode, no rule overrides it): writes outside the workspace or through a symlink leaving it (`PATH_OUTSIDE_WORKSPACE`); NUL bytes and device or special files; a shell `cwd` outside the workspace; destructive shell commands (`rm -rf /`, `rm -rf ~`, recursive deletes or permission changes outside the workspace, `mkfs`, `dd of=/dev/…`, writes to devices, fork bombs); invalid arguments (`TOOL_ARGUMENTS_INVALID`).
 2. **plan mode**: tools the matrix does not allow in plan mode are denied (`PLAN_APPROVAL_REQUIRED`); run_shell is denied whatever the command.
 3. **deny rules**: a matching deny rule denies (`TOOL_PERMISSION_DENIED`). For run_shell a deny rule matches when any simple command anywhere in the line matches (inside `&&` lists, pipes, substitutions, `sh -c` scripts, `xargs`, `sudo`, `find -exec`).
-4. **auto mode**: allows, except `elevated` calls and unverifiable shell lines that no allow rule or session key covers (denied: unapproved network downloads, unapproved destructive git, unparseable commands).
+4. **auto mode**: allows, except what needs an approval that no allow rule or session key covers: `elevated` calls, reads outside the workspace (file tools and read-only shell commands), and shell lines that cannot be verified (denied: unapproved network downloads, unapproved destructive git, unapproved outside access, unparseable commands).
 5. **allow**: calls that are low risk by themselves (reads, read-only git, low-risk shell commands, and in `auto-edit` edits inside the workspace), then allow rules (global and project) and the session's `allow_session` keys.
 6. **ask**: everything else.
 
@@ -293,6 +293,7 @@ fn assess_read(tool: &str, action: &str, raw: &str, ws: &Path) -> Assessment {
             );
             a.plan_ok = true;
             a.elevated = true;
+            a.needs_rule_in_auto = true;
             a.target = Target::Outside;
             a
         }
@@ -461,7 +462,7 @@ fn assess_shell(args: &RunShellArgs, ws: &Path, policy: &ShellPolicy) -> Assessm
     }
     a.safe = an.safe;
     a.elevated = an.elevated;
-    a.needs_rule_in_auto = an.elevated || an.unverifiable;
+    a.needs_rule_in_auto = an.elevated || an.needs_approval;
     a.preview = args.command.clone();
     a.command = Some(args.command.clone());
     a.target = Target::Shell(Box::new(an));

@@ -231,9 +231,10 @@ pub struct ShellAnalysis {
     /// Needs the `elevated` level: network, privilege escalation, rewriting git
     /// history. Auto mode does not run these without a rule.
     pub elevated: bool,
-    /// The command cannot be verified (it does not parse, nests too deeply, or feeds
-    /// computed text to a shell). Auto mode does not run it without a rule.
-    pub unverifiable: bool,
+    /// The command needs a person's approval even in auto mode (unless a rule covers
+    /// it): it cannot be verified (it does not parse, nests too deeply, or feeds
+    /// computed text to a shell) or it reaches paths outside the workspace.
+    pub needs_approval: bool,
     /// Whether the line parsed.
     pub parsed: bool,
     /// Why, for a person.
@@ -269,7 +270,7 @@ struct Finding {
     destructive: bool,
     network: bool,
     elevated: bool,
-    unverifiable: bool,
+    needs_approval: bool,
     reason: String,
 }
 
@@ -281,7 +282,7 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: false,
-            unverifiable: false,
+            needs_approval: false,
             reason: reason.into(),
         }
     }
@@ -292,7 +293,7 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: false,
-            unverifiable: false,
+            needs_approval: false,
             reason: reason.into(),
         }
     }
@@ -303,7 +304,7 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: false,
-            unverifiable: false,
+            needs_approval: false,
             reason: reason.into(),
         }
     }
@@ -314,7 +315,7 @@ impl Finding {
             destructive: true,
             network: false,
             elevated: false,
-            unverifiable: false,
+            needs_approval: false,
             reason: reason.into(),
         }
     }
@@ -325,7 +326,7 @@ impl Finding {
             destructive: false,
             network: true,
             elevated: true,
-            unverifiable: false,
+            needs_approval: false,
             reason: reason.into(),
         }
     }
@@ -336,13 +337,23 @@ impl Finding {
             destructive: false,
             network: false,
             elevated: true,
-            unverifiable: false,
+            needs_approval: false,
             reason: reason.into(),
         }
     }
     fn unverifiable(reason: impl Into<String>) -> Self {
         let mut f = Self::high(reason);
-        f.unverifiable = true;
+        f.needs_approval = true;
+        f
+    }
+    fn outside(reason: impl Into<String>) -> Self {
+        let mut f = Self::medium(reason);
+        f.needs_approval = true;
+        f
+    }
+    fn outside_high(reason: impl Into<String>) -> Self {
+        let mut f = Self::high(reason);
+        f.needs_approval = true;
         f
     }
     fn unsafe_(mut self) -> Self {
@@ -362,7 +373,7 @@ struct Acc {
     destructive: bool,
     network: bool,
     elevated: bool,
-    unverifiable: bool,
+    needs_approval: bool,
     reason: Option<(u8, String)>,
 }
 
@@ -374,7 +385,7 @@ impl Acc {
             destructive: false,
             network: false,
             elevated: false,
-            unverifiable: false,
+            needs_approval: false,
             reason: None,
         }
     }
@@ -396,7 +407,7 @@ impl Acc {
         self.destructive |= f.destructive;
         self.network |= f.network;
         self.elevated |= f.elevated;
-        self.unverifiable |= f.unverifiable;
+        self.needs_approval |= f.needs_approval;
     }
     fn make_unsafe(&mut self, reason: &str) {
         self.add(Finding::medium(reason));
@@ -470,7 +481,7 @@ pub fn analyze(
         destructive: acc.destructive,
         network: acc.network,
         elevated: acc.elevated || acc.network,
-        unverifiable: acc.unverifiable || !parsed,
+        needs_approval: acc.needs_approval || !parsed,
         parsed,
         reason,
         parts,
@@ -664,7 +675,7 @@ fn analyze_piped_shells(seq: &[ast::Command], ctx: &Ctx<'_>, acc: &mut Acc) {
                     destructive: sub.destructive,
                     network: sub.network,
                     elevated: sub.elevated,
-                    unverifiable: sub.unverifiable,
+                    needs_approval: sub.needs_approval,
                     reason: format!("pipes a script into a shell: {reason}"),
                 });
             }
@@ -841,7 +852,7 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
                 destructive: sub.destructive,
                 network: sub.network,
                 elevated: sub.elevated,
-                unverifiable: sub.unverifiable,
+                needs_approval: sub.needs_approval,
                 reason: sub
                     .reason
                     .map(|r| r.1)
@@ -861,7 +872,7 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
                     destructive: sub.destructive,
                     network: sub.network,
                     elevated: sub.elevated,
-                    unverifiable: sub.unverifiable,
+                    needs_approval: sub.needs_approval,
                     reason: sub.reason.map(|r| r.1).unwrap_or_default(),
                 });
             } else {
@@ -934,7 +945,7 @@ fn redirect_write(target: Option<&str>, ctx: &Ctx<'_>, acc: &mut Acc) -> bool {
                     "redirects output into the file {t}"
                 )));
             } else {
-                acc.add(Finding::high(format!(
+                acc.add(Finding::outside_high(format!(
                     "redirects output to {t}, outside the workspace"
                 )));
             }
@@ -1056,7 +1067,7 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
                             destructive: sub.destructive,
                             network: sub.network,
                             elevated: sub.elevated,
-                            unverifiable: sub.unverifiable,
+                            needs_approval: sub.needs_approval,
                             reason: format!("feeds a script to a shell: {reason}"),
                         });
                     }
@@ -1105,7 +1116,7 @@ fn drain(acc: Acc) -> Vec<Finding> {
         destructive: acc.destructive,
         network: acc.network,
         elevated: acc.elevated,
-        unverifiable: acc.unverifiable,
+        needs_approval: acc.needs_approval,
         reason: acc.reason.map(|r| r.1).unwrap_or_default(),
     }]
 }
@@ -1435,7 +1446,7 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         return if inside && all_literal {
             Finding::low("`cd` inside the workspace")
         } else {
-            Finding::medium("`cd` leaves the workspace")
+            Finding::outside("`cd` leaves the workspace")
         };
     }
     if READ_ONLY.contains(&name) || matches!(name, "rg" | "find" | "sed") {
@@ -1473,11 +1484,11 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
                         && !path_inside(path, ctx)
                 });
             if let Some(p) = outside {
-                return Finding::medium(format!("`{name}` reads {p}, outside the workspace"));
+                return Finding::outside(format!("`{name}` reads {p}, outside the workspace"));
             }
         }
         if !ctx.cwd.borrow().starts_with(&ctx.root) {
-            return Finding::medium(format!("`{name}` runs outside the workspace"));
+            return Finding::outside(format!("`{name}` runs outside the workspace"));
         }
     }
     let finding = match name {
@@ -1563,7 +1574,9 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             }
             for w in words.iter().skip(1).filter(|w| !w.starts_with('-')) {
                 if !path_inside(w, ctx) && !w.is_empty() {
-                    f = Finding::high(format!("`{name}` touches {w}, outside the workspace"));
+                    f = Finding::outside_high(format!(
+                        "`{name}` touches {w}, outside the workspace"
+                    ));
                 }
             }
             f
@@ -1690,7 +1703,7 @@ fn inner_danger(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Option<Fi
                             "a recursive delete of {w}, outside the workspace"
                         ))
                     } else {
-                        Finding::high(format!("deletes {w}, outside the workspace"))
+                        Finding::outside_high(format!("deletes {w}, outside the workspace"))
                     });
                 }
             }
@@ -1841,7 +1854,7 @@ fn classify_shell(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding
                 destructive: sub.destructive,
                 network: sub.network,
                 elevated: sub.elevated,
-                unverifiable: sub.unverifiable,
+                needs_approval: sub.needs_approval,
                 reason: format!("`{name} -c`: {reason}"),
             }
         }

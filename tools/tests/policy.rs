@@ -619,3 +619,18 @@ fn deeply_nested_or_huge_commands_never_crash_and_are_never_allowed() {
         v.verdict.reason
     );
 }
+
+#[test]
+fn outside_reads_need_an_approval_even_in_auto_mode() {
+    let (_t, ws) = workspace();
+    let args = json!({"path": "/etc/hostname"});
+    let v = d(&ws, "read_file", args.clone(), Auto, &none());
+    assert_eq!(v.verdict.decision, Decision::Deny);
+    let key = keel_tools::canonical_key("read_file", &args, &ws);
+    let v = d(&ws, "read_file", args, Auto, &rules(&[], &[], &[&key]));
+    assert_eq!(v.verdict.decision, Decision::Allow);
+    assert!(
+        v.elevated,
+        "an approved outside read runs with the elevated context"
+    );
+}
