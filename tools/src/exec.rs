@@ -72,44 +72,51 @@ pub fn sandbox_status() -> SandboxStatus {
                     reason: "bubblewrap (`bwrap`) is not installed".to_owned(),
                 };
             };
-            let probe = std::process::Command::new(&bwrap)
-                .args([
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--dev",
-                    "/dev",
-                    "--proc",
-                    "/proc",
-                    "--tmpfs",
-                    "/tmp",
-                    "--unshare-net",
-                    "--unshare-pid",
-                    "--die-with-parent",
-                    "--new-session",
-                    "--",
-                    "/bin/sh",
-                    "-c",
-                    "true",
-                ])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .output();
-            match probe {
-                Ok(out) if out.status.success() => SandboxStatus::Available { bwrap },
-                Ok(out) => SandboxStatus::Unavailable {
-                    reason: format!(
-                        "bubblewrap cannot start a sandbox here: {}",
-                        String::from_utf8_lossy(&out.stderr).trim()
-                    ),
-                },
-                Err(e) => SandboxStatus::Unavailable {
-                    reason: format!("bubblewrap cannot be run: {e}"),
-                },
-            }
+            probe(&bwrap)
         })
         .clone()
+}
+
+/// Checks that `bwrap` can start a sandbox with the namespaces `run_shell` uses.
+pub fn probe(bwrap: &Path) -> SandboxStatus {
+    let probe = std::process::Command::new(bwrap)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--unshare-net",
+            "--unshare-pid",
+            "--die-with-parent",
+            "--new-session",
+            "--",
+            "/bin/sh",
+            "-c",
+            "true",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => SandboxStatus::Available {
+            bwrap: bwrap.to_path_buf(),
+        },
+        Ok(out) => SandboxStatus::Unavailable {
+            reason: format!(
+                "bubblewrap cannot start a sandbox here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        },
+        Err(e) => SandboxStatus::Unavailable {
+            reason: format!("bubblewrap cannot be run: {e}"),
+        },
+    }
 }
 
 /// The bubblewrap arguments that run `sh -c command` with the workspace writable, a
@@ -344,5 +351,28 @@ pub async fn run(
                 sandboxed,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bwrap_that_cannot_start_is_reported_unavailable() {
+        match probe(Path::new("/bin/false")) {
+            SandboxStatus::Unavailable { reason } => {
+                assert!(reason.contains("cannot start"), "{reason}")
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+        match probe(Path::new("/nonexistent/bwrap")) {
+            SandboxStatus::Unavailable { reason } => {
+                assert!(reason.contains("cannot be run"), "{reason}")
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+        let bwrap = find_in_path("bwrap").expect("bubblewrap is installed");
+        assert!(matches!(probe(&bwrap), SandboxStatus::Available { .. }));
     }
 }

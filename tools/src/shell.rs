@@ -1386,6 +1386,49 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         }
         "source" | "." => return Finding::medium("runs a script file in the shell"),
         "find" => return classify_find(&words, argv, ctx),
+        "env"
+            if words.iter().any(|w| {
+                *w == "-S"
+                    || w.starts_with("--split-string")
+                    || (w.starts_with("-S") && w.len() > 2)
+            }) =>
+        {
+            // `env -S 'cmd args'` splits a string into a command: analyse it as one.
+            let mut f = Finding::medium("`env -S` runs a command given as one string");
+            let pos = words
+                .iter()
+                .position(|w| *w == "-S" || w.starts_with("-S") || w.starts_with("--split-string"));
+            let script = pos.map(|i| {
+                let w = words[i];
+                let inline = w
+                    .strip_prefix("--split-string=")
+                    .or_else(|| w.strip_prefix("-S"))
+                    .unwrap_or("");
+                if inline.is_empty() {
+                    words[i + 1..].join(" ")
+                } else {
+                    std::iter::once(inline)
+                        .chain(words[i + 1..].iter().copied())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+            });
+            if let (Some(script), true) = (script, all_literal) {
+                let mut sub = Acc::new();
+                analyze_script(&script, &ctx.nested(), &mut sub, None);
+                f.risk = f.risk.max(sub.risk);
+                f.destructive = sub.destructive;
+                f.network = sub.network;
+                f.elevated = sub.elevated;
+                f.needs_approval = sub.needs_approval;
+                if let Some((w, r)) = sub.reason {
+                    if w >= 3 {
+                        f.reason = format!("`env -S`: {r}");
+                    }
+                }
+            }
+            return f;
+        }
         "xargs" | "env" | "timeout" | "nice" | "nohup" | "time" | "command" | "builtin"
         | "stdbuf" | "ionice" => {
             return match wrapped_command(name, argv) {
@@ -1520,9 +1563,22 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         "sort"
             if words
                 .iter()
-                .any(|w| *w == "-o" || w.starts_with("--output")) =>
+                .any(|w| *w == "-o" || w.starts_with("--output") || w.starts_with("-o")) =>
         {
             Finding::medium("`sort -o` writes a file")
+        }
+        "sort" if words.iter().any(|w| w.starts_with("--compress-program")) => {
+            Finding::medium("`sort --compress-program` runs another program")
+        }
+        "tree"
+            if words
+                .iter()
+                .any(|w| *w == "-o" || w.starts_with("--output")) =>
+        {
+            Finding::medium("`tree -o` writes a file")
+        }
+        "file" if words.iter().any(|w| *w == "-C" || *w == "--compile") => {
+            Finding::medium("`file -C` writes a compiled magic file")
         }
         "uniq" if words.iter().skip(1).filter(|w| !w.starts_with('-')).count() > 1 => {
             Finding::medium("`uniq` with two files writes the second")
