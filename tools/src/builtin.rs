@@ -43,6 +43,23 @@ where
     })?
 }
 
+/// Runs a read-only blocking job; a cancellation returns at once (nothing is left
+/// half-written, so the job may finish in the background).
+async fn read_only<T, F>(
+    cancel: tokio_util::sync::CancellationToken,
+    f: F,
+) -> Result<T, ErrorPayload>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ErrorPayload> + Send + 'static,
+{
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(ErrorPayload::new(ErrorCode::Interrupted, "the call was cancelled")),
+        r = blocking(f) => r,
+    }
+}
+
 macro_rules! tool {
     ($ty:ident, $name:literal, $doc:literal) => {
         #[doc = $doc]
@@ -109,7 +126,8 @@ impl Tool for ReadFile {
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
         let a: ReadFileArgs = parse_args("read_file", args)?;
-        to_json(blocking(move || crate::fs::read_file(a, &ctx)).await?)
+        let cancel = ctx.cancel.clone();
+        to_json(read_only(cancel, move || crate::fs::read_file(a, &ctx)).await?)
     }
 }
 
@@ -124,7 +142,8 @@ impl Tool for ListDir {
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
         let a: ListDirArgs = parse_args("list_dir", args)?;
-        to_json(blocking(move || crate::fs::list_dir(a, &ctx)).await?)
+        let cancel = ctx.cancel.clone();
+        to_json(read_only(cancel, move || crate::fs::list_dir(a, &ctx)).await?)
     }
 }
 
@@ -139,7 +158,8 @@ impl Tool for SearchFiles {
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
         let a: SearchFilesArgs = parse_args("search_files", args)?;
-        to_json(blocking(move || crate::search::search_files(a, &ctx)).await?)
+        let cancel = ctx.cancel.clone();
+        to_json(read_only(cancel, move || crate::search::search_files(a, &ctx)).await?)
     }
 }
 

@@ -854,3 +854,16 @@ async fn write_file_never_leaves_the_workspace() {
         ErrorCode::ToolArgumentsInvalid
     );
 }
+
+#[tokio::test]
+async fn a_cancelled_read_returns_interrupted() {
+    let w = ws();
+    put(&w.root, "a.txt", "x\n");
+    let c = ctx(&w.root, false);
+    c.cancel.cancel();
+    let e = tool("search_files")
+        .run(json!({"query": "x"}), c.clone())
+        .await
+        .expect_err("cancelled");
+    assert_eq!(e.code, ErrorCode::Interrupted);
+}
