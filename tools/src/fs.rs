@@ -119,7 +119,7 @@ pub fn read_file(args: ReadFileArgs, ctx: &ToolContext) -> Result<ReadFileResult
         .with_detail("field", "limit"));
     }
     let limit = args.limit.unwrap_or(READ_DEFAULT_LINES);
-    let file = std::fs::File::open(&r.abs)
+    let file = jail::open_regular(&r.abs)
         .map_err(|e| exec_failed(format!("cannot open `{}`: {e}", args.path), &args.path))?;
     let size_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
@@ -278,8 +278,8 @@ fn read_text_for_edit(r: &ResolvedPath, raw: &str) -> Result<String, ErrorPayloa
             raw,
         ));
     }
-    let bytes =
-        std::fs::read(&r.abs).map_err(|e| exec_failed(format!("cannot read `{raw}`: {e}"), raw))?;
+    let bytes = jail::read_regular(&r.abs)
+        .map_err(|e| exec_failed(format!("cannot read `{raw}`: {e}"), raw))?;
     if bytes.contains(&0) {
         return Err(exec_failed(
             format!("`{raw}` is a binary file; it cannot be edited as text"),
@@ -405,7 +405,7 @@ pub fn plan_write(
         if md.len() > EDIT_MAX_BYTES {
             Some(String::new())
         } else {
-            let bytes = std::fs::read(&r.abs).map_err(|e| {
+            let bytes = jail::read_regular(&r.abs).map_err(|e| {
                 exec_failed(format!("cannot read `{}`: {e}", args.path), &args.path)
             })?;
             Some(String::from_utf8_lossy(&bytes).into_owned())

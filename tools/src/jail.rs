@@ -206,6 +206,28 @@ fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<(PathBuf, bool)
     Ok((cur, !missing))
 }
 
+/// Opens a resolved path for reading without blocking on a fifo that replaced the file
+/// after resolution, and checks the opened file is a regular file.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Reads a whole regular file (see [`open_regular`]).
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    open_regular(path)?.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Converts a path inside the workspace to its `/`-separated relative form.
 pub fn relative_display(root: &Path, abs: &Path) -> String {
     match abs.strip_prefix(root) {
@@ -257,5 +279,20 @@ mod tests {
             resolve(&ws, "/dev/null").expect_err("test").code,
             ErrorCode::PathOutsideWorkspace
         );
+    }
+
+    #[test]
+    fn opening_a_fifo_does_not_block() {
+        let dir = tempfile::tempdir().expect("test");
+        let fifo = dir.path().join("fifo");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("test");
+        assert!(st.success());
+        assert!(open_regular(&fifo).is_err());
+        assert!(read_regular(&fifo).is_err());
+        std::fs::write(dir.path().join("f"), "x").expect("test");
+        assert_eq!(read_regular(&dir.path().join("f")).expect("test"), b"x");
     }
 }

@@ -369,7 +369,7 @@ fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
             &["filesystem:workspace:write"],
             path_key("write_file", &r),
         );
-        let old = std::fs::read(&r.abs)
+        let old = jail::read_regular(&r.abs)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         a.preview = crate::edit::unified_diff(&r.display, &old, &args.content).0;
