@@ -166,7 +166,7 @@ pub fn notes(name: &str) -> &'static str {
         "search_files" => "ripgrep's library crates, parallel walk",
         "edit_file" => "plan first, then approval; never outside the workspace",
         "write_file" => "workspace only; an overwrite is higher risk and previews the diff",
-        "run_shell" => "whitelist auto-allowed outside plan mode; high-risk commands always ask",
+        "run_shell" => "whitelist and read-only commands run without asking outside plan mode; others ask; destructive ones are denied",
         "git" => "status/diff/log/show/branch listing are read-only and allowed in plan mode",
         _ => "",
     }
