@@ -132,7 +132,7 @@ fn json_kind(raw: &RawValue) -> &'static str {
 
 /// Finds `"requestId": "…"` in a line that could not be parsed whole (too long, bad
 /// UTF-8 elsewhere), so the error can still be correlated.
-fn scan_request_id(bytes: &[u8]) -> Option<String> {
+pub fn scan_request_id(bytes: &[u8]) -> Option<String> {
     const KEY: &[u8] = b"\"requestId\"";
     let pos = bytes.windows(KEY.len()).position(|w| w == KEY)?;
     let rest = &bytes[pos + KEY.len()..];

@@ -1,27 +1,15 @@
 //! The permission gate: the session's mode and rules applied to one call.
 //!
-//! Built-in tools are decided by `keel_tools::policy::decide` (the permission
-//! matrix). Tools registered by a host are decided from their [`ToolSpec`] row with
-//! the same precedence: plan mode > deny rules > auto mode > allow rules > ask.
+//! Every call is decided by `keel_tools::policy` from the tool's row of the
+//! permission matrix; this module only gathers the session's mode and rules.
 
-use keel_envelope::tools::{Decision, PolicyVerdict};
-use keel_envelope::types::{PermissionLevel, PermissionMode, RiskLevel};
+use keel_envelope::tools::Decision;
+use keel_envelope::types::{PermissionLevel, RiskLevel};
 use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::{self, DecisionInput, Rules, Verdict};
-use keel_tools::{PlanBehavior, ToolSpec};
+use keel_tools::ToolSpec;
 
 use crate::session::{Data, Session};
-
-/// The names of the built-in tools (decided by the permission matrix).
-pub(crate) const BUILTIN: [&str; 7] = [
-    "read_file",
-    "list_dir",
-    "search_files",
-    "edit_file",
-    "write_file",
-    "run_shell",
-    "git",
-];
 
 /// A verdict with the accessors the loop needs.
 #[derive(Debug, Clone)]
@@ -99,86 +87,17 @@ pub(crate) fn rules_of(d: &Data) -> Rules {
     }
 }
 
-/// Decides one call with the session's current mode and rules.
-pub(crate) fn decide(
-    session: &Session,
-    d: &Data,
-    spec: &ToolSpec,
-    args: &serde_json::Value,
-) -> GateVerdict {
+/// Decides one call with the session's current mode and rules, from the tool's row
+/// of the permission matrix (built-in or host-registered).
+pub(crate) fn decide(session: &Session, d: &Data, spec: &ToolSpec, args: &serde_json::Value) -> GateVerdict {
     let rules = rules_of(d);
-    if BUILTIN.contains(&spec.name.as_str()) {
-        let input = DecisionInput {
-            tool: &spec.name,
-            args,
-            mode: d.state.mode,
-            rules: &rules,
-            workspace: &session.workspace,
-            shell: &session.kernel.config.shell,
-        };
-        return GateVerdict(policy::decide(&input));
-    }
-    GateVerdict(decide_custom(spec, args, d.state.mode, &rules))
-}
-
-/// The decision for a host-registered tool, from its matrix row.
-pub fn decide_custom(
-    spec: &ToolSpec,
-    args: &serde_json::Value,
-    mode: PermissionMode,
-    rules: &Rules,
-) -> Verdict {
-    let key = format!("{}:{}", spec.name, args);
-    let (decision, reason, deny_code) =
-        if mode == PermissionMode::Plan && spec.plan != PlanBehavior::Allowed {
-            (
-                Decision::Deny,
-                format!("{} is not allowed in plan mode.", spec.name),
-                Some(ErrorCode::PlanApprovalRequired),
-            )
-        } else if rules.deny.iter().any(|r| r == &spec.name) {
-            (
-                Decision::Deny,
-                format!("a rule denies {}", spec.name),
-                Some(ErrorCode::ToolPermissionDenied),
-            )
-        } else if spec.level == PermissionLevel::Read {
-            (Decision::Allow, format!("{} only reads", spec.name), None)
-        } else if mode == PermissionMode::Auto {
-            (Decision::Allow, "auto mode".to_owned(), None)
-        } else if mode == PermissionMode::AutoEdit && spec.level == PermissionLevel::Write {
-            (
-                Decision::Allow,
-                "auto-edit mode allows writes".to_owned(),
-                None,
-            )
-        } else if rules.allow.iter().any(|r| r == &spec.name) || rules.session_keys.contains(&key) {
-            (Decision::Allow, "allowed by a rule".to_owned(), None)
-        } else {
-            (
-                Decision::Ask,
-                format!("{} needs approval ({:?} level)", spec.name, spec.level),
-                None,
-            )
-        };
-    let risk = match spec.level {
-        PermissionLevel::Read => RiskLevel::Low,
-        PermissionLevel::Write => RiskLevel::Medium,
-        PermissionLevel::Execute | PermissionLevel::Elevated => RiskLevel::High,
+    let input = DecisionInput {
+        tool: &spec.name,
+        args,
+        mode: d.state.mode,
+        rules: &rules,
+        workspace: &session.workspace,
+        shell: &session.kernel.config.shell,
     };
-    Verdict {
-        verdict: PolicyVerdict {
-            decision,
-            level: spec.level,
-            risk_level: risk,
-            reason,
-            action_type: format!("tool.{}", spec.name),
-            scope: vec![format!("tool:{}", spec.name)],
-        },
-        key,
-        deny_code,
-        elevated: spec.level == PermissionLevel::Elevated,
-        preview: serde_json::to_string_pretty(args).unwrap_or_default(),
-        command: None,
-    }
+    GateVerdict(policy::decide_with_spec(&input, Some(spec)))
 }

@@ -6,9 +6,20 @@
 //! - [`policy`]: the pure decision `(tool, arguments, mode, rules) → allow / ask / deny`.
 //! - [`Tool`]: the trait every tool (built-in or registered by a host) implements.
 //!
+//! - [`builtin_tools`]: the seven tools; [`jail`] resolves their paths, [`shell`]
+//!   analyses shell commands, [`exec`] runs processes (in bubblewrap on Linux).
+//!
 //! This crate knows nothing of sessions, envelopes streams or models.
 
+mod builtin;
+pub mod edit;
+pub mod exec;
+pub mod fs;
+pub mod git;
+pub mod jail;
 pub mod policy;
+pub mod search;
+pub mod shell;
 pub mod spec;
 
 use std::path::PathBuf;
@@ -16,9 +27,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_envelope::ErrorPayload;
-use tokio_util::sync::CancellationToken;
 
+pub use builtin::builtin_tools;
+pub use exec::{sandbox_status, SandboxStatus};
+pub use policy::canonical_key;
 pub use spec::{ApprovalRequirement, PlanBehavior, ToolSpec};
+/// Re-exported so hosts can build a [`ToolContext`] without naming `tokio-util`.
+pub use tokio_util::sync::CancellationToken;
 
 /// Which output stream a progress chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,9 +114,4 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         args: serde_json::Value,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload>;
-}
-
-/// The built-in tools (placeholder until the tools land).
-pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
-    Vec::new()
 }

@@ -1,6 +1,6 @@
 //! The permission gate's pure decision (seed 002 §6.6).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use keel_envelope::tools::PolicyVerdict;
 use keel_envelope::types::PermissionMode;
@@ -64,48 +64,885 @@ pub struct Verdict {
     pub command: Option<String>,
 }
 
-/// The decision (placeholder until the policy engine lands: reads allow, the rest asks).
-pub fn decide(input: &DecisionInput<'_>) -> Verdict {
-    use keel_envelope::tools::Decision;
-    use keel_envelope::types::{PermissionLevel, RiskLevel};
-    let read = matches!(input.tool, "read_file" | "list_dir" | "search_files");
-    let plan_denied = input.mode == PermissionMode::Plan && !read;
-    let decision = if read {
-        Decision::Allow
-    } else if plan_denied {
-        Decision::Deny
-    } else if input.mode == PermissionMode::Auto {
-        Decision::Allow
+use keel_envelope::tools::{
+    Decision, EditFileArgs, GitArgs, ListDirArgs, ReadFileArgs, RunShellArgs, SearchFilesArgs,
+    WriteFileArgs,
+};
+use keel_envelope::types::{PermissionLevel, RiskLevel};
+use keel_envelope::ErrorPayload;
+
+use crate::git::{self, GitClass};
+use crate::jail::{self, ResolvedPath};
+use crate::shell::{self, ShellAnalysis};
+use crate::spec::{self, ApprovalRequirement, PlanBehavior, ToolSpec};
+
+/// The policy part of `docs/permissions.md`.
+pub const POLICY_DOC: &str = r#"
+## Modes
+
+| mode | behaviour |
+|---|---|
+| `ask` | reads, read-only git and low-risk shell commands run; everything else asks |
+| `auto-edit` | as `ask`, and edits and writes inside the workspace run without asking (except inside `.git`); shell and git writes still ask |
+| `auto` | nothing asks; the default-deny list still denies, and calls that need an approval — `elevated` calls (network, history-rewriting git, privilege escalation), reads outside the workspace, and shell lines that cannot be verified (unparseable, computed text piped into a shell) — are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
+| `plan` | only `read_file`, `list_dir`, `search_files` and read-only `git` run; anything else is denied with `PLAN_APPROVAL_REQUIRED` and the model is told to propose a plan (reads outside the workspace still ask) |
+
+## Precedence
+
+The gate evaluates, in this order, and the first step that decides wins:
+
+1. **default-deny** (every mode, no rule overrides it): writes outside the workspace or through a symlink leaving it (`PATH_OUTSIDE_WORKSPACE`); NUL bytes and device or special files; a shell `cwd` outside the workspace; destructive shell commands (`rm -rf /`, `rm -rf ~`, recursive deletes of the whole workspace (`rm -rf .`, `rm -rf *` at the root) or of anything outside it, recursive permission changes outside the workspace, `mkfs`, `dd of=/dev/…`, writes to devices, fork bombs); invalid arguments (`TOOL_ARGUMENTS_INVALID`).
+2. **plan mode**: tools the matrix does not allow in plan mode are denied (`PLAN_APPROVAL_REQUIRED`); run_shell is denied whatever the command.
+3. **deny rules**: a matching deny rule denies (`TOOL_PERMISSION_DENIED`). For run_shell a deny rule matches when any simple command anywhere in the line matches (inside `&&` lists, pipes, substitutions, `sh -c` scripts, `xargs`, `sudo`, `find -exec`).
+4. **auto mode**: allows, except what needs an approval that no allow rule or session key covers: `elevated` calls, reads outside the workspace (file tools and read-only shell commands), and shell lines that cannot be verified (denied: unapproved network downloads, unapproved destructive git, unapproved outside access, unparseable commands).
+5. **allow**: calls that are low risk by themselves (reads, read-only git, low-risk shell commands, and in `auto-edit` edits inside the workspace), then allow rules (global and project) and the session's `allow_session` keys.
+6. **ask**: everything else.
+
+## Rules
+
+A rule is a tool name (`edit_file`, `run_shell`) or a tool with a pattern:
+
+- `run_shell(PATTERN)`: PATTERN is a command of words; a final word ending in `*` matches any word with that prefix and any further words (`npm run test:*`, `cargo *`); `<name>` matches one non-option word; other words match exactly. It is matched against each simple command of the canonicalised line (leading `VAR=value` dropped, quoting normalised). An allow rule allows the line only if it is a plain list of simple commands (joined by `&&`, `||`, `;`, `|`) where every command is low risk or matched by an allow rule, with no substitution and no writing redirection.
+- `git(PATTERN)`: the same pattern syntax against `SUBCOMMAND ARGS…` (`git(commit *)`).
+- `read_file(GLOB)`, `list_dir(GLOB)`, `search_files(GLOB)`, `edit_file(GLOB)`, `write_file(GLOB)`: a glob on the workspace-relative path (`src/**/*.rs`). File rules, including bare tool names, never cover paths outside the workspace; only a session approval of that exact path does.
+
+## Canonical keys
+
+`allow_session` remembers the call's canonical key:
+
+- shell: `run_shell:` and the canonical command (`FOO=1 cargo test` and `cargo test` are one key; `'a b'` and `"a b"` are one key; assignments of variables that change how programs run, such as `PATH`, `LD_PRELOAD` or `GIT_SSH_COMMAND`, are kept), plus `@CWD` when the working directory is not the root;
+- git: `git:` and the canonical subcommand and arguments;
+- file tools: the tool name and the resolved path (`./src/a.rs` and `src/../src/a.rs` are one key).
+
+## Shell risk tiers
+
+The command is parsed with a real shell parser. Low-risk: the §6.7 whitelist (`npm run test:*`, `npm run lint`, `npm run build:*`, `npx playwright test <file>`, `git status`, `git diff`, `rg <pattern>`), configured whitelist entries, and read-only commands (`cat`, `ls`, `head`, `tail`, `wc`, `grep`, `rg`, `pwd`, `echo`, `find` without `-exec`/`-delete`, `sed -n Np`, `cargo check/test/build/clippy`, read-only git, …) with literal arguments. Medium: unknown programs, file-writing redirections, `mv`/`cp`/`mkdir`, compound commands, substitutions, variable expansions, `eval`, `exec`. High: the §6.7 list (`rm`/`del`, `git reset`, `git checkout --`, `git clean`, `curl`/`wget`, `powershell -EncodedCommand`), `dd`, `chmod -R`, `chown -R`, `shutdown`, `reboot`, `sudo`, network tools, configured high-risk entries, and anything that does not parse or pipes text into a shell (`echo … | sh`, `bash <<< …`; literal scripts are analysed like `sh -c`). Destructive commands are default-denied (above).
+
+Network commands (`curl`, `wget`, `ssh`, `git push/fetch/pull`, package installs) are `elevated`: when approved, run_shell runs them with the network; otherwise the sandbox has no network.
+
+## Sandbox
+
+On Linux, run_shell runs inside bubblewrap when it is available: the workspace is writable (its `.git` stays read-only), `/tmp` is private, everything else is read-only, the network is unshared unless the call was approved at the `elevated` level, the command gets its own PID namespace and dies with the runtime. `SandboxConfig { enabled: false }` turns it off. When bubblewrap is missing or cannot start a sandbox (for example without user namespaces), commands run unsandboxed: `keel_tools::sandbox_status()` says why, every result carries `sandboxed: false`, and the first such call of the process emits an `info` progress chunk. Either way the command runs in its own process group, and on timeout, cancellation or exit the whole group is killed. The `git` tool runs unsandboxed, always with the pager, external diff, textconv and fsmonitor disabled and no terminal prompts.
+"#;
+
+/// A parsed allow or deny rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// The tool name.
+    pub tool: String,
+    /// The pattern, when given.
+    pub pattern: Option<String>,
+}
+
+impl Rule {
+    /// Parses `tool` or `tool(pattern)`. Returns `None` for malformed rules.
+    pub fn parse(text: &str) -> Option<Rule> {
+        let text = text.trim();
+        if let Some(open) = text.find('(') {
+            let inner = text[open + 1..].strip_suffix(')')?;
+            let tool = text[..open].trim();
+            if tool.is_empty() {
+                return None;
+            }
+            let pattern = inner.trim();
+            Some(Rule {
+                tool: tool.to_owned(),
+                pattern: (!pattern.is_empty()).then(|| pattern.to_owned()),
+            })
+        } else if text.is_empty() {
+            None
+        } else {
+            Some(Rule {
+                tool: text.to_owned(),
+                pattern: None,
+            })
+        }
+    }
+}
+
+/// What a rule is matched against.
+#[derive(Debug, Clone)]
+enum Target {
+    /// A shell line.
+    Shell(Box<ShellAnalysis>),
+    /// A git invocation's words.
+    Git(Vec<String>),
+    /// A path inside the workspace (relative).
+    Path(String),
+    /// A path outside the workspace: no rule matches.
+    Outside,
+    /// Nothing to match (custom tools): bare rules only.
+    Bare,
+}
+
+/// Everything the gate works out about one call before applying the mode.
+#[derive(Debug, Clone)]
+struct Assessment {
+    level: PermissionLevel,
+    risk: RiskLevel,
+    reason: String,
+    action_type: String,
+    scope: Vec<String>,
+    /// Low risk by itself (allowed outside plan mode; in plan mode when `plan_ok`).
+    safe: bool,
+    /// May run in plan mode.
+    plan_ok: bool,
+    /// An edit inside the workspace (allowed in auto-edit).
+    edit_like: bool,
+    /// Default-denied.
+    hard_deny: Option<ErrorCode>,
+    elevated: bool,
+    /// Auto mode needs a rule for it.
+    needs_rule_in_auto: bool,
+    preview: String,
+    command: Option<String>,
+    key: String,
+    target: Target,
+}
+
+impl Assessment {
+    fn new(
+        level: PermissionLevel,
+        risk: RiskLevel,
+        reason: impl Into<String>,
+        action: &str,
+        scope: &[&str],
+        key: String,
+    ) -> Self {
+        Self {
+            level,
+            risk,
+            reason: reason.into(),
+            action_type: action.to_owned(),
+            scope: scope.iter().map(|s| (*s).to_owned()).collect(),
+            safe: false,
+            plan_ok: false,
+            edit_like: false,
+            hard_deny: None,
+            elevated: false,
+            needs_rule_in_auto: false,
+            preview: String::new(),
+            command: None,
+            key,
+            target: Target::Bare,
+        }
+    }
+
+    fn denied(
+        code: ErrorCode,
+        level: PermissionLevel,
+        reason: impl Into<String>,
+        action: &str,
+        key: String,
+    ) -> Self {
+        let mut a = Self::new(level, RiskLevel::High, reason, action, &[], key);
+        a.hard_deny = Some(code);
+        a
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(args: &serde_json::Value) -> Result<T, ErrorPayload> {
+    let v = if args.is_null() {
+        serde_json::Value::Object(Default::default())
     } else {
-        Decision::Ask
+        args.clone()
     };
-    let key = format!("{}:{}", input.tool, input.args);
-    let decision = if decision == Decision::Ask && input.rules.session_keys.contains(&key) {
-        Decision::Allow
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        ErrorPayload::new(
+            ErrorCode::ToolArgumentsInvalid,
+            format!("invalid arguments: {}", e.inner()),
+        )
+        .with_detail("field", e.path().to_string())
+    })
+}
+
+fn path_key(tool: &str, r: &ResolvedPath) -> String {
+    format!("{tool}:{}", r.display)
+}
+
+fn assess_read(tool: &str, action: &str, raw: &str, ws: &Path) -> Assessment {
+    match jail::resolve(ws, raw) {
+        Err(e) => Assessment::denied(
+            e.code,
+            PermissionLevel::Read,
+            e.message,
+            action,
+            format!("{tool}:{raw}"),
+        ),
+        Ok(r) if r.inside => {
+            let mut a = Assessment::new(
+                PermissionLevel::Read,
+                RiskLevel::Low,
+                format!("reads `{}` inside the workspace", r.display),
+                action,
+                &["filesystem:workspace:read"],
+                path_key(tool, &r),
+            );
+            a.safe = true;
+            a.plan_ok = true;
+            a.target = Target::Path(r.display);
+            a
+        }
+        Ok(r) => {
+            let mut a = Assessment::new(
+                PermissionLevel::Elevated,
+                RiskLevel::High,
+                format!(
+                    "reads `{}`, outside the workspace; this needs an elevated approval",
+                    r.display
+                ),
+                action,
+                &["filesystem:outside:read"],
+                path_key(tool, &r),
+            );
+            a.plan_ok = true;
+            a.elevated = true;
+            a.needs_rule_in_auto = true;
+            a.target = Target::Outside;
+            a
+        }
+    }
+}
+
+fn write_target(tool: &str, raw: &str, ws: &Path) -> Result<ResolvedPath, Box<Assessment>> {
+    match jail::resolve(ws, raw) {
+        Err(e) => Err(Box::new(Assessment::denied(e.code, PermissionLevel::Write, e.message, "file.write", format!("{tool}:{raw}")))),
+        Ok(r) if !r.inside => Err(Box::new(Assessment::denied(
+            ErrorCode::PathOutsideWorkspace,
+            PermissionLevel::Write,
+            format!("`{raw}` resolves to `{}`, outside the workspace; writes outside the workspace are denied", r.display),
+            "file.write",
+            path_key(tool, &r),
+        ))),
+        Ok(r) if r.is_dir => Err(Box::new(Assessment::denied(ErrorCode::ToolArgumentsInvalid, PermissionLevel::Write, format!("`{raw}` is a directory"), "file.write", path_key(tool, &r)))),
+        Ok(r) => Ok(r),
+    }
+}
+
+fn in_git_dir(rel: &str) -> bool {
+    rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/")
+}
+
+fn ctx_for(ws: &Path) -> crate::ToolContext {
+    crate::ToolContext {
+        workspace: ws.to_path_buf(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        progress: std::sync::Arc::new(|_, _| {}),
+        elevated: false,
+        sandbox: crate::SandboxConfig::default(),
+    }
+}
+
+fn assess_edit(args: &EditFileArgs, ws: &Path) -> Assessment {
+    let r = match write_target("edit_file", &args.path, ws) {
+        Ok(r) => r,
+        Err(a) => return *a,
+    };
+    let mut a = Assessment::new(
+        PermissionLevel::Write,
+        RiskLevel::Medium,
+        format!("edits `{}` inside the workspace", r.display),
+        "file.edit",
+        &["filesystem:workspace:write"],
+        path_key("edit_file", &r),
+    );
+    a.preview = match crate::fs::plan_edit(args, &ctx_for(ws)) {
+        Ok((_, old, new, _)) => crate::edit::unified_diff(&r.display, &old, &new).0,
+        Err(e) => format!("(the edit cannot be applied: {})", e.message),
+    };
+    a.edit_like = !in_git_dir(&r.display);
+    if in_git_dir(&r.display) {
+        a.risk = RiskLevel::High;
+        a.reason = format!("edits `{}` inside `.git`", r.display);
+    }
+    a.target = Target::Path(r.display);
+    a
+}
+
+fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
+    let r = match write_target("write_file", &args.path, ws) {
+        Ok(r) => r,
+        Err(a) => return *a,
+    };
+    let mut a = if r.exists {
+        let mut a = Assessment::new(
+            PermissionLevel::Write,
+            RiskLevel::High,
+            format!("overwrites the existing file `{}`", r.display),
+            "file.overwrite",
+            &["filesystem:workspace:write"],
+            path_key("write_file", &r),
+        );
+        let old = jail::read_regular(&r.abs)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        a.preview = crate::edit::unified_diff(&r.display, &old, &args.content).0;
+        a
     } else {
-        decision
+        let mut a = Assessment::new(
+            PermissionLevel::Write,
+            RiskLevel::Medium,
+            format!("creates `{}` inside the workspace", r.display),
+            "file.write",
+            &["filesystem:workspace:write"],
+            path_key("write_file", &r),
+        );
+        a.preview = crate::edit::unified_diff(&r.display, "", &args.content).0;
+        a
     };
+    a.edit_like = !in_git_dir(&r.display);
+    if in_git_dir(&r.display) {
+        a.risk = RiskLevel::High;
+        a.reason = format!("writes `{}` inside `.git`", r.display);
+    }
+    a.target = Target::Path(r.display);
+    a
+}
+
+fn assess_shell(args: &RunShellArgs, ws: &Path, policy: &ShellPolicy) -> Assessment {
+    let root = jail::canonical_root(ws);
+    let (cwd_abs, cwd_rel) = match args.cwd.as_deref() {
+        None | Some("") => (root.clone(), ".".to_owned()),
+        Some(c) => match jail::resolve(ws, c) {
+            Ok(r) if r.inside && r.is_dir => (r.abs, r.display),
+            Ok(r) if r.inside => {
+                return Assessment::denied(
+                    ErrorCode::ToolArgumentsInvalid,
+                    PermissionLevel::Execute,
+                    format!("`cwd` `{c}` is not an existing directory"),
+                    "shell.execute",
+                    format!("run_shell:{}", args.command),
+                );
+            }
+            Ok(r) => {
+                return Assessment::denied(ErrorCode::PathOutsideWorkspace, PermissionLevel::Execute, format!("`cwd` `{c}` resolves to `{}`, outside the workspace; commands run inside the workspace only", r.display), "shell.execute", format!("run_shell:{}", args.command));
+            }
+            Err(e) => {
+                return Assessment::denied(
+                    e.code,
+                    PermissionLevel::Execute,
+                    e.message,
+                    "shell.execute",
+                    format!("run_shell:{}", args.command),
+                )
+            }
+        },
+    };
+    if args.command.contains('\0') {
+        return Assessment::denied(
+            ErrorCode::ToolArgumentsInvalid,
+            PermissionLevel::Execute,
+            "the command contains a NUL byte",
+            "shell.execute",
+            "run_shell:".to_owned(),
+        );
+    }
+    let an = shell::analyze(&args.command, &root, Some(&cwd_abs), policy);
+    let key = if cwd_rel == "." {
+        format!("run_shell:{}", an.canonical)
+    } else {
+        format!("run_shell:{}@{cwd_rel}", an.canonical)
+    };
+    let level = if an.elevated {
+        PermissionLevel::Elevated
+    } else {
+        PermissionLevel::Execute
+    };
+    let mut scope = vec!["process:spawn", "filesystem:workspace"];
+    if an.network {
+        scope.push("network");
+    }
+    let mut a = Assessment::new(
+        level,
+        an.risk,
+        an.reason.clone(),
+        "shell.execute",
+        &scope,
+        key,
+    );
+    if an.destructive {
+        a.hard_deny = Some(ErrorCode::ToolPermissionDenied);
+        a.reason = format!("default-denied: {}", an.reason);
+    }
+    a.safe = an.safe;
+    a.elevated = an.elevated;
+    a.needs_rule_in_auto = an.elevated || an.needs_approval;
+    a.preview = args.command.clone();
+    a.command = Some(args.command.clone());
+    a.target = Target::Shell(Box::new(an));
+    a
+}
+
+fn git_words(args: &GitArgs) -> Vec<String> {
+    let mut w = vec![args.command.clone()];
+    w.extend(args.args.clone().unwrap_or_default());
+    w
+}
+
+fn assess_git(args: &GitArgs) -> Assessment {
+    let words = git_words(args);
+    let canonical = words
+        .iter()
+        .map(|w| shell::quote(w))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let key = format!("git:{canonical}");
+    if let Err(e) = git::validate_subcommand(&args.command) {
+        return Assessment::denied(
+            ErrorCode::ToolArgumentsInvalid,
+            PermissionLevel::Execute,
+            e.message,
+            "git.execute",
+            key,
+        );
+    }
+    let rest = args.args.clone().unwrap_or_default();
+    let mut a = match git::classify(&args.command, &rest) {
+        GitClass::ReadOnly => {
+            let mut a = Assessment::new(
+                PermissionLevel::Read,
+                RiskLevel::Low,
+                format!("`git {}` only reads the repository", args.command),
+                "git.read",
+                &["process:spawn", "git:read"],
+                key,
+            );
+            a.safe = true;
+            a.plan_ok = true;
+            a
+        }
+        GitClass::Write { reason } => Assessment::new(
+            PermissionLevel::Execute,
+            RiskLevel::Medium,
+            reason,
+            "git.write",
+            &["process:spawn", "git:write"],
+            key,
+        ),
+        GitClass::High { reason } => Assessment::new(
+            PermissionLevel::Execute,
+            RiskLevel::High,
+            reason,
+            "git.write",
+            &["process:spawn", "git:write"],
+            key,
+        ),
+        GitClass::Elevated { reason, network } => {
+            let scope: &[&str] = if network {
+                &["process:spawn", "git:write", "network"]
+            } else {
+                &["process:spawn", "git:history"]
+            };
+            let mut a = Assessment::new(
+                PermissionLevel::Elevated,
+                RiskLevel::High,
+                reason,
+                if network {
+                    "git.network"
+                } else {
+                    "git.history"
+                },
+                scope,
+                key,
+            );
+            a.elevated = true;
+            a.needs_rule_in_auto = true;
+            a
+        }
+    };
+    a.preview = format!("git {canonical}");
+    a.command = Some(a.preview.clone());
+    a.target = Target::Git(words);
+    a
+}
+
+fn assess_custom(spec: &ToolSpec, args: &serde_json::Value) -> Assessment {
+    let risk = match spec.level {
+        PermissionLevel::Read => RiskLevel::Low,
+        PermissionLevel::Write | PermissionLevel::Execute => RiskLevel::Medium,
+        PermissionLevel::Elevated => RiskLevel::High,
+    };
+    let key = format!(
+        "{}:{}",
+        spec.name,
+        serde_json::to_string(args).unwrap_or_default()
+    );
+    let scope = format!("tool:{}", spec.name);
+    let mut a = Assessment::new(
+        spec.level,
+        risk,
+        format!(
+            "runs the tool `{}` (level {})",
+            spec.name,
+            spec::level_str(spec.level)
+        ),
+        "tool.execute",
+        &[scope.as_str()],
+        key,
+    );
+    a.safe = spec.approval == ApprovalRequirement::Never;
+    a.plan_ok = spec.plan == PlanBehavior::Allowed;
+    a.elevated = spec.level == PermissionLevel::Elevated;
+    a.needs_rule_in_auto = a.elevated;
+    a
+}
+
+fn assess(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Assessment {
+    let ws = input.workspace.as_path();
+    macro_rules! args {
+        ($t:ty, $level:expr, $action:expr) => {
+            match parse::<$t>(input.args) {
+                Ok(a) => a,
+                Err(e) => {
+                    return Assessment::denied(
+                        ErrorCode::ToolArgumentsInvalid,
+                        $level,
+                        format!("{}: {}", input.tool, e.message),
+                        $action,
+                        format!("{}:invalid", input.tool),
+                    )
+                }
+            }
+        };
+    }
+    match input.tool {
+        "read_file" => {
+            let a = args!(ReadFileArgs, PermissionLevel::Read, "file.read");
+            assess_read("read_file", "file.read", &a.path, ws)
+        }
+        "list_dir" => {
+            let a = args!(ListDirArgs, PermissionLevel::Read, "directory.list");
+            assess_read("list_dir", "directory.list", &a.path, ws)
+        }
+        "search_files" => {
+            let a = args!(SearchFilesArgs, PermissionLevel::Read, "file.search");
+            assess_read(
+                "search_files",
+                "file.search",
+                a.path.as_deref().unwrap_or("."),
+                ws,
+            )
+        }
+        "edit_file" => {
+            let a = args!(EditFileArgs, PermissionLevel::Write, "file.edit");
+            assess_edit(&a, ws)
+        }
+        "write_file" => {
+            let a = args!(WriteFileArgs, PermissionLevel::Write, "file.write");
+            assess_write(&a, ws)
+        }
+        "run_shell" => {
+            let a = args!(RunShellArgs, PermissionLevel::Execute, "shell.execute");
+            assess_shell(&a, ws, input.shell)
+        }
+        "git" => {
+            let a = args!(GitArgs, PermissionLevel::Execute, "git.execute");
+            assess_git(&a)
+        }
+        other => match spec {
+            Some(s) => assess_custom(s, input.args),
+            None => {
+                let generic = ToolSpec::custom(
+                    other,
+                    "",
+                    serde_json::Value::Null,
+                    PermissionLevel::Execute,
+                    PlanBehavior::Denied,
+                    ApprovalRequirement::Always,
+                );
+                let mut a = assess_custom(&generic, input.args);
+                a.reason =
+                    format!("`{other}` is not a built-in tool and declared no permission metadata");
+                a
+            }
+        },
+    }
+}
+
+/// The canonical key of a call for `allow_session`: the same command with another
+/// environment prefix or quoting, or the same file through another spelling of its
+/// path, gives the same key.
+pub fn canonical_key(tool: &str, args: &serde_json::Value, workspace: &Path) -> String {
+    let rules = Rules::default();
+    let shell = ShellPolicy::default();
+    let ws = workspace.to_path_buf();
+    let input = DecisionInput {
+        tool,
+        args,
+        mode: PermissionMode::Ask,
+        rules: &rules,
+        workspace: &ws,
+        shell: &shell,
+    };
+    assess(&input, None).key
+}
+
+fn glob_match(pattern: &str, rel: &str) -> bool {
+    match globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+    {
+        Ok(g) => g.compile_matcher().is_match(rel),
+        Err(_) => false,
+    }
+}
+
+fn part_matches(pattern: &str, canonical_part: &str) -> bool {
+    // The canonical part is quoted; split it back into words with the shell parser's
+    // rules by re-analysing it as words.
+    let words = split_words(canonical_part);
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    shell::pattern_matches(pattern, &refs, true)
+}
+
+fn split_words(canonical: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_quote = false;
+    let mut has = false;
+    let mut chars = canonical.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_quote = !in_quote;
+                has = true;
+            }
+            '\\' if !in_quote => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            c if c.is_whitespace() && !in_quote => {
+                if has || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                    has = false;
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if has || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Whether an allow rule (or set of them) allows the call.
+fn allowed_by_rules(tool: &str, a: &Assessment, rules: &[Rule]) -> Option<String> {
+    let mine: Vec<&Rule> = rules.iter().filter(|r| r.tool == tool).collect();
+    if mine.is_empty() {
+        return None;
+    }
+    match &a.target {
+        Target::Outside => None,
+        Target::Bare => mine
+            .iter()
+            .find(|r| r.pattern.as_deref().is_none_or(|p| p == "*"))
+            .map(|r| rule_text(r)),
+        Target::Path(rel) => mine
+            .iter()
+            .find(|r| r.pattern.as_deref().is_none_or(|p| glob_match(p, rel)))
+            .map(|r| rule_text(r)),
+        Target::Git(words) => {
+            let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+            mine.iter()
+                .find(|r| {
+                    r.pattern
+                        .as_deref()
+                        .is_none_or(|p| shell::pattern_matches(p, &refs, true))
+                })
+                .map(|r| rule_text(r))
+        }
+        Target::Shell(an) => {
+            if let Some(r) = mine.iter().find(|r| r.pattern.is_none()) {
+                return Some(rule_text(r));
+            }
+            if !an.parsed || an.parts.is_empty() {
+                return None;
+            }
+            let mut used = None;
+            for part in &an.parts {
+                if part.safe {
+                    continue;
+                }
+                if !part.ruleable {
+                    return None;
+                }
+                let hit = mine.iter().find(|r| {
+                    r.pattern
+                        .as_deref()
+                        .is_some_and(|p| part_matches(p, &part.canonical))
+                })?;
+                used = Some(rule_text(hit));
+            }
+            // Every part is low risk or covered by a rule; substitutions and redirections
+            // already made their part non-ruleable.
+            used
+        }
+    }
+}
+
+fn denied_by_rules(tool: &str, a: &Assessment, rules: &[Rule]) -> Option<String> {
+    let mine: Vec<&Rule> = rules.iter().filter(|r| r.tool == tool).collect();
+    if mine.is_empty() {
+        return None;
+    }
+    if let Some(r) = mine.iter().find(|r| r.pattern.is_none()) {
+        return Some(rule_text(r));
+    }
+    match &a.target {
+        Target::Outside | Target::Bare => None,
+        Target::Path(rel) => mine
+            .iter()
+            .find(|r| r.pattern.as_deref().is_some_and(|p| glob_match(p, rel)))
+            .map(|r| rule_text(r)),
+        Target::Git(words) => {
+            let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+            mine.iter()
+                .find(|r| {
+                    r.pattern
+                        .as_deref()
+                        .is_some_and(|p| shell::pattern_matches(p, &refs, true))
+                })
+                .map(|r| rule_text(r))
+        }
+        Target::Shell(an) => {
+            for cmd in &an.commands {
+                if let Some(r) = mine
+                    .iter()
+                    .find(|r| r.pattern.as_deref().is_some_and(|p| part_matches(p, cmd)))
+                {
+                    return Some(rule_text(r));
+                }
+            }
+            None
+        }
+    }
+}
+
+fn rule_text(r: &Rule) -> String {
+    match &r.pattern {
+        Some(p) => format!("{}({p})", r.tool),
+        None => r.tool.clone(),
+    }
+}
+
+fn verdict(
+    a: Assessment,
+    decision: Decision,
+    reason: String,
+    deny_code: Option<ErrorCode>,
+    elevated: bool,
+) -> Verdict {
     Verdict {
         verdict: PolicyVerdict {
             decision,
-            level: if read {
-                PermissionLevel::Read
-            } else {
-                PermissionLevel::Write
-            },
-            risk_level: if read {
-                RiskLevel::Low
-            } else {
-                RiskLevel::Medium
-            },
-            reason: "placeholder policy".into(),
-            action_type: format!("{}.call", input.tool),
-            scope: vec![],
+            level: a.level,
+            risk_level: a.risk,
+            reason,
+            action_type: a.action_type,
+            scope: a.scope,
         },
-        key,
-        deny_code: plan_denied.then_some(ErrorCode::PlanApprovalRequired),
-        elevated: false,
-        preview: String::new(),
-        command: None,
+        key: a.key,
+        deny_code: if decision == Decision::Deny {
+            deny_code.or(Some(ErrorCode::ToolPermissionDenied))
+        } else {
+            None
+        },
+        elevated,
+        preview: a.preview,
+        command: a.command,
     }
+}
+
+/// The gate's decision for one call of a built-in tool (or an unknown tool, treated
+/// as an `execute`-level tool that always asks). Pure: the only I/O is resolving
+/// paths and reading the file an edit would change, for the preview.
+pub fn decide(input: &DecisionInput<'_>) -> Verdict {
+    decide_with_spec(input, None)
+}
+
+/// Like [`decide`], for a host-registered tool described by `spec` (built-in names
+/// always use the built-in rules).
+pub fn decide_with_spec(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Verdict {
+    let a = assess(input, spec);
+    let tool = input.tool;
+    let allow = parse_rules(&input.rules.allow);
+    let deny = parse_rules(&input.rules.deny);
+    // 1. Default-deny.
+    if let Some(code) = a.hard_deny {
+        let reason = a.reason.clone();
+        return verdict(a, Decision::Deny, reason, Some(code), false);
+    }
+    // 2. Plan mode.
+    if input.mode == PermissionMode::Plan && !a.plan_ok {
+        let reason = format!(
+            "plan mode: `{tool}` cannot run until a plan is approved ({}). Propose a plan instead: describe the changes and commands you intend, and wait for approval.",
+            a.reason
+        );
+        return verdict(
+            a,
+            Decision::Deny,
+            reason,
+            Some(ErrorCode::PlanApprovalRequired),
+            false,
+        );
+    }
+    // 3. Deny rules.
+    if let Some(rule) = denied_by_rules(tool, &a, &deny) {
+        let reason = format!("denied by the rule `{rule}`");
+        return verdict(
+            a,
+            Decision::Deny,
+            reason,
+            Some(ErrorCode::ToolPermissionDenied),
+            false,
+        );
+    }
+    let session = input.rules.session_keys.contains(&a.key);
+    let by_rule = allowed_by_rules(tool, &a, &allow);
+    // 4. Auto mode.
+    if input.mode == PermissionMode::Auto {
+        if a.needs_rule_in_auto && !session && by_rule.is_none() {
+            let reason = format!("{}; this needs an approval, and auto mode does not ask (add an allow rule to let it run)", a.reason);
+            return verdict(
+                a,
+                Decision::Deny,
+                reason,
+                Some(ErrorCode::ToolPermissionDenied),
+                false,
+            );
+        }
+        let reason = format!("auto mode: {}", a.reason);
+        let elevated = a.elevated;
+        return verdict(a, Decision::Allow, reason, None, elevated);
+    }
+    // 5. Allow: low risk by itself, auto-edit edits, rules, session keys.
+    if a.safe && (input.mode != PermissionMode::Plan || a.plan_ok) {
+        let reason = a.reason.clone();
+        let elevated = a.elevated;
+        return verdict(a, Decision::Allow, reason, None, elevated);
+    }
+    if input.mode == PermissionMode::AutoEdit && a.edit_like {
+        let reason = format!("auto-edit mode: {}", a.reason);
+        return verdict(a, Decision::Allow, reason, None, false);
+    }
+    if session {
+        let reason = format!("approved for this session: {}", a.reason);
+        let elevated = a.elevated;
+        return verdict(a, Decision::Allow, reason, None, elevated);
+    }
+    if let Some(rule) = by_rule {
+        let reason = format!("allowed by the rule `{rule}`: {}", a.reason);
+        let elevated = a.elevated;
+        return verdict(a, Decision::Allow, reason, None, elevated);
+    }
+    // 6. Ask.
+    let reason = a.reason.clone();
+    let elevated = a.elevated;
+    verdict(a, Decision::Ask, reason, None, elevated)
+}
+
+fn parse_rules(texts: &[String]) -> Vec<Rule> {
+    texts.iter().filter_map(|t| Rule::parse(t)).collect()
 }

@@ -228,10 +228,7 @@ where
                 .with_detail("reason", "line_too_long")
                 .with_detail("limit", limits.max_line_bytes as u64)
                 .with_detail("size", size as u64);
-                // The codec reads the requestId of a cut line when it can.
-                let rid = codec::decode_command(&prefix, Limits { max_line_bytes: usize::MAX })
-                    .err()
-                    .and_then(|e| e.request_id);
+                let rid = codec::scan_request_id(&prefix);
                 let env = own.envelope(None, rid, Event::Error(error));
                 if own_tx.send(env).await.is_err() {
                     break StopReason::OutputClosed;

@@ -1,0 +1,345 @@
+//! The seven built-in tools as [`Tool`] objects.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use keel_envelope::tools::{
+    EditFileArgs, GitArgs, ListDirArgs, ReadFileArgs, RunShellArgs, SearchFilesArgs, WriteFileArgs,
+};
+use keel_envelope::{ErrorCode, ErrorPayload};
+use serde::Serialize;
+
+use crate::exec::{self, ExecSpec, SandboxStatus};
+use crate::fs::parse_args;
+use crate::spec::{builtin_spec, ToolSpec};
+use crate::{jail, ProgressStream, Tool, ToolContext};
+
+/// Default `run_shell` and `git` time limit.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// Largest time limit.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+fn to_json<T: Serialize>(v: T) -> Result<serde_json::Value, ErrorPayload> {
+    serde_json::to_value(v).map_err(|e| {
+        ErrorPayload::new(
+            ErrorCode::RuntimeInternalError,
+            format!("cannot encode the result: {e}"),
+        )
+    })
+}
+
+async fn blocking<T, F>(f: F) -> Result<T, ErrorPayload>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ErrorPayload> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        ErrorPayload::new(
+            ErrorCode::RuntimeInternalError,
+            format!("the tool task failed: {e}"),
+        )
+    })?
+}
+
+/// Runs a read-only blocking job; a cancellation returns at once (nothing is left
+/// half-written, so the job may finish in the background).
+async fn read_only<T, F>(
+    cancel: tokio_util::sync::CancellationToken,
+    f: F,
+) -> Result<T, ErrorPayload>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ErrorPayload> + Send + 'static,
+{
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(ErrorPayload::new(ErrorCode::Interrupted, "the call was cancelled")),
+        r = blocking(f) => r,
+    }
+}
+
+macro_rules! tool {
+    ($ty:ident, $name:literal, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Debug)]
+        pub struct $ty {
+            spec: ToolSpec,
+        }
+
+        impl $ty {
+            /// Creates the tool with its row of the matrix.
+            pub fn new() -> Self {
+                Self {
+                    spec: builtin_spec($name).unwrap_or_else(|| {
+                        ToolSpec::custom(
+                            $name,
+                            "",
+                            serde_json::Value::Null,
+                            keel_envelope::types::PermissionLevel::Execute,
+                            crate::PlanBehavior::Denied,
+                            crate::ApprovalRequirement::Always,
+                        )
+                    }),
+                }
+            }
+        }
+
+        impl Default for $ty {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+    };
+}
+
+tool!(ReadFile, "read_file", "`read_file`.");
+tool!(ListDir, "list_dir", "`list_dir`.");
+tool!(SearchFiles, "search_files", "`search_files`.");
+tool!(EditFile, "edit_file", "`edit_file`.");
+tool!(WriteFile, "write_file", "`write_file`.");
+tool!(RunShell, "run_shell", "`run_shell`.");
+tool!(Git, "git", "`git`.");
+
+/// The seven built-in tools, in matrix order.
+pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ReadFile::new()),
+        Arc::new(ListDir::new()),
+        Arc::new(SearchFiles::new()),
+        Arc::new(EditFile::new()),
+        Arc::new(WriteFile::new()),
+        Arc::new(RunShell::new()),
+        Arc::new(Git::new()),
+    ]
+}
+
+#[async_trait]
+impl Tool for ReadFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: ReadFileArgs = parse_args("read_file", args)?;
+        let cancel = ctx.cancel.clone();
+        to_json(read_only(cancel, move || crate::fs::read_file(a, &ctx)).await?)
+    }
+}
+
+#[async_trait]
+impl Tool for ListDir {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: ListDirArgs = parse_args("list_dir", args)?;
+        let cancel = ctx.cancel.clone();
+        to_json(read_only(cancel, move || crate::fs::list_dir(a, &ctx)).await?)
+    }
+}
+
+#[async_trait]
+impl Tool for SearchFiles {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: SearchFilesArgs = parse_args("search_files", args)?;
+        let cancel = ctx.cancel.clone();
+        to_json(read_only(cancel, move || crate::search::search_files(a, &ctx)).await?)
+    }
+}
+
+#[async_trait]
+impl Tool for EditFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: EditFileArgs = parse_args("edit_file", args)?;
+        to_json(blocking(move || crate::fs::edit_file(a, &ctx)).await?)
+    }
+}
+
+#[async_trait]
+impl Tool for WriteFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: WriteFileArgs = parse_args("write_file", args)?;
+        to_json(blocking(move || crate::fs::write_file(a, &ctx)).await?)
+    }
+}
+
+fn timeout_of(ms: Option<u64>) -> Result<Duration, ErrorPayload> {
+    let ms = ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    if ms == 0 || ms > MAX_TIMEOUT_MS {
+        return Err(ErrorPayload::new(
+            ErrorCode::ToolArgumentsInvalid,
+            format!("`timeoutMs` must be between 1 and {MAX_TIMEOUT_MS}"),
+        )
+        .with_detail("field", "timeoutMs"));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+static WARNED_UNSANDBOXED: AtomicBool = AtomicBool::new(false);
+
+/// Resolves `cwd` for run_shell: an existing directory inside the workspace.
+fn shell_cwd(ctx: &ToolContext, cwd: Option<&str>) -> Result<std::path::PathBuf, ErrorPayload> {
+    let root = jail::canonical_root(&ctx.workspace);
+    match cwd {
+        None | Some("") => Ok(root),
+        Some(c) => {
+            let r = jail::resolve(&ctx.workspace, c)?;
+            if !r.inside {
+                return Err(ErrorPayload::new(
+                    ErrorCode::PathOutsideWorkspace,
+                    format!("`cwd` `{c}` is outside the workspace"),
+                )
+                .with_detail("field", "cwd"));
+            }
+            if !r.is_dir {
+                return Err(ErrorPayload::new(
+                    ErrorCode::ToolArgumentsInvalid,
+                    format!("`cwd` `{c}` is not an existing directory"),
+                )
+                .with_detail("field", "cwd"));
+            }
+            Ok(r.abs)
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for RunShell {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: RunShellArgs = parse_args("run_shell", args)?;
+        if a.background == Some(true) {
+            return Err(ErrorPayload::new(
+                ErrorCode::ToolExecutionFailed,
+                "`background: true` is not supported yet; run the command in the foreground",
+            )
+            .with_detail("field", "background"));
+        }
+        if a.command.trim().is_empty() {
+            return Err(
+                ErrorPayload::new(ErrorCode::ToolArgumentsInvalid, "`command` is empty")
+                    .with_detail("field", "command"),
+            );
+        }
+        if a.command.contains('\0') {
+            return Err(ErrorPayload::new(
+                ErrorCode::ToolArgumentsInvalid,
+                "`command` contains a NUL byte",
+            )
+            .with_detail("field", "command"));
+        }
+        let timeout = timeout_of(a.timeout_ms)?;
+        let cwd = shell_cwd(&ctx, a.cwd.as_deref())?;
+        let root = jail::canonical_root(&ctx.workspace);
+        let status = if ctx.sandbox.enabled {
+            Some(exec::sandbox_status())
+        } else {
+            None
+        };
+        let (spec, sandboxed) = match status {
+            Some(SandboxStatus::Available { bwrap }) => (
+                ExecSpec {
+                    program: bwrap.to_string_lossy().into_owned(),
+                    args: exec::bwrap_args(&root, &cwd, &a.command, ctx.elevated),
+                    cwd: cwd.clone(),
+                    env: vec![],
+                    timeout,
+                },
+                true,
+            ),
+            other => {
+                if let Some(SandboxStatus::Unavailable { reason }) = other {
+                    if !WARNED_UNSANDBOXED.swap(true, Ordering::SeqCst) {
+                        (ctx.progress)(
+                            ProgressStream::Info,
+                            format!("sandbox unavailable, running unsandboxed: {reason}"),
+                        );
+                    }
+                }
+                (
+                    ExecSpec {
+                        program: "/bin/sh".to_owned(),
+                        args: vec!["-c".to_owned(), a.command.clone()],
+                        cwd: cwd.clone(),
+                        env: vec![],
+                        timeout,
+                    },
+                    false,
+                )
+            }
+        };
+        to_json(exec::run(spec, &ctx, sandboxed).await?)
+    }
+}
+
+#[async_trait]
+impl Tool for Git {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let a: GitArgs = parse_args("git", args)?;
+        crate::git::validate_subcommand(&a.command)?;
+        let rest = a.args.clone().unwrap_or_default();
+        if rest.iter().any(|s| s.contains('\0')) {
+            return Err(ErrorPayload::new(
+                ErrorCode::ToolArgumentsInvalid,
+                "`args` contains a NUL byte",
+            )
+            .with_detail("field", "args"));
+        }
+        let root = jail::canonical_root(&ctx.workspace);
+        let env = crate::git::safe_env()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let spec = ExecSpec {
+            program: "git".to_owned(),
+            args: crate::git::safe_invocation(&a.command, &rest),
+            cwd: root,
+            env,
+            timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+        };
+        to_json(exec::run(spec, &ctx, false).await?)
+    }
+}

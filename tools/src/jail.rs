@@ -1,0 +1,298 @@
+//! The workspace jail: every path argument is resolved against the workspace root
+//! before anything touches the filesystem.
+//!
+//! Resolution walks the path one component at a time, the way the kernel does:
+//! each existing component is replaced by its real path (so symlinks at any depth are
+//! followed and `link/..` goes to the parent of the link's target), `..` pops the
+//! real path built so far, and once a component does not exist the rest is appended
+//! lexically. A dangling symlink is resolved through its target text. The result is
+//! compared with the canonical workspace root.
+//!
+//! NUL bytes and device or special files (fifos, sockets, character and block
+//! devices) are refused outright; paths outside the root are reported as such so the
+//! permission gate can ask (reads) or deny (writes).
+
+use std::path::{Component, Path, PathBuf};
+
+use keel_envelope::{ErrorCode, ErrorPayload};
+
+/// How many symlinks one resolution may follow before giving up (like `ELOOP`).
+const MAX_LINK_HOPS: usize = 40;
+
+/// What a path resolved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPath {
+    /// The real absolute path (symlinks followed as far as they exist).
+    pub abs: PathBuf,
+    /// Workspace-relative, `/`-separated path (`.` for the root) when inside; the
+    /// absolute path otherwise.
+    pub display: String,
+    /// Whether the real path is inside the workspace root.
+    pub inside: bool,
+    /// Whether the path exists.
+    pub exists: bool,
+    /// Whether it exists and is a directory.
+    pub is_dir: bool,
+}
+
+/// Returns the canonical form of a workspace root (the root itself when it cannot be
+/// canonicalised, e.g. because it does not exist).
+pub fn canonical_root(workspace: &Path) -> PathBuf {
+    std::fs::canonicalize(workspace).unwrap_or_else(|_| lexical_normalize(workspace))
+}
+
+/// Normalises `.` and `..` without touching the filesystem. `..` at the root stays
+/// at the root.
+pub fn lexical_normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for comp in path.components() {
+        match comp {
+            Component::Prefix(p) => out.push(p.as_os_str()),
+            Component::RootDir => out.push("/"),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() && !path.is_absolute() {
+                    out.push("..");
+                }
+            }
+            Component::Normal(n) => out.push(n),
+        }
+    }
+    out
+}
+
+fn invalid(message: impl Into<String>, raw: &str) -> ErrorPayload {
+    ErrorPayload::new(ErrorCode::ToolArgumentsInvalid, message).with_detail("path", raw)
+}
+
+fn refused(message: impl Into<String>, raw: &str) -> ErrorPayload {
+    ErrorPayload::new(ErrorCode::PathOutsideWorkspace, message).with_detail("path", raw)
+}
+
+/// Resolves `raw` (relative to the workspace, or absolute) to its real path.
+///
+/// Errors: an empty path (`TOOL_ARGUMENTS_INVALID`); a NUL byte, a device or special
+/// file, or a symlink loop (`PATH_OUTSIDE_WORKSPACE`). A path outside the workspace
+/// is not an error here: the result says `inside: false`.
+pub fn resolve(workspace: &Path, raw: &str) -> Result<ResolvedPath, ErrorPayload> {
+    resolve_from(workspace, workspace, raw)
+}
+
+/// Like [`resolve`], but a relative `raw` is taken relative to `base` (an absolute
+/// path, e.g. a shell's working directory) rather than the workspace root.
+pub fn resolve_from(
+    workspace: &Path,
+    base: &Path,
+    raw: &str,
+) -> Result<ResolvedPath, ErrorPayload> {
+    if raw.is_empty() {
+        return Err(invalid("the path is empty", raw));
+    }
+    if raw.contains('\0') {
+        return Err(refused("the path contains a NUL byte", raw));
+    }
+    let root = canonical_root(workspace);
+    let expanded;
+    let raw_path = if let Some(rest) =
+        raw.strip_prefix("~/")
+            .or(if raw == "~" { Some("") } else { None })
+    {
+        // `~` means the home directory to a person and to a shell; never the workspace.
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/root"));
+        expanded = home.join(rest);
+        expanded.as_path()
+    } else {
+        Path::new(raw)
+    };
+    let start = if raw_path.is_absolute() {
+        PathBuf::from("/")
+    } else if base == workspace {
+        root.clone()
+    } else {
+        canonical_root(base)
+    };
+    let mut hops = 0usize;
+    let (abs, exists) = walk(start, raw_path, &mut hops).map_err(|m| refused(m, raw))?;
+    let mut is_dir = false;
+    if exists {
+        match std::fs::metadata(&abs) {
+            Ok(md) => {
+                let ft = md.file_type();
+                if !ft.is_file() && !ft.is_dir() {
+                    return Err(refused(
+                        "the path is a device or special file; only regular files and directories can be used",
+                        raw,
+                    ));
+                }
+                is_dir = ft.is_dir();
+            }
+            Err(_) => {
+                // Vanished or unreadable between the walk and now: report as missing.
+            }
+        }
+    }
+    let inside = abs.starts_with(&root);
+    let display = if inside {
+        let rel = abs.strip_prefix(&root).unwrap_or(Path::new(""));
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.is_empty() {
+            ".".to_owned()
+        } else {
+            parts.join("/")
+        }
+    } else {
+        abs.to_string_lossy().into_owned()
+    };
+    Ok(ResolvedPath {
+        abs,
+        display,
+        inside,
+        exists,
+        is_dir,
+    })
+}
+
+/// Walks `path` from the real directory `start`. Returns the real path and whether
+/// it exists.
+fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<(PathBuf, bool), String> {
+    let mut cur = start;
+    let mut missing = false;
+    for comp in path.components() {
+        match comp {
+            Component::Prefix(_) | Component::RootDir => {
+                cur = PathBuf::from("/");
+                missing = false;
+            }
+            Component::CurDir => {}
+            Component::ParentDir => {
+                cur.pop();
+                if missing {
+                    // Popping back into an existing directory makes it real again.
+                    missing = std::fs::symlink_metadata(&cur).is_err();
+                }
+            }
+            Component::Normal(name) => {
+                let cand = cur.join(name);
+                if missing {
+                    cur = cand;
+                    continue;
+                }
+                match std::fs::symlink_metadata(&cand) {
+                    Ok(md) if md.file_type().is_symlink() => {
+                        *hops += 1;
+                        if *hops > MAX_LINK_HOPS {
+                            return Err("too many levels of symbolic links".to_owned());
+                        }
+                        let target = std::fs::read_link(&cand)
+                            .map_err(|e| format!("cannot read symbolic link: {e}"))?;
+                        let (real, exists) = walk(cur.clone(), &target, hops)?;
+                        cur = real;
+                        missing = !exists;
+                    }
+                    Ok(_) => cur = cand,
+                    Err(_) => {
+                        cur = cand;
+                        missing = true;
+                    }
+                }
+            }
+        }
+    }
+    Ok((cur, !missing))
+}
+
+/// Opens a resolved path for reading without blocking on a fifo that replaced the file
+/// after resolution, and checks the opened file is a regular file.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Reads a whole regular file (see [`open_regular`]).
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    open_regular(path)?.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Converts a path inside the workspace to its `/`-separated relative form.
+pub fn relative_display(root: &Path, abs: &Path) -> String {
+    match abs.strip_prefix(root) {
+        Ok(rel) => {
+            let s: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if s.is_empty() {
+                ".".to_owned()
+            } else {
+                s.join("/")
+            }
+        }
+        Err(_) => abs.to_string_lossy().into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_dot_and_symlinks_are_resolved() {
+        let dir = tempfile::tempdir().expect("test");
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join("src")).expect("test");
+        std::fs::write(ws.join("src/a.rs"), "x").expect("test");
+        std::os::unix::fs::symlink(dir.path(), ws.join("up")).expect("test");
+        let r = resolve(&ws, "src/../src/a.rs").expect("test");
+        assert!(r.inside && r.exists);
+        assert_eq!(r.display, "src/a.rs");
+        let r = resolve(&ws, "up/ws/src/a.rs").expect("test");
+        assert!(r.inside, "a link out and back in lands inside");
+        let r = resolve(&ws, "up/secret").expect("test");
+        assert!(!r.inside);
+        let r = resolve(&ws, "../ws/new/file").expect("test");
+        assert!(r.inside && !r.exists);
+        assert_eq!(r.display, "new/file");
+        assert_eq!(
+            resolve(&ws, "a\0b").expect_err("test").code,
+            ErrorCode::PathOutsideWorkspace
+        );
+        assert_eq!(
+            resolve(&ws, "").expect_err("test").code,
+            ErrorCode::ToolArgumentsInvalid
+        );
+        assert_eq!(
+            resolve(&ws, "/dev/null").expect_err("test").code,
+            ErrorCode::PathOutsideWorkspace
+        );
+    }
+
+    #[test]
+    fn opening_a_fifo_does_not_block() {
+        let dir = tempfile::tempdir().expect("test");
+        let fifo = dir.path().join("fifo");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("test");
+        assert!(st.success());
+        assert!(open_regular(&fifo).is_err());
+        assert!(read_regular(&fifo).is_err());
+        std::fs::write(dir.path().join("f"), "x").expect("test");
+        assert_eq!(read_regular(&dir.path().join("f")).expect("test"), b"x");
+    }
+}

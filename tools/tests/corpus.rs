@@ -1,0 +1,466 @@
+//! Data-driven corpora: shell commands (`tests/data/shell/`) and path arguments
+//! (`tests/data/paths/`). Each corpus is run by one check function that reports every
+//! mismatch, not just the first.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use keel_envelope::tools::Decision;
+use keel_envelope::types::{PermissionMode, RiskLevel};
+use keel_envelope::ErrorCode;
+use keel_tools::policy::{decide, DecisionInput, Rules, ShellPolicy, Verdict};
+use keel_tools::{SandboxConfig, ToolContext};
+use serde_json::json;
+
+fn data(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+fn rows(text: &str) -> Vec<(usize, Vec<String>)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l.split('\t').map(str::to_owned).collect()))
+        .collect()
+}
+
+fn decide_in(
+    tool: &str,
+    args: serde_json::Value,
+    mode: PermissionMode,
+    ws: &PathBuf,
+    shell: &ShellPolicy,
+) -> Verdict {
+    let rules = Rules::default();
+    decide(&DecisionInput {
+        tool,
+        args: &args,
+        mode,
+        rules: &rules,
+        workspace: ws,
+        shell,
+    })
+}
+
+fn decision_str(d: Decision) -> &'static str {
+    match d {
+        Decision::Allow => "allow",
+        Decision::Ask => "ask",
+        Decision::Deny => "deny",
+    }
+}
+
+fn risk_str(r: RiskLevel) -> &'static str {
+    match r {
+        RiskLevel::Low => "low",
+        RiskLevel::Medium => "medium",
+        RiskLevel::High => "high",
+    }
+}
+
+/// A workspace with `src/`, `build/`, `target/` and a sibling outside directory.
+fn shell_workspace() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    for d in ["src", "build", "target/debug", "empty"] {
+        std::fs::create_dir_all(ws.join(d)).expect("mkdir");
+    }
+    std::fs::write(ws.join("src/main.rs"), "fn main() {}\n").expect("write");
+    let ws = std::fs::canonicalize(&ws).expect("canonical");
+    (dir, ws)
+}
+
+#[test]
+fn shell_corpus() {
+    let text = data("shell/commands.tsv");
+    let (_dir, ws) = shell_workspace();
+    let policy = ShellPolicy::default();
+    let mut mismatches = Vec::new();
+    let mut count = 0;
+    for (line, cols) in rows(&text) {
+        let [ask, auto, risk, command] = cols.as_slice() else {
+            mismatches.push(format!(
+                "line {line}: expected 4 tab-separated columns, got {}",
+                cols.len()
+            ));
+            continue;
+        };
+        count += 1;
+        // `\n` in the corpus stands for a newline (here-documents).
+        let command = &command.replace("\\n", "\n");
+        let args = json!({ "command": command });
+        let checks = [
+            (PermissionMode::Ask, ask.as_str()),
+            (PermissionMode::AutoEdit, ask.as_str()),
+            (PermissionMode::Auto, auto.as_str()),
+            (PermissionMode::Plan, "deny"),
+        ];
+        for (mode, want) in checks {
+            let v = decide_in("run_shell", args.clone(), mode, &ws, &policy);
+            let got = decision_str(v.verdict.decision);
+            if got != want {
+                mismatches.push(format!(
+                    "line {line}: `{command}` in {}: expected {want}, got {got} ({})",
+                    mode.as_str(),
+                    v.verdict.reason
+                ));
+            }
+            if mode == PermissionMode::Plan && v.verdict.decision == Decision::Deny {
+                let code = v.deny_code;
+                let want_code = if ask == "deny" {
+                    ErrorCode::ToolPermissionDenied
+                } else {
+                    ErrorCode::PlanApprovalRequired
+                };
+                if code != Some(want_code) {
+                    mismatches.push(format!(
+                        "line {line}: `{command}` in plan: expected code {want_code}, got {code:?}"
+                    ));
+                }
+            }
+            if mode == PermissionMode::Ask {
+                let got_risk = risk_str(v.verdict.risk_level);
+                if got_risk != risk {
+                    mismatches.push(format!(
+                        "line {line}: `{command}`: expected risk {risk}, got {got_risk} ({})",
+                        v.verdict.reason
+                    ));
+                }
+                if v.verdict.action_type != "shell.execute" {
+                    mismatches.push(format!(
+                        "line {line}: `{command}`: action type {}",
+                        v.verdict.action_type
+                    ));
+                }
+                if v.verdict.reason.is_empty() {
+                    mismatches.push(format!("line {line}: `{command}`: empty reason"));
+                }
+                let network = v.verdict.scope.iter().any(|s| s == "network");
+                if network && v.verdict.level != keel_envelope::types::PermissionLevel::Elevated {
+                    mismatches.push(format!(
+                        "line {line}: `{command}`: network scope without the elevated level"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        count >= 150,
+        "the shell corpus needs at least 150 commands, has {count}"
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} shell corpus mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn shell_keys_corpus() {
+    let text = data("shell/keys.tsv");
+    let (_dir, ws) = shell_workspace();
+    let mut mismatches = Vec::new();
+    for (line, cols) in rows(&text) {
+        let [rel, a, b] = cols.as_slice() else {
+            mismatches.push(format!("line {line}: expected 3 columns"));
+            continue;
+        };
+        let ka = keel_tools::canonical_key("run_shell", &json!({ "command": a }), &ws);
+        let kb = keel_tools::canonical_key("run_shell", &json!({ "command": b }), &ws);
+        let same = ka == kb;
+        let want_same = rel == "same";
+        if same != want_same {
+            mismatches.push(format!(
+                "line {line}: `{a}` / `{b}`: expected {rel}, keys `{ka}` and `{kb}`"
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} key mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[test]
+fn configured_shell_policy() {
+    let (_dir, ws) = shell_workspace();
+    let policy = ShellPolicy {
+        whitelist: vec!["make test".into(), "just check*".into()],
+        high_risk: vec!["terraform".into(), "npm run deploy*".into()],
+    };
+    let cases = [
+        ("make test", "allow", "low"),
+        ("make", "ask", "medium"),
+        ("just check-all", "allow", "low"),
+        ("terraform plan", "ask", "high"),
+        ("npm run deploy:prod", "ask", "high"),
+        ("make test && terraform apply", "ask", "high"),
+        ("make test > out.txt", "ask", "medium"),
+    ];
+    let mut mismatches = Vec::new();
+    for (cmd, want, risk) in cases {
+        let v = decide_in(
+            "run_shell",
+            json!({ "command": cmd }),
+            PermissionMode::Ask,
+            &ws,
+            &policy,
+        );
+        if decision_str(v.verdict.decision) != want || risk_str(v.verdict.risk_level) != risk {
+            mismatches.push(format!(
+                "`{cmd}`: expected {want}/{risk}, got {:?}/{:?} ({})",
+                v.verdict.decision, v.verdict.risk_level, v.verdict.reason
+            ));
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+struct PathFixture {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    out: PathBuf,
+}
+
+fn path_fixture() -> PathFixture {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = std::fs::canonicalize(dir.path()).expect("canonical");
+    let ws = base.join("ws");
+    let out = base.join("outside");
+    for d in ["src/deep/nested", "docs", ".git"] {
+        std::fs::create_dir_all(ws.join(d)).expect("mkdir");
+    }
+    std::fs::create_dir_all(&out).expect("mkdir");
+    for (f, c) in [
+        ("src/a.rs", "fn a() {}\n"),
+        ("src/lib.rs", "pub mod a;\n"),
+        ("src/deep/nested/file.txt", "nested\n"),
+        ("docs/readme.md", "# docs\n"),
+        ("file with spaces.txt", "spaces\n"),
+        ("ünïcödé.txt", "unicode\n"),
+        (".hidden", "hidden\n"),
+        (".git/config", "[core]\n"),
+    ] {
+        std::fs::write(ws.join(f), c).expect("write");
+    }
+    std::fs::write(out.join("secret.txt"), "secret\n").expect("write");
+    symlink("src", ws.join("link_in")).expect("symlink");
+    symlink("src/a.rs", ws.join("link_in_file")).expect("symlink");
+    symlink(&out, ws.join("link_out")).expect("symlink");
+    symlink("../outside", ws.join("link_out_rel")).expect("symlink");
+    symlink("/etc", ws.join("src/deep/link_etc")).expect("symlink");
+    symlink("../../..", ws.join("src/deep/link_up")).expect("symlink");
+    symlink("../..", ws.join("src/deep/link_root")).expect("symlink");
+    symlink(out.join("missing/x"), ws.join("dangling_out")).expect("symlink");
+    symlink("src/new_file.rs", ws.join("dangling_in")).expect("symlink");
+    symlink("chain2", ws.join("chain1")).expect("symlink");
+    symlink("link_out", ws.join("chain2")).expect("symlink");
+    symlink("loop_b", ws.join("loop_a")).expect("symlink");
+    symlink("loop_a", ws.join("loop_b")).expect("symlink");
+    let status = std::process::Command::new("mkfifo")
+        .arg(ws.join("fifo"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success(), "mkfifo failed");
+    PathFixture { _dir: dir, ws, out }
+}
+
+fn ctx(ws: &Path) -> ToolContext {
+    ToolContext {
+        workspace: ws.to_path_buf(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        progress: Arc::new(|_, _| {}),
+        elevated: false,
+        sandbox: SandboxConfig::default(),
+    }
+}
+
+#[tokio::test]
+async fn path_corpus() {
+    let text = data("paths/cases.tsv");
+    let fx = path_fixture();
+    let policy = ShellPolicy::default();
+    let tools = keel_tools::builtin_tools();
+    let read_file = tools
+        .iter()
+        .find(|t| t.spec().name == "read_file")
+        .expect("read_file");
+    let mut mismatches = Vec::new();
+    let mut count = 0;
+    for (line, cols) in rows(&text) {
+        let (op, want, raw) = match cols.as_slice() {
+            [op, want, raw] => (op.as_str(), want.as_str(), raw.as_str()),
+            [op, want] => (op.as_str(), want.as_str(), ""),
+            _ => {
+                mismatches.push(format!("line {line}: expected 3 columns"));
+                continue;
+            }
+        };
+        count += 1;
+        let path = raw
+            .replace("{ws}", &fx.ws.to_string_lossy())
+            .replace("{out}", &fx.out.to_string_lossy())
+            .replace("\\0", "\0");
+        let (tool, args) = match op {
+            "read" => ("read_file", json!({ "path": path })),
+            "write" => ("write_file", json!({ "path": path, "content": "x\n" })),
+            other => {
+                mismatches.push(format!("line {line}: unknown op {other}"));
+                continue;
+            }
+        };
+        let v = decide_in(tool, args.clone(), PermissionMode::Ask, &fx.ws, &policy);
+        let got = match v.verdict.decision {
+            Decision::Deny => format!("deny:{}", v.deny_code.map(|c| c.as_str()).unwrap_or("?")),
+            d => decision_str(d).to_owned(),
+        };
+        if got != want {
+            mismatches.push(format!(
+                "line {line}: {op} `{raw}`: expected {want}, got {got} ({})",
+                v.verdict.reason
+            ));
+        }
+        if op == "read"
+            && want == "ask"
+            && (v.verdict.level != keel_envelope::types::PermissionLevel::Elevated
+                || v.verdict.risk_level != RiskLevel::High
+                || !v.elevated)
+        {
+            mismatches.push(format!(
+                "line {line}: read `{raw}` outside must be elevated/high, got {:?}/{:?}",
+                v.verdict.level, v.verdict.risk_level
+            ));
+        }
+        if op == "write" && want == "ask" {
+            let auto_edit = decide_in(
+                tool,
+                args.clone(),
+                PermissionMode::AutoEdit,
+                &fx.ws,
+                &policy,
+            );
+            if auto_edit.verdict.decision != Decision::Allow {
+                mismatches.push(format!(
+                    "line {line}: write `{raw}` inside should be allowed in auto-edit"
+                ));
+            }
+        }
+        if op == "write" && want.starts_with("deny") {
+            for mode in PermissionMode::ALL {
+                let m = decide_in(tool, args.clone(), mode, &fx.ws, &policy);
+                if m.verdict.decision != Decision::Deny {
+                    mismatches.push(format!(
+                        "line {line}: write `{raw}` must be denied in {} mode",
+                        mode.as_str()
+                    ));
+                }
+            }
+        }
+        // The tool itself enforces the jail too: without an elevated context, reads the
+        // gate would not allow outright never succeed.
+        if op == "read" && want != "allow" {
+            match read_file.run(args, ctx(&fx.ws)).await {
+                Ok(v) => mismatches.push(format!(
+                    "line {line}: read_file `{raw}` succeeded without approval: {v}"
+                )),
+                Err(e)
+                    if matches!(
+                        e.code,
+                        ErrorCode::PathOutsideWorkspace | ErrorCode::ToolArgumentsInvalid
+                    ) => {}
+                Err(e) => mismatches.push(format!(
+                    "line {line}: read_file `{raw}` failed with {} instead of a jail error",
+                    e.code
+                )),
+            }
+        }
+    }
+    // No write through the corpus may have created anything outside.
+    let outside: Vec<_> = std::fs::read_dir(&fx.out)
+        .expect("read outside")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        outside.len(),
+        1,
+        "the outside directory changed: {outside:?}"
+    );
+    assert!(
+        count >= 100,
+        "the path corpus needs at least 100 cases, has {count}"
+    );
+    assert!(
+        mismatches.is_empty(),
+        "{} path corpus mismatches:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn writes_through_the_tool_follow_the_corpus() {
+    // Every write the corpus denies is refused by write_file itself too.
+    let text = data("paths/cases.tsv");
+    let fx = path_fixture();
+    let tools = keel_tools::builtin_tools();
+    let write_file = tools
+        .iter()
+        .find(|t| t.spec().name == "write_file")
+        .expect("write_file");
+    let mut mismatches = Vec::new();
+    for (line, cols) in rows(&text) {
+        let [op, want, raw] = cols.as_slice() else {
+            continue;
+        };
+        if op != "write" || !want.starts_with("deny") {
+            continue;
+        }
+        let path = raw
+            .replace("{ws}", &fx.ws.to_string_lossy())
+            .replace("{out}", &fx.out.to_string_lossy())
+            .replace("\\0", "\0");
+        let base = fx.ws.parent().expect("base").to_string_lossy().into_owned();
+        if (path.starts_with('/') && !path.starts_with(&base))
+            || path.starts_with('~')
+            || path.contains("link_etc")
+        {
+            // Only attempt writes whose target would land in the temporary directory,
+            // even though they are expected to be refused.
+            continue;
+        }
+        match write_file
+            .run(json!({ "path": path, "content": "pwned\n" }), ctx(&fx.ws))
+            .await
+        {
+            Ok(v) => mismatches.push(format!("line {line}: write_file `{raw}` succeeded: {v}")),
+            Err(e)
+                if e.code == ErrorCode::PathOutsideWorkspace
+                    || e.code == ErrorCode::ToolArgumentsInvalid
+                    || e.code == ErrorCode::ToolExecutionFailed => {}
+            Err(e) => mismatches.push(format!("line {line}: unexpected code {}", e.code)),
+        }
+    }
+    let outside: Vec<_> = std::fs::read_dir(&fx.out)
+        .expect("read outside")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        outside.len(),
+        1,
+        "the outside directory changed: {outside:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.out.join("secret.txt")).expect("secret"),
+        "secret\n"
+    );
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
