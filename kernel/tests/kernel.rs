@@ -741,9 +741,9 @@ async fn plan_mode_refuses_writes_at_the_gate_then_runs_the_approved_plan() {
             _ => None,
         })
         .unwrap();
-    // Approve with auto-edit so the write runs without another approval.
+    // Approve into auto mode so the write runs without another approval.
     let arid = s
-        .approve_plan(&plan_id, Some(PermissionMode::AutoEdit))
+        .approve_plan(&plan_id, Some(PermissionMode::Auto))
         .await
         .unwrap();
     let after = until(&mut events, "session.completed").await;
@@ -761,7 +761,7 @@ async fn plan_mode_refuses_writes_at_the_gate_then_runs_the_approved_plan() {
         })
         .collect();
     assert_eq!(statuses, ["InProgress", "Completed"]);
-    assert_eq!(s.state().session.permission_mode, PermissionMode::AutoEdit);
+    assert_eq!(s.state().session.permission_mode, PermissionMode::Auto);
     let again = s.approve_plan(&plan_id, None).await;
     assert_eq!(again.unwrap_err().code, ErrorCode::PlanNotFound);
 }
