@@ -89,7 +89,12 @@ pub(crate) fn rules_of(d: &Data) -> Rules {
 
 /// Decides one call with the session's current mode and rules, from the tool's row
 /// of the permission matrix (built-in or host-registered).
-pub(crate) fn decide(session: &Session, d: &Data, spec: &ToolSpec, args: &serde_json::Value) -> GateVerdict {
+pub(crate) fn decide(
+    session: &Session,
+    d: &Data,
+    spec: &ToolSpec,
+    args: &serde_json::Value,
+) -> GateVerdict {
     let rules = rules_of(d);
     let input = DecisionInput {
         tool: &spec.name,

@@ -72,7 +72,12 @@ struct Own {
 }
 
 impl Own {
-    fn envelope(&mut self, session_id: Option<String>, request_id: Option<String>, event: Event) -> Envelope {
+    fn envelope(
+        &mut self,
+        session_id: Option<String>,
+        request_id: Option<String>,
+        event: Event,
+    ) -> Envelope {
         let request_id = request_id.unwrap_or_else(|| self.ids.next_id(IdKind::Request));
         Envelope {
             version: keel_envelope::PROTOCOL_VERSION.to_owned(),
@@ -126,13 +131,22 @@ async fn read_line<R: AsyncRead + Unpin>(
         }
         reader.consume(n);
         if done {
-            return Ok(Some(if oversized { Err((std::mem::take(buf), total)) } else { Ok(()) }));
+            return Ok(Some(if oversized {
+                Err((std::mem::take(buf), total))
+            } else {
+                Ok(())
+            }));
         }
     }
 }
 
 /// Serves one connection until EOF, shutdown or a broken output.
-pub async fn serve<R, W>(kernel: Kernel, input: R, mut output: W, options: BridgeOptions) -> StopReason
+pub async fn serve<R, W>(
+    kernel: Kernel,
+    input: R,
+    mut output: W,
+    options: BridgeOptions,
+) -> StopReason
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -143,7 +157,9 @@ where
         clock: SystemClock,
     };
     let limits = Limits {
-        max_line_bytes: options.max_line_bytes.unwrap_or(codec::DEFAULT_MAX_LINE_BYTES),
+        max_line_bytes: options
+            .max_line_bytes
+            .unwrap_or(codec::DEFAULT_MAX_LINE_BYTES),
     };
     let mut events = kernel.subscribe();
     let (own_tx, mut own_rx) = mpsc::channel::<Envelope>(64);
@@ -222,7 +238,10 @@ where
             Ok(Some(Err((prefix, size)))) => {
                 let error = ErrorPayload::new(
                     ErrorCode::RequestInvalid,
-                    format!("line of {size} bytes exceeds the limit of {} bytes", limits.max_line_bytes),
+                    format!(
+                        "line of {size} bytes exceeds the limit of {} bytes",
+                        limits.max_line_bytes
+                    ),
                 )
                 .category(keel_envelope::error::ErrorCategory::Bridge)
                 .with_detail("reason", "line_too_long")
@@ -260,7 +279,13 @@ where
         }
     };
 
-    kernel.shutdown(if reason == StopReason::Shutdown { "shutdown" } else { "eof" }).await;
+    kernel
+        .shutdown(if reason == StopReason::Shutdown {
+            "shutdown"
+        } else {
+            "eof"
+        })
+        .await;
     let stopped = own.envelope(
         None,
         None,

@@ -76,7 +76,8 @@ impl Harness {
             .expect("no line in time")
             .unwrap()
             .expect("output ended");
-        codec::decode_envelope(line.as_bytes()).unwrap_or_else(|e| panic!("not an envelope: {line}: {e}"))
+        codec::decode_envelope(line.as_bytes())
+            .unwrap_or_else(|e| panic!("not an envelope: {line}: {e}"))
     }
     async fn until(&mut self, ty: &str) -> Vec<Envelope> {
         let mut out = Vec::new();
@@ -93,7 +94,10 @@ impl Harness {
 
 fn error_of(e: &Envelope) -> (ErrorCode, String) {
     match &e.event {
-        Event::Error(x) => (x.code, x.details["reason"].as_str().unwrap_or("").to_owned()),
+        Event::Error(x) => (
+            x.code,
+            x.details["reason"].as_str().unwrap_or("").to_owned(),
+        ),
         other => panic!("expected error, got {other:?}"),
     }
 }
@@ -102,13 +106,23 @@ fn error_of(e: &Envelope) -> (ErrorCode, String) {
 async fn the_first_line_is_ready_and_a_session_runs() {
     let mut h = harness(None);
     let ready = h.next().await;
-    let Event::RuntimeReady(r) = &ready.event else { panic!("{ready:?}") };
+    let Event::RuntimeReady(r) = &ready.event else {
+        panic!("{ready:?}")
+    };
     assert_eq!(r.protocol_version, "1.0");
     assert_eq!(r.permission_modes.len(), 4);
     assert!(ready.session_id.is_none());
-    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1","payload":{"title":"x"}}"#).await;
+    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1","payload":{"title":"x"}}"#)
+        .await;
     let started = h.next().await;
-    assert_eq!((started.type_name(), started.request_id.as_str(), started.sequence), ("session.started", "r1", 1));
+    assert_eq!(
+        (
+            started.type_name(),
+            started.request_id.as_str(),
+            started.sequence
+        ),
+        ("session.started", "r1", 1)
+    );
     let sid = started.session_id.clone().unwrap();
     h.send(&format!(
         r#"{{"version":"1.0","type":"request.send","requestId":"r2","sessionId":"{sid}","payload":{{"message":"hi"}}}}"#
@@ -116,7 +130,10 @@ async fn the_first_line_is_ready_and_a_session_runs() {
     .await;
     let run = h.until("session.completed").await;
     assert!(run.iter().all(|e| e.request_id == "r2"));
-    assert_eq!(run.iter().map(|e| e.sequence).collect::<Vec<_>>(), (1..=run.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        run.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        (1..=run.len() as u64).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -125,52 +142,84 @@ async fn bad_lines_get_errors_and_reading_goes_on() {
     h.next().await;
     h.send("{not json").await;
     let e = h.next().await;
-    assert_eq!(error_of(&e), (ErrorCode::RequestInvalid, "invalid_json".into()));
-    h.send(r#"{"version":"1.0","type":"nope.nope","requestId":"r7"}"#).await;
+    assert_eq!(
+        error_of(&e),
+        (ErrorCode::RequestInvalid, "invalid_json".into())
+    );
+    h.send(r#"{"version":"1.0","type":"nope.nope","requestId":"r7"}"#)
+        .await;
     let e = h.next().await;
     assert_eq!(e.request_id, "r7");
-    assert_eq!(error_of(&e), (ErrorCode::RequestInvalid, "unknown_type".into()));
+    assert_eq!(
+        error_of(&e),
+        (ErrorCode::RequestInvalid, "unknown_type".into())
+    );
     let big = format!(
         r#"{{"version":"1.0","type":"session.start","requestId":"r8","payload":{{"title":"{}"}}}}"#,
         "x".repeat(500)
     );
     h.send(&big).await;
     let e = h.next().await;
-    assert_eq!(e.request_id, "r8", "the requestId of an oversized line is echoed");
-    assert_eq!(error_of(&e), (ErrorCode::RequestInvalid, "line_too_long".into()));
-    h.send(r#"{"version":"2.0","type":"session.list","requestId":"r9"}"#).await;
+    assert_eq!(
+        e.request_id, "r8",
+        "the requestId of an oversized line is echoed"
+    );
+    assert_eq!(
+        error_of(&e),
+        (ErrorCode::RequestInvalid, "line_too_long".into())
+    );
+    h.send(r#"{"version":"2.0","type":"session.list","requestId":"r9"}"#)
+        .await;
     let e = h.next().await;
     assert_eq!(error_of(&e).0, ErrorCode::VersionMismatch);
-    h.send(r#"{"version":"1.0","type":"session.state","requestId":"r10","sessionId":"sess_nope"}"#).await;
+    h.send(r#"{"version":"1.0","type":"session.state","requestId":"r10","sessionId":"sess_nope"}"#)
+        .await;
     let e = h.next().await;
-    assert_eq!((e.request_id.as_str(), error_of(&e).0), ("r10", ErrorCode::SessionNotFound));
+    assert_eq!(
+        (e.request_id.as_str(), error_of(&e).0),
+        ("r10", ErrorCode::SessionNotFound)
+    );
     h.send("").await;
-    h.send(r#"{"version":"1.0","type":"session.list","requestId":"r11"}"#).await;
+    h.send(r#"{"version":"1.0","type":"session.list","requestId":"r11"}"#)
+        .await;
     let e = h.next().await;
-    assert_eq!((e.type_name(), e.request_id.as_str()), ("session.list", "r11"));
+    assert_eq!(
+        (e.type_name(), e.request_id.as_str()),
+        ("session.list", "r11")
+    );
 }
 
 #[tokio::test]
 async fn eof_closes_sessions_and_stops_cleanly() {
     let mut h = harness(None);
     h.next().await;
-    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1"}"#).await;
+    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1"}"#)
+        .await;
     let sid = h.next().await.session_id.unwrap();
     h.input.shutdown().await.unwrap();
     let rest = h.until("runtime.stopped").await;
-    let closed = rest.iter().find(|e| e.type_name() == "session.closed").unwrap();
+    let closed = rest
+        .iter()
+        .find(|e| e.type_name() == "session.closed")
+        .unwrap();
     assert_eq!(closed.session_id.as_deref(), Some(sid.as_str()));
     assert_eq!(rest.last().unwrap().type_name(), "runtime.stopped");
     assert_eq!(h.server.await.unwrap(), keel_bridge::StopReason::Eof);
-    assert!(h.lines.next_line().await.unwrap().is_none(), "nothing after runtime.stopped");
+    assert!(
+        h.lines.next_line().await.unwrap().is_none(),
+        "nothing after runtime.stopped"
+    );
 }
 
 #[tokio::test]
 async fn shutdown_command_stops_with_its_reason() {
     let mut h = harness(None);
     h.next().await;
-    h.send(r#"{"version":"1.0","type":"runtime.shutdown","requestId":"r1"}"#).await;
+    h.send(r#"{"version":"1.0","type":"runtime.shutdown","requestId":"r1"}"#)
+        .await;
     let rest = h.until("runtime.stopped").await;
-    assert!(matches!(&rest.last().unwrap().event, Event::RuntimeStopped(s) if s.reason == "shutdown"));
+    assert!(
+        matches!(&rest.last().unwrap().event, Event::RuntimeStopped(s) if s.reason == "shutdown")
+    );
     assert_eq!(h.server.await.unwrap(), keel_bridge::StopReason::Shutdown);
 }

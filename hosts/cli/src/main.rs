@@ -1,6 +1,9 @@
 //! The `keel` binary: flag parsing and glue only. The work lives in the library crates.
 
+mod bridge_cmd;
 mod policy_cmd;
+mod repl;
+mod setup;
 mod tool_cmd;
 
 fn main() {
@@ -9,9 +12,7 @@ fn main() {
         Some("--version") | Some("-V") => println!("keel {}", env!("CARGO_PKG_VERSION")),
         Some("policy") => std::process::exit(policy_cmd::run(&args[1..])),
         Some("tool") => std::process::exit(tool_cmd::run(&args[1..])),
-        _ => {
-            eprintln!("keel {}: no command yet", env!("CARGO_PKG_VERSION"));
-            std::process::exit(2);
-        }
+        Some("bridge") => std::process::exit(bridge_cmd::run(&args[1..])),
+        _ => std::process::exit(repl::run(&args)),
     }
 }
