@@ -1,8 +1,12 @@
 //! The `keel` binary: flag parsing and glue only. The work lives in the library crates.
 
 mod bridge_cmd;
+mod demo_cmd;
+mod exec_cmd;
 mod policy_cmd;
+mod render;
 mod repl;
+mod sessions_cmd;
 mod setup;
 mod tool_cmd;
 
@@ -13,6 +17,9 @@ fn main() {
         Some("policy") => std::process::exit(policy_cmd::run(&args[1..])),
         Some("tool") => std::process::exit(tool_cmd::run(&args[1..])),
         Some("bridge") => std::process::exit(bridge_cmd::run(&args[1..])),
+        Some("exec") => std::process::exit(exec_cmd::run(&args[1..])),
+        Some("demo") => std::process::exit(demo_cmd::run(&args[1..])),
+        Some("sessions") => std::process::exit(sessions_cmd::run(&args[1..])),
         _ => std::process::exit(repl::run(&args)),
     }
 }

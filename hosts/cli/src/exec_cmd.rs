@@ -1,0 +1,201 @@
+//! `keel exec "<prompt>"`: one request, headless.
+//!
+//! Exit codes: 0 the request completed; 1 it failed (model or tool error, turn
+//! limit); 2 bad usage or set-up; 3 a call was denied (an approval was needed and
+//! nobody can answer in exec mode, or the gate refused it); 130 interrupted (Ctrl-C).
+
+use keel_envelope::commands::{CommandPayload, PlanReject};
+use keel_envelope::types::{ApprovalDecision, StopReason};
+use keel_envelope::{codec, ErrorCode, Event};
+use keel_kernel::SessionOptions;
+
+use crate::render::{colors, Renderer};
+use crate::setup;
+
+const USAGE: &str =
+    "usage: keel exec \"<prompt>\" [--json] [--mode ask|auto-edit|auto|plan] [--workspace DIR] [--model M]";
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the request failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code: bad usage.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code: a call was denied.
+pub const EXIT_DENIED: i32 = 3;
+/// Exit code: interrupted.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Runs `keel exec`; returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    let common = match setup::parse_common(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("keel exec: {e}\n{USAGE}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut json = false;
+    let mut prompt: Option<String> = None;
+    for a in &common.rest {
+        match a.as_str() {
+            "--json" => json = true,
+            "-h" | "--help" => {
+                eprintln!("{USAGE}");
+                return EXIT_OK;
+            }
+            s if s.starts_with('-') && s.len() > 1 => {
+                eprintln!("keel exec: unknown flag {s:?}\n{USAGE}");
+                return EXIT_USAGE;
+            }
+            s => {
+                if prompt.is_some() {
+                    eprintln!("keel exec: give the prompt as one argument (quote it)\n{USAGE}");
+                    return EXIT_USAGE;
+                }
+                prompt = Some(s.to_owned());
+            }
+        }
+    }
+    let Some(prompt) = prompt.filter(|p| !p.trim().is_empty()) else {
+        eprintln!("keel exec: missing prompt\n{USAGE}");
+        return EXIT_USAGE;
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("keel exec: cannot start the runtime: {e}");
+            return EXIT_FAILED;
+        }
+    };
+    rt.block_on(exec(common, prompt, json))
+}
+
+async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
+    let runtime = match setup::runtime(&common) {
+        Ok(r) => r,
+        Err(e) => {
+            setup::report(&e);
+            return EXIT_USAGE;
+        }
+    };
+    let kernel = runtime.kernel.clone();
+    let (session, mut events) = match kernel
+        .start_session(SessionOptions {
+            workspace_path: None,
+            permission_mode: common.mode,
+            model: None,
+            title: Some(prompt.chars().take(60).collect()),
+        })
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            setup::report(&e);
+            return EXIT_USAGE;
+        }
+    };
+    let mut renderer = Renderer::new(colors());
+    let rid = match session.send(prompt).await {
+        Ok(r) => r,
+        Err(e) => {
+            setup::report(&e);
+            return EXIT_FAILED;
+        }
+    };
+    let mut denied = false;
+    let mut code = EXIT_FAILED;
+    let mut interrupted = false;
+    loop {
+        let env = tokio::select! {
+            e = events.recv() => match e { Some(e) => e, None => break },
+            _ = tokio::signal::ctrl_c(), if !interrupted => {
+                interrupted = true;
+                let _ = session.interrupt().await;
+                continue;
+            }
+        };
+        if json {
+            use std::io::Write;
+            let line = codec::encode_line(&env);
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(&line);
+            let _ = out.flush();
+        } else {
+            renderer.print(&env);
+        }
+        match &env.event {
+            Event::ApprovalRequested(a) => {
+                eprintln!(
+                    "keel exec: {} needs approval ({}); nobody can approve in exec mode, so it is denied. Re-run with --mode auto-edit or --mode auto to allow it.",
+                    a.tool_name, a.reason
+                );
+                denied = true;
+                let _ = session
+                    .respond_approval(&a.approval_id, ApprovalDecision::Deny)
+                    .await;
+            }
+            Event::PlanApprovalRequired(p) => {
+                eprintln!("keel exec: the plan needs approval; nobody can approve in exec mode, so it is rejected.");
+                denied = true;
+                let _ = session
+                    .command(CommandPayload::PlanReject(PlanReject {
+                        plan_id: p.plan_id.clone(),
+                        feedback: Some("Running headless: nobody can approve a plan. Stop and summarise the plan.".into()),
+                    }))
+                    .await;
+            }
+            Event::AskRequested(a) => {
+                let _ = session
+                    .answer_ask(
+                        &a.ask_id,
+                        "(no user is available: running headless; decide yourself)",
+                    )
+                    .await;
+            }
+            Event::ToolCallSkipped(s)
+                if matches!(
+                    s.error.code,
+                    ErrorCode::ToolPermissionDenied | ErrorCode::PlanApprovalRequired
+                ) =>
+            {
+                denied = true;
+            }
+            Event::SessionCompleted(c) if env.request_id == rid => {
+                code = match c.stop_reason {
+                    StopReason::EndTurn if denied => EXIT_DENIED,
+                    StopReason::EndTurn | StopReason::Refusal => EXIT_OK,
+                    StopReason::Interrupted => EXIT_INTERRUPTED,
+                    StopReason::MaxTurns | StopReason::Error => EXIT_FAILED,
+                };
+                break;
+            }
+            Event::SessionInterrupted(i)
+                if i.interrupted_request_id.as_deref() == Some(rid.as_str()) =>
+            {
+                code = EXIT_INTERRUPTED;
+                break;
+            }
+            Event::RequestRejected(_) if env.request_id == rid => {
+                code = EXIT_FAILED;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let _ = session.close().await;
+    // Let the close events reach a --json reader.
+    while let Some(env) = events.try_recv() {
+        if json {
+            use std::io::Write;
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(&codec::encode_line(&env));
+        }
+    }
+    kernel.shutdown("exec").await;
+    code
+}
