@@ -289,6 +289,12 @@ impl Kernel {
         }
     }
 
+    /// Delivers an envelope made by a host (e.g. a transport's own `runtime.ready` or a
+    /// decode error) to every subscriber, in order with the kernel's own events.
+    pub async fn publish(&self, env: Envelope) {
+        self.inner.ctx.hub.deliver(&env).await;
+    }
+
     /// Mints a request id for commands built by the library API.
     pub fn new_request_id(&self) -> String {
         self.inner.ctx.ids.next_id(IdKind::Request)

@@ -24,7 +24,6 @@ use keel_envelope::types::{Cursor, ModelInfo, PermissionMode};
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event, Sequencer, Source};
 use keel_kernel::Kernel;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
 
 /// Capabilities announced in `runtime.ready`.
 pub const CAPABILITIES: &[&str] = &[
@@ -161,8 +160,9 @@ where
             .max_line_bytes
             .unwrap_or(codec::DEFAULT_MAX_LINE_BYTES),
     };
+    // One ordered stream: the bridge's own envelopes are published through the kernel,
+    // so an error for line N is written before anything caused by line N+1.
     let mut events = kernel.subscribe();
-    let (own_tx, mut own_rx) = mpsc::channel::<Envelope>(64);
 
     let ready = own.envelope(
         None,
@@ -182,31 +182,20 @@ where
         return StopReason::OutputClosed;
     }
 
-    // The writer: kernel envelopes and the bridge's own, one line each.
+    // The writer: one line per envelope; `runtime.stopped` is the last.
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
     let writer = tokio::spawn(async move {
         let mut line = Vec::with_capacity(1024);
-        let mut own_open = true;
-        loop {
-            let env = tokio::select! {
-                biased;
-                e = events.recv() => match e { Some(e) => e, None => break },
-                e = own_rx.recv(), if own_open => match e {
-                    Some(e) => e,
-                    None => { own_open = false; continue; }
-                },
-            };
+        while let Some(env) = events.recv().await {
             line.clear();
             codec::encode_into(&env, &mut line);
             if output.write_all(&line).await.is_err() {
                 return false;
             }
             // Flush when nothing else is waiting, so hosts see events promptly.
-            if events.is_empty() && own_rx.is_empty() && output.flush().await.is_err() {
+            if events.is_empty() && output.flush().await.is_err() {
                 return false;
             }
-            // `runtime.stopped` is the bridge's last line: kernel events were drained
-            // first (biased select) and nothing follows it.
             if matches!(env.event, Event::RuntimeStopped(_)) {
                 break;
             }
@@ -248,10 +237,9 @@ where
                 .with_detail("limit", limits.max_line_bytes as u64)
                 .with_detail("size", size as u64);
                 let rid = codec::scan_request_id(&prefix);
-                let env = own.envelope(None, rid, Event::Error(error));
-                if own_tx.send(env).await.is_err() {
-                    break StopReason::OutputClosed;
-                }
+                kernel
+                    .publish(own.envelope(None, rid, Event::Error(error)))
+                    .await;
                 continue;
             }
             Ok(Some(Ok(()))) => &buf,
@@ -261,10 +249,9 @@ where
         }
         match codec::decode_command(line, limits) {
             Err(e) => {
-                let env = own.envelope(e.session_id, e.request_id, Event::Error(e.error));
-                if own_tx.send(env).await.is_err() {
-                    break StopReason::OutputClosed;
-                }
+                kernel
+                    .publish(own.envelope(e.session_id, e.request_id, Event::Error(e.error)))
+                    .await;
             }
             Ok(cmd) => {
                 if matches!(cmd.payload, CommandPayload::RuntimeShutdown(_)) {
@@ -298,8 +285,7 @@ where
             .to_owned(),
         }),
     );
-    let _ = own_tx.send(stopped).await;
-    drop(own_tx);
+    kernel.publish(stopped).await;
     match writer.await {
         Ok(true) => reason,
         _ => StopReason::OutputClosed,

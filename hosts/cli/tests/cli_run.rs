@@ -1,0 +1,293 @@
+//! `keel demo`, `keel exec`, `keel sessions` and `keel bridge` through the real binary.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use keel_envelope::{codec, Event};
+
+fn keel() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_keel"))
+}
+
+fn script(dir: &Path, body: serde_json::Value) -> String {
+    let p = dir.join("script.json");
+    std::fs::write(&p, body.to_string()).unwrap();
+    format!("scripted:{}", p.display())
+}
+
+fn write_script(dir: &Path) -> String {
+    script(
+        dir,
+        serde_json::json!({"turns": [
+            {"text": "Writing.", "toolCalls": [{"name": "write_file", "arguments": {"path": "out.txt", "content": "hi\n"}}]},
+            {"text": "Done."}
+        ]}),
+    )
+}
+
+#[test]
+fn demo_runs_offline_and_fixes_the_project() {
+    let home = tempfile::tempdir().unwrap();
+    let out = keel()
+        .arg("demo")
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("src/greeting.txt now reads: Hello, world!"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("approve the plan? [y/n] y"));
+    assert!(stdout.contains("-Hello, wrold!") && stdout.contains("+Hello, world!"));
+    let log = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Session log (one envelope per line): "))
+        .unwrap();
+    let text = std::fs::read_to_string(log).unwrap();
+    let types: Vec<String> = text
+        .lines()
+        .map(|l| {
+            codec::decode_envelope(l.as_bytes())
+                .unwrap()
+                .type_name()
+                .to_owned()
+        })
+        .collect();
+    for t in [
+        "plan.approval_required",
+        "approval.granted",
+        "tool.call.completed",
+        "session.completed",
+    ] {
+        assert!(types.iter().any(|x| x == t), "{t} missing from {types:?}");
+    }
+}
+
+#[test]
+fn exec_json_prints_only_envelopes_and_succeeds() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("README.md"), "# project\n").unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [
+            {"toolCalls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+            {"text": "It is a project."}
+        ]}),
+    );
+    let out = keel()
+        .args(["exec", "what is this?", "--json", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let envs: Vec<_> = stdout
+        .lines()
+        .map(|l| codec::decode_envelope(l.as_bytes()).unwrap())
+        .collect();
+    assert!(envs
+        .iter()
+        .any(|e| matches!(&e.event, Event::AssistantFinal(f) if f.text == "It is a project.")));
+    assert!(envs.iter().any(|e| e.type_name() == "tool.call.completed"));
+}
+
+#[test]
+fn exec_denies_what_needs_approval_in_ask_mode() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = write_script(home.path());
+    let out = keel()
+        .args(["exec", "write it", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("needs approval") && stderr.contains("--mode"),
+        "{stderr}"
+    );
+    assert!(!ws.path().join("out.txt").exists());
+}
+
+#[test]
+fn exec_in_auto_edit_mode_writes() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = write_script(home.path());
+    let out = keel()
+        .args(["exec", "write it", "--mode", "auto-edit", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "hi\n"
+    );
+    // The session is in the store.
+    let list = keel()
+        .args(["sessions", "list", "--json"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    let sessions: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(sessions.as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn exec_reports_model_failures_and_bad_usage() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [{"error": {"message": "boom"}}]}),
+    );
+    let out = keel()
+        .args(["exec", "x", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    for bad in [
+        vec!["exec"],
+        vec!["exec", "a", "b"],
+        vec!["exec", "x", "--mode", "yolo"],
+        vec!["exec", "x", "--bogus"],
+    ] {
+        let out = keel()
+            .args(&bad)
+            .env("KEEL_HOME", home.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+    let out = keel()
+        .args(["exec", "x", "--model", "nope:thing", "--workspace"])
+        .arg(ws.path())
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn exec_interrupted_by_ctrl_c_exits_130() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [{"delayMs": 60000, "text": "late"}]}),
+    );
+    let mut child = keel()
+        .args(["exec", "slow", "--json", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Wait until the request runs, then press Ctrl-C.
+    loop {
+        let line = lines.next().unwrap().unwrap();
+        if codec::decode_envelope(line.as_bytes()).unwrap().type_name() == "request.accepted" {
+            break;
+        }
+    }
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+    assert!(
+        rest.iter().any(|l| l.contains("\"session.interrupted\"")),
+        "{rest:?}"
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+#[test]
+fn bridge_stdout_carries_envelopes_only() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = write_script(home.path());
+    let mut child = keel()
+        .args(["bridge", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model, "--permission-mode", "auto-edit"])
+        .env("KEEL_HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let ready = codec::decode_envelope(lines.next().unwrap().unwrap().as_bytes()).unwrap();
+    assert_eq!(ready.type_name(), "runtime.ready");
+    writeln!(stdin, "this is not json").unwrap();
+    writeln!(
+        stdin,
+        r#"{{"version":"1.0","type":"session.start","requestId":"r1"}}"#
+    )
+    .unwrap();
+    let mut sid = None;
+    let mut all = Vec::new();
+    for line in lines.by_ref() {
+        let env = codec::decode_envelope(line.unwrap().as_bytes()).unwrap();
+        if env.type_name() == "session.started" {
+            sid = env.session_id.clone();
+            writeln!(
+                stdin,
+                r#"{{"version":"1.0","type":"request.send","requestId":"r2","sessionId":"{}","payload":{{"message":"go"}}}}"#,
+                sid.as_deref().unwrap()
+            )
+            .unwrap();
+        }
+        let done = env.type_name() == "session.completed";
+        all.push(env);
+        if done {
+            break;
+        }
+    }
+    drop(stdin);
+    for line in lines {
+        all.push(codec::decode_envelope(line.unwrap().as_bytes()).unwrap());
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(sid.is_some());
+    assert!(matches!(&all[0].event, Event::Error(e) if e.details["reason"] == "invalid_json"));
+    assert_eq!(all.last().unwrap().type_name(), "runtime.stopped");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "hi\n"
+    );
+}
