@@ -46,7 +46,7 @@ struct Interrupted;
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
     let mut next = Some((first, cancel, false));
     while let Some((q, cancel, from_queue)) = next.take() {
-        run_request(&session, &q, &cancel, from_queue).await;
+        let turnover = run_request(&session, &q, &cancel, from_queue).await;
         let popped = {
             let mut d = session.data();
             d.active = None;
@@ -65,6 +65,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                 })
             }
         };
+        drop(turnover);
         next = popped.map(|(q, c)| (q, c, true));
     }
 }
@@ -76,12 +77,15 @@ struct Counters {
     usage: Usage,
 }
 
-async fn run_request(
-    session: &Arc<Session>,
+/// Runs one request. Returns holding the session's turnover lock: the terminal
+/// event is out, and the caller switches to the next request before anything else
+/// (a new `request.send`, an interrupt) sees the session.
+async fn run_request<'s>(
+    session: &'s Arc<Session>,
     q: &Queued,
     cancel: &CancellationToken,
     from_queue: bool,
-) {
+) -> tokio::sync::MutexGuard<'s, ()> {
     let rid = q.id.as_str();
     session
         .emitter
@@ -111,6 +115,8 @@ async fn run_request(
         input_tokens: c.usage.input_tokens,
         output_tokens: c.usage.output_tokens,
     };
+    session.persist(rid).await;
+    let turnover = session.turnover.lock().await;
     match outcome {
         Outcome::Done { stop, text } => {
             if let Some(t) = &text {
@@ -150,7 +156,7 @@ async fn run_request(
         }
         Outcome::Interrupted => finish_interrupted(session, rid).await,
     }
-    session.persist(rid).await;
+    turnover
 }
 
 /// Releases every waiter and emits `session.interrupted` on the request's stream.

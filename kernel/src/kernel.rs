@@ -364,7 +364,8 @@ impl Kernel {
                 Ok(())
             }
             CommandPayload::SessionStart(p) => {
-                self.start(&cmd.request_id, p.clone()).await.map(|_| ())
+                let id = self.inner.ctx.ids.next_id(IdKind::Session);
+                self.start(&cmd.request_id, p.clone(), id).await.map(|_| ())
             }
             CommandPayload::SessionResume(p) => self
                 .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
@@ -453,10 +454,10 @@ impl Kernel {
         &self,
         request_id: &str,
         opts: SessionStart,
+        id: String,
     ) -> Result<Arc<Session>, ErrorPayload> {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
-        let id = self.inner.ctx.ids.next_id(IdKind::Session);
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -581,6 +582,15 @@ impl Kernel {
         Ok(out)
     }
 
+    fn session_stream(&self, session_id: &str) -> EventStream {
+        EventStream {
+            rx: self.inner.ctx.hub.subscribe(
+                Some(session_id.to_owned()),
+                self.inner.config.channel_capacity,
+            ),
+        }
+    }
+
     /// Starts a session; returns its handle and its event stream (subscribed before
     /// `session.started`, so nothing is missed).
     pub async fn start_session(
@@ -588,9 +598,9 @@ impl Kernel {
         opts: SessionOptions,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
-        // Subscribe to everything until the id is known, then filter.
-        let mut all = self.subscribe();
-        let session = match self.start(&request_id, opts).await {
+        let id = self.inner.ctx.ids.next_id(IdKind::Session);
+        let stream = self.session_stream(&id);
+        let session = match self.start(&request_id, opts, id).await {
             Ok(s) => s,
             Err(e) => {
                 self.inner
@@ -600,7 +610,6 @@ impl Kernel {
                 return Err(e);
             }
         };
-        let stream = self.filtered(&mut all, &session.id).await;
         Ok((
             SessionHandle {
                 kernel: self.clone(),
@@ -617,9 +626,8 @@ impl Kernel {
         after: Option<Cursor>,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
-        let mut all = self.subscribe();
+        let stream = self.session_stream(id);
         let session = self.resume(&request_id, id, after.as_ref()).await?;
-        let stream = self.filtered(&mut all, &session.id).await;
         Ok((
             SessionHandle {
                 kernel: self.clone(),
@@ -627,51 +635,6 @@ impl Kernel {
             },
             stream,
         ))
-    }
-
-    /// Turns an all-sessions subscription into a one-session stream, keeping what
-    /// was already buffered.
-    async fn filtered(&self, all: &mut EventStream, session_id: &str) -> EventStream {
-        let (tx, rx) = mpsc::channel(self.inner.config.channel_capacity.max(1));
-        let mut buffered = Vec::new();
-        while let Some(env) = all.try_recv() {
-            if env.session_id.as_deref() == Some(session_id) {
-                buffered.push(env);
-            }
-        }
-        let mut live = EventStream {
-            rx: self.inner.ctx.hub.subscribe(
-                Some(session_id.to_owned()),
-                self.inner.config.channel_capacity,
-            ),
-        };
-        let mut rest = std::mem::replace(
-            all,
-            EventStream {
-                rx: mpsc::channel(1).1,
-            },
-        );
-        let sid = session_id.to_owned();
-        tokio::spawn(async move {
-            for env in buffered {
-                if tx.send(env).await.is_err() {
-                    return;
-                }
-            }
-            // Anything that raced in between the drain and the new subscription.
-            while let Some(env) = rest.try_recv() {
-                if env.session_id.as_deref() == Some(sid.as_str()) && tx.send(env).await.is_err() {
-                    return;
-                }
-            }
-            drop(rest);
-            while let Some(env) = live.recv().await {
-                if tx.send(env).await.is_err() {
-                    return;
-                }
-            }
-        });
-        EventStream { rx }
     }
 
     /// Closes a session.

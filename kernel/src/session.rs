@@ -86,6 +86,10 @@ pub(crate) struct Session {
     pub(crate) emitter: Emitter,
     pub(crate) kernel: Arc<KernelInner>,
     pub(crate) cancel: CancellationToken,
+    /// Held while a request ends and the next one starts, and by commands that
+    /// look at the running request, so a host that saw a terminal event finds the
+    /// session already switched.
+    pub(crate) turnover: tokio::sync::Mutex<()>,
     data: Mutex<Data>,
 }
 
@@ -115,6 +119,7 @@ impl Session {
             workspace: PathBuf::from(&state.workspace),
             emitter,
             cancel: kernel.cancel.child_token(),
+            turnover: tokio::sync::Mutex::new(()),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -486,6 +491,7 @@ impl Session {
     }
 
     async fn send(self: &Arc<Self>, q: Queued, when_busy: WhenBusy) -> Result<(), ErrorPayload> {
+        let _turnover = self.turnover.lock().await;
         enum Outcome {
             Start(CancellationToken),
             Queued(u32),
@@ -556,6 +562,7 @@ impl Session {
 
     /// Cancels the running request, or answers that there was nothing to do.
     pub(crate) async fn interrupt(&self, rid: &str, reason: &str) {
+        let _turnover = self.turnover.lock().await;
         let target = {
             let mut d = self.data();
             match &mut d.active {
@@ -590,6 +597,7 @@ impl Session {
 
     /// Interrupts, drops the queue, waits for the runner, emits `session.closed`.
     pub(crate) async fn close(&self, rid: &str, reason: &str) {
+        let turnover = self.turnover.lock().await;
         let (queued, runner, active) = {
             let mut d = self.data();
             let queued: Vec<Queued> = d.queue.drain(..).collect();
@@ -605,6 +613,7 @@ impl Session {
             };
             (queued, d.runner.take(), active)
         };
+        drop(turnover);
         for q in queued {
             self.emitter
                 .emit_reply(

@@ -6,4 +6,6 @@
 mod codec;
 mod docs;
 mod envelope;
+mod golden;
+mod openai_e2e;
 mod samples;
