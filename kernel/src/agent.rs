@@ -590,6 +590,7 @@ async fn run_tool(
     });
     match result {
         Ok(value) => {
+            warn_unsandboxed(session, rid, &value).await;
             let content = serde_json::to_string(&value).unwrap_or_default();
             session
                 .emitter
@@ -625,6 +626,31 @@ async fn run_tool(
                 .await;
             Ok((content, true))
         }
+    }
+}
+
+/// Says once per session that shell commands run without the OS sandbox although
+/// it is enabled (bubblewrap missing or unusable).
+async fn warn_unsandboxed(session: &Session, rid: &str, result: &serde_json::Value) {
+    if !session.kernel.config.sandbox.enabled || result.get("sandboxed") != Some(&serde_json::Value::Bool(false)) {
+        return;
+    }
+    let first = {
+        let mut d = session.data();
+        !std::mem::replace(&mut d.sandbox_warned, true)
+    };
+    if first {
+        let reason = match keel_tools::sandbox_status() {
+            keel_tools::SandboxStatus::Unavailable { reason } => reason,
+            _ => "the sandbox could not be used".to_owned(),
+        };
+        let warning = ErrorPayload::new(
+            ErrorCode::ToolExecutionFailed,
+            format!("shell commands run without the OS sandbox: {reason}"),
+        )
+        .severity(keel_envelope::error::Severity::Warning)
+        .with_detail("reason", "sandbox_unavailable");
+        session.emitter.emit(rid, Event::Warning(warning)).await;
     }
 }
 

@@ -76,6 +76,8 @@ pub(crate) struct Data {
     pub(crate) asks: HashMap<String, oneshot::Sender<AskAnswer>>,
     pub(crate) plan_wait: Option<(String, oneshot::Sender<PlanAnswer>)>,
     pub(crate) runner: Option<JoinHandle<()>>,
+    /// Whether the session already warned that shell commands run unsandboxed.
+    pub(crate) sandbox_warned: bool,
 }
 
 /// One session.
@@ -130,6 +132,7 @@ impl Session {
                 asks: HashMap::new(),
                 plan_wait: None,
                 runner: None,
+                sandbox_warned: false,
             }),
         })
     }

@@ -9,3 +9,4 @@ mod envelope;
 mod golden;
 mod openai_e2e;
 mod samples;
+mod shell_interrupt;

@@ -291,3 +291,43 @@ fn bridge_stdout_carries_envelopes_only() {
         "hi\n"
     );
 }
+
+#[test]
+fn a_missing_sandbox_is_reported_once_as_a_warning() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // A PATH with a shell but without bubblewrap.
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [
+            {"toolCalls": [
+                {"name": "run_shell", "arguments": {"command": "echo one"}},
+                {"name": "run_shell", "arguments": {"command": "echo two"}}
+            ]},
+            {"text": "ran"}
+        ]}),
+    );
+    let out = keel()
+        .args(["exec", "run", "--json", "--mode", "auto", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .env("PATH", bin.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let envs: Vec<_> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| codec::decode_envelope(l.as_bytes()).unwrap())
+        .collect();
+    let warnings: Vec<_> = envs
+        .iter()
+        .filter(|e| matches!(&e.event, Event::Warning(w) if w.details["reason"] == "sandbox_unavailable"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "warned once");
+    let completed = envs.iter().filter(|e| e.type_name() == "tool.call.completed").count();
+    assert_eq!(completed, 2);
+}
