@@ -632,7 +632,9 @@ async fn run_tool(
 /// Says once per session that shell commands run without the OS sandbox although
 /// it is enabled (bubblewrap missing or unusable).
 async fn warn_unsandboxed(session: &Session, rid: &str, result: &serde_json::Value) {
-    if !session.kernel.config.sandbox.enabled || result.get("sandboxed") != Some(&serde_json::Value::Bool(false)) {
+    if !session.kernel.config.sandbox.enabled
+        || result.get("sandboxed") != Some(&serde_json::Value::Bool(false))
+    {
         return;
     }
     let first = {

@@ -317,7 +317,12 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         .env("PATH", bin.path())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let envs: Vec<_> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -328,6 +333,9 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         .filter(|e| matches!(&e.event, Event::Warning(w) if w.details["reason"] == "sandbox_unavailable"))
         .collect();
     assert_eq!(warnings.len(), 1, "warned once");
-    let completed = envs.iter().filter(|e| e.type_name() == "tool.call.completed").count();
+    let completed = envs
+        .iter()
+        .filter(|e| e.type_name() == "tool.call.completed")
+        .count();
     assert_eq!(completed, 2);
 }

@@ -1,0 +1,337 @@
+//! Kernel benchmarks: overhead per tool call, interrupt latency with a running shell
+//! child, resume of a 100,000-event log, memory of an idle session.
+//!
+//! Run: `cargo bench --bench kernel` (about a minute). Figures go to
+//! docs/performance.md.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::stream;
+use keel::envelope::ids::IdKind;
+use keel::envelope::types::{PermissionLevel, PermissionMode, Usage};
+use keel::envelope::{codec, Envelope, ErrorPayload, Event, Source};
+use keel::kernel::model::{
+    FinishReason, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
+};
+use keel::kernel::{Kernel, KernelConfig, SessionOptions};
+use keel::tools::{ApprovalRequirement, PlanBehavior, SandboxConfig, Tool, ToolContext, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+/// Asks for `calls` no-op tool calls in its first turn, then answers.
+#[derive(Debug)]
+struct Burst {
+    calls: usize,
+    tool: &'static str,
+    args: serde_json::Value,
+}
+
+impl Model for Burst {
+    fn id(&self) -> String {
+        "bench:burst".into()
+    }
+    fn context_window(&self) -> u64 {
+        u64::MAX / 4
+    }
+    fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> ModelStream {
+        let first = !request
+            .messages
+            .iter()
+            .any(|m| matches!(m, keel::kernel::model::Message::Tool { .. }));
+        let mut items = Vec::new();
+        if first {
+            for i in 0..self.calls {
+                items.push(Ok(ModelEvent::ToolCall(ToolCallRequest {
+                    id: format!("c{i}"),
+                    name: self.tool.into(),
+                    arguments: self.args.clone(),
+                })));
+            }
+            items.push(Ok(ModelEvent::Usage(Usage::default())));
+            items.push(Ok(ModelEvent::Finished(FinishReason::ToolUse)));
+        } else {
+            items.push(Ok(ModelEvent::TextDelta("done".into())));
+            items.push(Ok(ModelEvent::Finished(FinishReason::EndTurn)));
+        }
+        Box::pin(stream::iter(items))
+    }
+}
+
+#[derive(Debug)]
+struct Noop(ToolSpec);
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn run(
+        &self,
+        _args: serde_json::Value,
+        _ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        Ok(serde_json::json!({"ok": true}))
+    }
+}
+
+fn noop() -> Arc<Noop> {
+    Arc::new(Noop(ToolSpec {
+        name: "noop".into(),
+        description: "does nothing".into(),
+        parameters: serde_json::json!({"type": "object"}),
+        level: PermissionLevel::Read,
+        plan: PlanBehavior::Allowed,
+        approval: ApprovalRequirement::Never,
+    }))
+}
+
+fn opts() -> SessionOptions {
+    SessionOptions {
+        workspace_path: None,
+        permission_mode: None,
+        model: None,
+        title: None,
+    }
+}
+
+async fn run_burst(calls: usize, file_store: bool) -> Duration {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let mut b = Kernel::builder()
+        .workspace(ws.path())
+        .model(Arc::new(Burst {
+            calls,
+            tool: "noop",
+            args: serde_json::json!({}),
+        }))
+        .builtin_tools(false)
+        .tool(noop());
+    b = if file_store {
+        b.store_dir(store.path())
+    } else {
+        b.memory_store()
+    };
+    let kernel = b.build().unwrap();
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    let t = Instant::now();
+    s.send("go").await.unwrap();
+    while let Some(e) = events.recv().await {
+        if e.type_name() == "session.completed" {
+            break;
+        }
+    }
+    t.elapsed()
+}
+
+async fn tool_overhead() {
+    const N: usize = 2000;
+    // Baseline: the same tool called directly, N times.
+    let tool = noop();
+    let ctx = ToolContext {
+        workspace: std::env::temp_dir(),
+        cancel: CancellationToken::new(),
+        progress: Arc::new(|_, _| {}),
+        elevated: false,
+        sandbox: SandboxConfig::default(),
+    };
+    let t = Instant::now();
+    for _ in 0..N {
+        let _ = tool.run(serde_json::json!({}), ctx.clone()).await;
+    }
+    let direct = t.elapsed().as_secs_f64() / N as f64;
+    for (label, file) in [("memory store", false), ("file store", true)] {
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let zero = run_burst(0, file).await.as_secs_f64();
+            let full = run_burst(N, file).await.as_secs_f64();
+            best = best.min((full - zero) / N as f64);
+        }
+        println!(
+            "tool call through the kernel ({label}): {:.1} µs per call (direct call {:.2} µs; {} events per call incl. log append)",
+            best * 1e6,
+            direct * 1e6,
+            2
+        );
+    }
+}
+
+async fn interrupt_latency() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .config(KernelConfig {
+            sandbox: SandboxConfig { enabled: false },
+            ..KernelConfig::default()
+        })
+        .workspace(ws.path())
+        .permission_mode(PermissionMode::Auto)
+        .model(Arc::new(Burst {
+            calls: 1,
+            tool: "run_shell",
+            args: serde_json::json!({"command": "sleep 60"}),
+        }))
+        .store_dir(store.path())
+        .build()
+        .unwrap();
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    let mut samples = Vec::new();
+    for _ in 0..40 {
+        s.send("go").await.unwrap();
+        while let Some(e) = events.recv().await {
+            if e.type_name() == "tool.call.started" {
+                break;
+            }
+        }
+        // Let the child start.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = Instant::now();
+        s.interrupt().await.unwrap();
+        while let Some(e) = events.recv().await {
+            if e.type_name() == "session.interrupted" {
+                break;
+            }
+        }
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    let p = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3;
+    println!(
+        "interrupt with a running `sleep 60` shell child → session.interrupted: p50 {:.2} ms, p99 {:.2} ms ({} runs, process group killed and reaped)",
+        p(0.5),
+        p(0.99),
+        samples.len()
+    );
+}
+
+async fn resume_large_log() {
+    const N: u64 = 100_000;
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .workspace(ws.path())
+        .model(Arc::new(Burst {
+            calls: 0,
+            tool: "noop",
+            args: serde_json::json!({}),
+        }))
+        .store_dir(store.path())
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    let (s, _events) = kernel.start_session(opts()).await.unwrap();
+    let sid = s.id().to_owned();
+    kernel.shutdown("bench").await;
+    drop(kernel);
+    // Append N events as a long session would have written them.
+    let log = store
+        .path()
+        .join("sessions")
+        .join(&sid)
+        .join("events.jsonl");
+    let ids = keel::envelope::ids::UlidGen::default();
+    let mut bytes = std::fs::read(&log).unwrap();
+    for i in 0..N {
+        let env = Envelope::new(
+            Some(sid.clone()),
+            format!("req_{}", i / 100),
+            keel::envelope::ids::IdGen::next_id(&ids, IdKind::Event),
+            1_775_600_000_000 + i,
+            Source::Runtime,
+            i % 100 + 1,
+            Event::AssistantDelta(keel::envelope::events::AssistantDelta {
+                text: "some streamed text of a typical size ".into(),
+            }),
+        );
+        codec::encode_into(&env, &mut bytes);
+    }
+    std::fs::write(&log, &bytes).unwrap();
+    // Baseline: read the file and parse every line as plain JSON.
+    let t = Instant::now();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let n = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .count();
+    let raw = t.elapsed();
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        let kernel = Kernel::builder()
+            .workspace(ws.path())
+            .model(Arc::new(Burst {
+                calls: 0,
+                tool: "noop",
+                args: serde_json::json!({}),
+            }))
+            .store_dir(store.path())
+            .builtin_tools(false)
+            .build()
+            .unwrap();
+        let t = Instant::now();
+        let (_s, mut ev) = kernel.resume_session(&sid, None).await.unwrap();
+        let first = ev.recv().await.unwrap();
+        best = best.min(t.elapsed());
+        assert_eq!(first.type_name(), "session.resumed");
+        kernel.shutdown("bench").await;
+    }
+    println!(
+        "resume of a {n}-event log ({:.1} MB): {:.0} ms (reading and parsing it as plain JSON: {:.0} ms; ratio {:.2}×)",
+        bytes.len() as f64 / 1e6,
+        best.as_secs_f64() * 1e3,
+        raw.as_secs_f64() * 1e3,
+        best.as_secs_f64() / raw.as_secs_f64()
+    );
+}
+
+fn rss_kib() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pages * 4
+}
+
+async fn idle_memory() {
+    const N: usize = 2000;
+    let ws = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .workspace(ws.path())
+        .model(Arc::new(Burst {
+            calls: 0,
+            tool: "noop",
+            args: serde_json::json!({}),
+        }))
+        .memory_store()
+        .build()
+        .unwrap();
+    let mut keep = Vec::new();
+    // Warm up allocators.
+    for _ in 0..50 {
+        keep.push(kernel.start_session(opts()).await.unwrap());
+    }
+    let before = rss_kib();
+    for _ in 0..N {
+        keep.push(kernel.start_session(opts()).await.unwrap());
+    }
+    let after = rss_kib();
+    println!(
+        "memory of an idle session: {:.1} KiB each (RSS growth over {N} sessions, memory store, each with its event stream)",
+        (after.saturating_sub(before)) as f64 / N as f64
+    );
+    drop(keep);
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        tool_overhead().await;
+        interrupt_latency().await;
+        resume_large_log().await;
+        idle_memory().await;
+    });
+}
