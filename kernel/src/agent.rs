@@ -60,6 +60,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                         cancel: cancel.clone(),
                         interrupt_reply: None,
                         steer: Vec::new(),
+                        patch_preview: q.patch_preview,
                     });
                     (q, cancel)
                 })
@@ -460,6 +461,9 @@ async fn handle_call(
         }
         prompt::UPDATE_PLAN => return update_plan(session, rid, &tool_call_id, call).await,
         prompt::ASK_USER => return ask_user(session, rid, &tool_call_id, call, cancel).await,
+        prompt::TASK_GRAPH => {
+            return Ok(crate::ext::task_graph_tool(session, rid, &tool_call_id, call).await)
+        }
         _ => {}
     }
     let Some(tool) = session
@@ -508,6 +512,12 @@ async fn handle_call(
             }
         }
         Decision::Allow => {}
+    }
+    if crate::ext::previews(session, &call.name) {
+        // Patch preview: the allowed change is proposed instead of written.
+        return Ok(
+            crate::ext::preview_call(session, rid, &tool_call_id, call, verdict.level()).await,
+        );
     }
     run_tool(session, rid, &tool_call_id, call, tool, &verdict, cancel).await
 }
@@ -827,7 +837,7 @@ fn parse_args<T: serde::de::DeserializeOwned>(call: &ToolCallRequest) -> Result<
     })
 }
 
-async fn kernel_tool_done(
+pub(crate) async fn kernel_tool_done(
     session: &Session,
     rid: &str,
     tool_call_id: &str,
@@ -874,7 +884,7 @@ async fn kernel_tool_done(
     }
 }
 
-async fn emit_kernel_tool_started(
+pub(crate) async fn emit_kernel_tool_started(
     session: &Session,
     rid: &str,
     tool_call_id: &str,
