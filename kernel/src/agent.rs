@@ -40,7 +40,7 @@ enum Outcome {
 }
 
 /// Marker: the request was interrupted.
-struct Interrupted;
+pub(crate) struct Interrupted;
 
 /// Runs `first`, then whatever is queued, until the queue is empty.
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
@@ -439,7 +439,7 @@ fn refusal_text(error: &ErrorPayload) -> String {
 }
 
 /// Runs one tool call through the gate. Returns the content the model sees.
-async fn handle_call(
+pub(crate) async fn handle_call(
     session: &Arc<Session>,
     rid: &str,
     call: &ToolCallRequest,
@@ -461,6 +461,10 @@ async fn handle_call(
         }
         prompt::UPDATE_PLAN => return update_plan(session, rid, &tool_call_id, call).await,
         prompt::ASK_USER => return ask_user(session, rid, &tool_call_id, call, cancel).await,
+        prompt::SPAWN_SUB_AGENT => {
+            return crate::ext::child::spawn_sub_agent(session, rid, &tool_call_id, call, cancel)
+                .await
+        }
         prompt::TASK_GRAPH => {
             return Ok(crate::ext::task_graph_tool(session, rid, &tool_call_id, call).await)
         }

@@ -16,6 +16,8 @@ pub const UPDATE_PLAN: &str = "update_plan";
 pub const ASK_USER: &str = "ask_user";
 /// The kernel's task-graph tool.
 pub const TASK_GRAPH: &str = "task_graph";
+/// The kernel's sub-agent tool.
+pub const SPAWN_SUB_AGENT: &str = "spawn_sub_agent";
 
 const BASE: &str = "You are Keel, a coding agent working in a software project. Read before you change anything, \
 make small exact edits, and verify your work by running the project's checks. Tool calls may need the user's \
@@ -98,6 +100,18 @@ fn kernel_tool_defs() -> Vec<ToolDef> {
                     "candidates": {"type": "array", "items": {"type": "string"}}
                 },
                 "required": ["question"]
+            }),
+        },
+        ToolDef {
+            name: SPAWN_SUB_AGENT.into(),
+            description: "Delegate a self-contained task to a sub-agent with its own conversation. It may use the given tools (a subset of yours; default all of your registered tools) under the same permissions, and returns only a summary of its work.".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string"},
+                    "tools": {"type": "array", "items": {"type": "string"}}
+                },
+                "required": ["task"]
             }),
         },
         ToolDef {

@@ -116,7 +116,7 @@ impl Session {
             true,
             sequencer,
         );
-        let ext = crate::ext::ExtState::load(&state.extensions);
+        let ext = crate::ext::ExtState::load(&state.extensions, kernel.ctx.clock.now_ms());
         Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),

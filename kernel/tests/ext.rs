@@ -11,17 +11,20 @@ use futures::stream;
 use keel_envelope::commands::{
     ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, PatchApply, PatchPropose,
     PatchReject, PatchSummaryCmd, ProposedFile, RequestSend, ReviewDecision, ReviewEnter,
-    ReviewResolve, ReviewStatusCmd, ReviewSubmit, TaskGraphAddNode, TaskGraphAdvance,
-    TaskGraphCreate, TaskGraphStateCmd, TaskGraphUpdateNode,
+    ReviewResolve, ReviewStatusCmd, ReviewSubmit, SubAgentGetCmd, SubAgentListCmd,
+    TaskGraphAddNode, TaskGraphAdvance, TaskGraphCreate, TaskGraphStateCmd, TaskGraphUpdateNode,
 };
-use keel_envelope::ext::{GraphStatus, NodeStatus, PatchOp, PatchStatus, ReviewStatus, TaskGraph};
+use keel_envelope::ext::{
+    GraphStatus, NodeStatus, PatchOp, PatchStatus, ReviewStatus, SubAgentStatus, TaskGraph,
+};
 use keel_envelope::ids::{ManualClock, SeqIdGen};
-use keel_envelope::types::{PermissionMode, Usage};
+use keel_envelope::types::{ApprovalDecision, PermissionLevel, PermissionMode, Usage};
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, SequenceChecker};
 use keel_kernel::model::{
     FinishReason, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
 };
 use keel_kernel::{EventStream, Kernel, SessionOptions};
+use keel_tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
 /// One scripted model turn: text, or tool calls.
@@ -85,6 +88,45 @@ impl Model for TestModel {
     }
 }
 
+/// A tool that echoes its arguments.
+#[derive(Debug)]
+struct TestTool {
+    spec: ToolSpec,
+}
+
+impl TestTool {
+    fn new(name: &str, level: PermissionLevel) -> Arc<Self> {
+        Arc::new(Self {
+            spec: ToolSpec {
+                name: name.into(),
+                description: format!("test tool {name}"),
+                parameters: serde_json::json!({"type": "object"}),
+                level,
+                plan: PlanBehavior::Allowed,
+                approval: if level == PermissionLevel::Read {
+                    ApprovalRequirement::Never
+                } else {
+                    ApprovalRequirement::Always
+                },
+            },
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for TestTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(
+        &self,
+        args: serde_json::Value,
+        _ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        Ok(serde_json::json!({"ok": true, "echo": args}))
+    }
+}
+
 /// A kernel over a workspace and a store directory, one open session, and a raw
 /// subscription to everything it emits (delivered before `execute` returns).
 struct H {
@@ -103,6 +145,8 @@ fn kernel(
     builtin: bool,
 ) -> Kernel {
     let b = Kernel::builder()
+        .tool(TestTool::new("peek", PermissionLevel::Read))
+        .tool(TestTool::new("poke", PermissionLevel::Write))
         .workspace(ws)
         .model(model)
         .store_dir(store)
@@ -194,13 +238,18 @@ impl H {
 
     /// Waits until a request's stream has `session.completed`.
     async fn finish(&mut self, rid: &str) -> Vec<Envelope> {
+        self.until(rid, "session.completed").await
+    }
+
+    /// Waits until a request's stream has an event of type `ty`.
+    async fn until(&mut self, rid: &str, ty: &str) -> Vec<Envelope> {
         let mut got: Vec<Envelope> = self
             .log
             .iter()
             .filter(|e| e.request_id == rid)
             .cloned()
             .collect();
-        while !got.iter().any(|e| e.type_name() == "session.completed") {
+        while !got.iter().any(|e| e.type_name() == ty) {
             let env = tokio::time::timeout(Duration::from_secs(600), self.all.recv())
                 .await
                 .expect("timed out")
@@ -1220,5 +1269,231 @@ async fn random_command_sequences_keep_the_envelope_rules() {
             }
         }
         check_sequences(&h.log);
+    }
+}
+
+fn tool_results(model: &TestModel, request: usize) -> Vec<(String, bool)> {
+    model.seen.lock().unwrap()[request]
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            keel_kernel::model::Message::Tool {
+                content, is_error, ..
+            } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_sub_agent_works_with_a_subset_of_tools_and_returns_a_summary() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let turns = vec![
+        Turn::Call(
+            "spawn_sub_agent",
+            serde_json::json!({"task": "count the files", "tools": ["peek"]}),
+        ),
+        // The child: a call, then its summary.
+        Turn::Call("peek", serde_json::json!({"dir": "."})),
+        Turn::Call("poke", serde_json::json!({})),
+        Turn::Say("there are 3 files"),
+        // The parent again.
+        Turn::Call(
+            "spawn_sub_agent",
+            serde_json::json!({"task": "delete things", "tools": ["rm_everything"]}),
+        ),
+        Turn::Say("done"),
+    ];
+    let mut h = H::new(ws.path(), store.path(), turns, false, None).await;
+    let (rid, _) = h.run(send("how many files?", None)).await;
+    let evs = h.finish(&rid).await;
+    check_sequences(&evs);
+    let t = types(&evs);
+    let pos = |ty: &str| {
+        t.iter()
+            .position(|x| x == ty)
+            .unwrap_or_else(|| panic!("{ty} in {t:?}"))
+    };
+    assert!(pos("sub-agent.started") < pos("sub-agent.progress"));
+    assert!(pos("sub-agent.progress") < pos("sub-agent.completed"));
+    assert_eq!(
+        t.iter().filter(|x| *x == "sub-agent.started").count(),
+        1,
+        "the wider set never starts"
+    );
+    let (sub_id, info) = evs
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::SubAgentCompleted(c) => {
+                assert_eq!(c.parent_session_id, h.sid);
+                Some((c.sub_agent_id.clone(), c.sub_agent.clone()))
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(info.summary.as_deref(), Some("there are 3 files"));
+    assert_eq!(info.tools, ["peek"]);
+    assert_eq!(info.parent_request_id, rid);
+    assert_eq!(info.turns, 3);
+    {
+        let seen = h.model.seen.lock().unwrap();
+        // The child's own requests: only its tools, its own history.
+        let child_tools: Vec<&str> = seen[1].tools.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(child_tools, ["peek"]);
+        assert_eq!(seen[1].messages.len(), 1);
+        // The parent's history holds the summary, not the child's calls.
+        let parent = &seen[4];
+        assert!(!parent.messages.iter().any(|m| matches!(m,
+            keel_kernel::model::Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|c| c.name == "peek"))));
+    }
+    // A call outside the child's set is refused inside the child.
+    let child = tool_results(&h.model, 3);
+    assert!(child[1].0.contains("not available") && child[1].1);
+    let parent = tool_results(&h.model, 5);
+    assert!(parent[0].0.contains("there are 3 files") && !parent[0].1);
+    assert!(parent[1].0.contains("rm_everything") && parent[1].1);
+
+    match h
+        .ok(CommandPayload::SubAgentList(SubAgentListCmd {}))
+        .await
+        .event
+    {
+        Event::SubAgentList(l) => {
+            assert!(l.active.is_empty());
+            assert_eq!(l.recent.len(), 1);
+            assert_eq!(l.recent[0].status, SubAgentStatus::Completed);
+        }
+        other => panic!("{other:?}"),
+    }
+    match h
+        .ok(CommandPayload::SubAgentGet(SubAgentGetCmd {
+            sub_agent_id: sub_id.clone(),
+        }))
+        .await
+        .event
+    {
+        Event::SubAgentGet(g) => assert_eq!(g.sub_agent.sub_agent_id, sub_id),
+        other => panic!("{other:?}"),
+    }
+    let e = h
+        .err(CommandPayload::SubAgentGet(SubAgentGetCmd {
+            sub_agent_id: "sub_nope".into(),
+        }))
+        .await;
+    assert_eq!(e.code, ErrorCode::SubAgentNotFound);
+}
+
+#[tokio::test]
+async fn sub_agent_approvals_reach_the_host_and_interrupts_stop_the_child() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let turns = vec![
+        Turn::Call("spawn_sub_agent", serde_json::json!({"task": "poke it"})),
+        Turn::Call("poke", serde_json::json!({"n": 1})),
+        Turn::Say("poked"),
+        Turn::Say("parent done"),
+        Turn::Call("spawn_sub_agent", serde_json::json!({"task": "poke again"})),
+        Turn::Call("poke", serde_json::json!({"n": 2})),
+    ];
+    let mut h = H::new(ws.path(), store.path(), turns, false, None).await;
+    let (rid, _) = h.run(send("poke", None)).await;
+    // The child's approval is asked on the parent's stream; the host answers it.
+    let approval = loop {
+        let env = tokio::time::timeout(Duration::from_secs(600), h.all.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        h.log.push(env.clone());
+        if let Event::ApprovalRequested(a) = &env.event {
+            assert_eq!(env.request_id, rid);
+            break a.approval_id.clone();
+        }
+    };
+    let (answer, _) = h
+        .run(CommandPayload::ApprovalRespond(
+            keel_envelope::commands::ApprovalRespond {
+                approval_id: approval,
+                decision: ApprovalDecision::AllowOnce,
+            },
+        ))
+        .await;
+    let evs = h.finish(&rid).await;
+    let granted = evs
+        .iter()
+        .find(|e| e.type_name() == "approval.granted")
+        .unwrap();
+    assert_eq!(
+        granted.meta.as_ref().and_then(|m| m.reply_to.clone()),
+        Some(answer)
+    );
+    assert!(types(&evs).contains(&"sub-agent.completed".to_owned()));
+
+    // Interrupting the parent while the child waits stops the child.
+    let (rid, _) = h.run(send("poke again", None)).await;
+    loop {
+        let env = tokio::time::timeout(Duration::from_secs(600), h.all.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        h.log.push(env.clone());
+        if env.type_name() == "approval.requested" {
+            break;
+        }
+    }
+    h.run(CommandPayload::RequestInterrupt(
+        keel_envelope::commands::RequestInterrupt {},
+    ))
+    .await;
+    let evs = h.until(&rid, "session.interrupted").await;
+    let t = types(&evs);
+    assert!(t.contains(&"sub-agent.failed".to_owned()), "{t:?}");
+    assert!(t.contains(&"session.interrupted".to_owned()), "{t:?}");
+    check_sequences(&evs);
+    match h
+        .ok(CommandPayload::SubAgentList(SubAgentListCmd {}))
+        .await
+        .event
+    {
+        Event::SubAgentList(l) => {
+            assert!(l.active.is_empty());
+            assert_eq!(l.recent[0].status, SubAgentStatus::Failed);
+            assert_eq!(
+                l.recent[0].error.as_ref().unwrap().code,
+                ErrorCode::Interrupted
+            );
+            assert_eq!(l.recent[1].status, SubAgentStatus::Completed);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn harness_status_aggregates_open_sessions() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let mut h = H::new(ws.path(), store.path(), vec![], false, None).await;
+    let rid = h.kernel.new_request_id();
+    h.kernel
+        .execute(Command::new(
+            rid.clone(),
+            None,
+            CommandPayload::HarnessStatus(keel_envelope::commands::HarnessStatusCmd {}),
+        ))
+        .await
+        .unwrap();
+    let evs: Vec<Envelope> = h
+        .drain()
+        .into_iter()
+        .filter(|e| e.request_id == rid)
+        .collect();
+    assert_eq!(types(&evs), ["harness.status"]);
+    match &evs[0].event {
+        Event::HarnessStatus(s) => {
+            assert_eq!(s.sessions.len(), 1);
+            assert_eq!(s.sessions[0].session_id, h.sid);
+            assert!(s.sub_agents.is_empty() && s.background_tasks.is_empty());
+        }
+        other => panic!("{other:?}"),
     }
 }

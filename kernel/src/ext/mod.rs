@@ -7,16 +7,19 @@
 //! preview of `edit_file` / `write_file`, emits the events and keeps the state in
 //! [`PersistedSession::extensions`](crate::store::PersistedSession).
 
+pub(crate) mod child;
 pub(crate) mod graph;
 pub(crate) mod patch;
 pub(crate) mod review;
+pub(crate) mod subagent;
 
 use std::sync::Arc;
 
 use keel_envelope::commands::{CommandPayload, NewTaskNode, NodeUpdates};
 use keel_envelope::events::{
-    PatchEvent, PatchSummary, ReviewEvent, ReviewStateEvent, TaskGraphAdvanced, TaskGraphEvent,
-    TaskGraphNodeEvent, ToolCallCompleted, ToolCallFailed, ToolCallStarted,
+    PatchEvent, PatchSummary, ReviewEvent, ReviewStateEvent, SubAgentGet, SubAgentList,
+    TaskGraphAdvanced, TaskGraphEvent, TaskGraphNodeEvent, ToolCallCompleted, ToolCallFailed,
+    ToolCallStarted,
 };
 use keel_envelope::ext::{NodeStatus, PatchStatus, ReviewState, TaskGraph};
 use keel_envelope::ids::IdKind;
@@ -31,6 +34,7 @@ use crate::model::ToolCallRequest;
 use crate::session::Session;
 
 use self::patch::PatchBook;
+use self::subagent::SubAgents;
 
 /// Key of the review in `extensions`.
 const REVIEW_KEY: &str = "review";
@@ -38,6 +42,8 @@ const REVIEW_KEY: &str = "review";
 const PATCHES_KEY: &str = "patches";
 /// Key of the task graph in `extensions`.
 const GRAPH_KEY: &str = "taskGraph";
+/// Key of the sub-agents in `extensions`.
+const SUB_AGENTS_KEY: &str = "subAgents";
 
 /// Who acts through a command.
 const HOST: &str = "host";
@@ -48,6 +54,7 @@ pub(crate) struct ExtState {
     pub(crate) review: Option<ReviewState>,
     pub(crate) patches: PatchBook,
     pub(crate) graph: Option<TaskGraph>,
+    pub(crate) sub_agents: SubAgents,
     /// Keys whose stored value could not be read; they are left as they are.
     unreadable: Vec<&'static str>,
 }
@@ -68,16 +75,21 @@ fn load_key<T: DeserializeOwned>(
 }
 
 impl ExtState {
-    /// Reads the state kept in a session's `extensions`.
-    pub(crate) fn load(map: &serde_json::Map<String, serde_json::Value>) -> Self {
+    /// Reads the state kept in a session's `extensions`; sub-agents that were
+    /// running when it was saved are recorded as failed.
+    pub(crate) fn load(map: &serde_json::Map<String, serde_json::Value>, now: u64) -> Self {
         let mut unreadable = Vec::new();
         let review = load_key(map, REVIEW_KEY, &mut unreadable);
         let patches = load_key(map, PATCHES_KEY, &mut unreadable).unwrap_or_default();
         let graph = load_key(map, GRAPH_KEY, &mut unreadable);
+        let mut sub_agents: SubAgents =
+            load_key(map, SUB_AGENTS_KEY, &mut unreadable).unwrap_or_default();
+        sub_agents.after_restart(now);
         Self {
             review,
             patches,
             graph,
+            sub_agents,
             unreadable,
         }
     }
@@ -107,6 +119,12 @@ impl ExtState {
             PATCHES_KEY,
             (!self.patches.is_empty())
                 .then(|| serde_json::to_value(&self.patches).ok())
+                .flatten(),
+        );
+        put(
+            SUB_AGENTS_KEY,
+            (!self.sub_agents.is_empty())
+                .then(|| serde_json::to_value(&self.sub_agents).ok())
                 .flatten(),
         );
         put(
@@ -336,6 +354,22 @@ impl Session {
             }
             CommandPayload::TaskGraphState(_) => {
                 self.graph_op(rid, GraphOp::State).await?;
+            }
+            CommandPayload::SubAgentList(_) => {
+                let ev = {
+                    let d = self.data();
+                    SubAgentList {
+                        active: d.ext.sub_agents.active.clone(),
+                        recent: d.ext.sub_agents.recent.iter().cloned().collect(),
+                    }
+                };
+                self.emitter.emit(rid, Event::SubAgentList(ev)).await;
+            }
+            CommandPayload::SubAgentGet(p) => {
+                let sub_agent = self.data().ext.sub_agents.get(&p.sub_agent_id)?;
+                self.emitter
+                    .emit(rid, Event::SubAgentGet(SubAgentGet { sub_agent }))
+                    .await;
             }
             _ => return Ok(false),
         }
