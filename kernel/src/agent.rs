@@ -517,6 +517,17 @@ pub(crate) async fn handle_call(
         }
         Decision::Allow => {}
     }
+    if crate::ext::process::is_background(call) {
+        return Ok(crate::ext::process::run_background(
+            session,
+            rid,
+            &tool_call_id,
+            call,
+            verdict.level(),
+            verdict.elevated(),
+        )
+        .await);
+    }
     if crate::ext::previews(session, &call.name) {
         // Patch preview: the allowed change is proposed instead of written.
         return Ok(

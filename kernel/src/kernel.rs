@@ -391,6 +391,15 @@ impl Kernel {
                 };
                 for s in &open {
                     status.sessions.push(s.info());
+                    status.background_tasks.extend(
+                        s.data()
+                            .ext
+                            .background
+                            .tasks
+                            .iter()
+                            .filter(|t| t.status == keel_envelope::ext::BackgroundStatus::Running)
+                            .cloned(),
+                    );
                     status
                         .sub_agents
                         .extend(s.data().ext.sub_agents.active.iter().cloned());

@@ -637,6 +637,7 @@ impl Session {
                 let _ = runner.await;
             }
         }
+        crate::ext::process::stop_all(self).await;
         self.data().state.closed = true;
         self.persist(rid).await;
         self.emitter

@@ -7,9 +7,11 @@
 //! preview of `edit_file` / `write_file`, emits the events and keeps the state in
 //! [`PersistedSession::extensions`](crate::store::PersistedSession).
 
+pub(crate) mod background;
 pub(crate) mod child;
 pub(crate) mod graph;
 pub(crate) mod patch;
+pub(crate) mod process;
 pub(crate) mod review;
 pub(crate) mod subagent;
 
@@ -17,9 +19,9 @@ use std::sync::Arc;
 
 use keel_envelope::commands::{CommandPayload, NewTaskNode, NodeUpdates};
 use keel_envelope::events::{
-    PatchEvent, PatchSummary, ReviewEvent, ReviewStateEvent, SubAgentGet, SubAgentList,
-    TaskGraphAdvanced, TaskGraphEvent, TaskGraphNodeEvent, ToolCallCompleted, ToolCallFailed,
-    ToolCallStarted,
+    BackgroundEvent, BackgroundHistory, BackgroundList, PatchEvent, PatchSummary, ReviewEvent,
+    ReviewStateEvent, SubAgentGet, SubAgentList, TaskGraphAdvanced, TaskGraphEvent,
+    TaskGraphNodeEvent, ToolCallCompleted, ToolCallFailed, ToolCallStarted,
 };
 use keel_envelope::ext::{NodeStatus, PatchStatus, ReviewState, TaskGraph};
 use keel_envelope::ids::IdKind;
@@ -33,8 +35,10 @@ use tokio_util::sync::CancellationToken;
 use crate::model::ToolCallRequest;
 use crate::session::Session;
 
+use self::background::BackgroundBook;
 use self::patch::PatchBook;
 use self::subagent::SubAgents;
+use std::collections::HashMap;
 
 /// Key of the review in `extensions`.
 const REVIEW_KEY: &str = "review";
@@ -42,6 +46,8 @@ const REVIEW_KEY: &str = "review";
 const PATCHES_KEY: &str = "patches";
 /// Key of the task graph in `extensions`.
 const GRAPH_KEY: &str = "taskGraph";
+/// Key of the background tasks in `extensions`.
+const BACKGROUND_KEY: &str = "background";
 /// Key of the sub-agents in `extensions`.
 const SUB_AGENTS_KEY: &str = "subAgents";
 
@@ -49,12 +55,15 @@ const SUB_AGENTS_KEY: &str = "subAgents";
 const HOST: &str = "host";
 
 /// The extension state of a session.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct ExtState {
     pub(crate) review: Option<ReviewState>,
     pub(crate) patches: PatchBook,
     pub(crate) graph: Option<TaskGraph>,
     pub(crate) sub_agents: SubAgents,
+    pub(crate) background: BackgroundBook,
+    /// Running background processes (not persisted).
+    pub(crate) processes: HashMap<String, process::Running>,
     /// Keys whose stored value could not be read; they are left as they are.
     unreadable: Vec<&'static str>,
 }
@@ -85,11 +94,16 @@ impl ExtState {
         let mut sub_agents: SubAgents =
             load_key(map, SUB_AGENTS_KEY, &mut unreadable).unwrap_or_default();
         sub_agents.after_restart(now);
+        let mut background: BackgroundBook =
+            load_key(map, BACKGROUND_KEY, &mut unreadable).unwrap_or_default();
+        background.after_restart(now);
         Self {
             review,
             patches,
             graph,
             sub_agents,
+            background,
+            processes: HashMap::new(),
             unreadable,
         }
     }
@@ -119,6 +133,12 @@ impl ExtState {
             PATCHES_KEY,
             (!self.patches.is_empty())
                 .then(|| serde_json::to_value(&self.patches).ok())
+                .flatten(),
+        );
+        put(
+            BACKGROUND_KEY,
+            (!self.background.is_empty())
+                .then(|| serde_json::to_value(&self.background).ok())
                 .flatten(),
         );
         put(
@@ -369,6 +389,35 @@ impl Session {
                 let sub_agent = self.data().ext.sub_agents.get(&p.sub_agent_id)?;
                 self.emitter
                     .emit(rid, Event::SubAgentGet(SubAgentGet { sub_agent }))
+                    .await;
+            }
+            CommandPayload::BackgroundList(_) => {
+                let tasks = self.data().ext.background.tasks.clone();
+                self.emitter
+                    .emit(rid, Event::BackgroundList(BackgroundList { tasks }))
+                    .await;
+            }
+            CommandPayload::BackgroundGet(p) => {
+                let task = self.data().ext.background.get(&p.task_id)?;
+                self.emitter
+                    .emit(rid, Event::BackgroundGet(BackgroundEvent { task }))
+                    .await;
+            }
+            CommandPayload::BackgroundHistory(p) => {
+                let lines = self.data().ext.background.history(&p.task_id)?;
+                self.emitter
+                    .emit(
+                        rid,
+                        Event::BackgroundHistory(BackgroundHistory {
+                            task_id: p.task_id.clone(),
+                            lines,
+                        }),
+                    )
+                    .await;
+            }
+            CommandPayload::BackgroundStop(p) => {
+                let task = process::stop(self, &p.task_id).await?;
+                self.emit_persist(rid, Event::BackgroundStopped(BackgroundEvent { task }))
                     .await;
             }
             _ => return Ok(false),
