@@ -40,7 +40,7 @@ enum Outcome {
 }
 
 /// Marker: the request was interrupted.
-struct Interrupted;
+pub(crate) struct Interrupted;
 
 /// Runs `first`, then whatever is queued, until the queue is empty.
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
@@ -60,6 +60,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                         cancel: cancel.clone(),
                         interrupt_reply: None,
                         steer: Vec::new(),
+                        patch_preview: q.patch_preview,
                     });
                     (q, cancel)
                 })
@@ -444,7 +445,7 @@ fn refusal_text(error: &ErrorPayload) -> String {
 }
 
 /// Runs one tool call through the gate. Returns the content the model sees.
-async fn handle_call(
+pub(crate) async fn handle_call(
     session: &Arc<Session>,
     rid: &str,
     call: &ToolCallRequest,
@@ -466,6 +467,13 @@ async fn handle_call(
         }
         prompt::UPDATE_PLAN => return update_plan(session, rid, &tool_call_id, call).await,
         prompt::ASK_USER => return ask_user(session, rid, &tool_call_id, call, cancel).await,
+        prompt::SPAWN_SUB_AGENT => {
+            return crate::ext::child::spawn_sub_agent(session, rid, &tool_call_id, call, cancel)
+                .await
+        }
+        prompt::TASK_GRAPH => {
+            return Ok(crate::ext::task_graph_tool(session, rid, &tool_call_id, call).await)
+        }
         _ => {}
     }
     let Some(tool) = session
@@ -514,6 +522,23 @@ async fn handle_call(
             }
         }
         Decision::Allow => {}
+    }
+    if crate::ext::process::is_background(call) {
+        return Ok(crate::ext::process::run_background(
+            session,
+            rid,
+            &tool_call_id,
+            call,
+            verdict.level(),
+            verdict.elevated(),
+        )
+        .await);
+    }
+    if crate::ext::previews(session, &call.name) {
+        // Patch preview: the allowed change is proposed instead of written.
+        return Ok(
+            crate::ext::preview_call(session, rid, &tool_call_id, call, verdict.level()).await,
+        );
     }
     run_tool(session, rid, &tool_call_id, call, tool, &verdict, cancel).await
 }
@@ -861,7 +886,7 @@ fn parse_args<T: serde::de::DeserializeOwned>(call: &ToolCallRequest) -> Result<
     })
 }
 
-async fn kernel_tool_done(
+pub(crate) async fn kernel_tool_done(
     session: &Session,
     rid: &str,
     tool_call_id: &str,
@@ -908,7 +933,7 @@ async fn kernel_tool_done(
     }
 }
 
-async fn emit_kernel_tool_started(
+pub(crate) async fn emit_kernel_tool_started(
     session: &Session,
     rid: &str,
     tool_call_id: &str,

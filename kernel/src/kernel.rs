@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 use keel_envelope::commands::{CommandPayload, RequestSend, SessionStart};
-use keel_envelope::events::SessionList;
+use keel_envelope::events::{HarnessStatus, SessionList};
 use keel_envelope::ids::{Clock, IdGen, IdKind, SystemClock, UlidGen};
 use keel_envelope::types::{Cursor, SessionInfo};
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
@@ -379,6 +379,44 @@ impl Kernel {
                         &cmd.request_id,
                         Event::SessionList(SessionList { sessions }),
                     )
+                    .await;
+                Ok(())
+            }
+            CommandPayload::HarnessStatus(_) => {
+                let open: Vec<Arc<Session>> = self
+                    .inner
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    .cloned()
+                    .collect();
+                let mut status = HarnessStatus {
+                    sessions: Vec::new(),
+                    background_tasks: Vec::new(),
+                    sub_agents: Vec::new(),
+                };
+                for s in &open {
+                    status.sessions.push(s.info());
+                    status.background_tasks.extend(
+                        s.data()
+                            .ext
+                            .background
+                            .tasks
+                            .iter()
+                            .filter(|t| t.status == keel_envelope::ext::BackgroundStatus::Running)
+                            .cloned(),
+                    );
+                    status
+                        .sub_agents
+                        .extend(s.data().ext.sub_agents.active.iter().cloned());
+                }
+                status
+                    .sessions
+                    .sort_by(|a, b| a.session_id.cmp(&b.session_id));
+                self.inner
+                    .emitter
+                    .emit(&cmd.request_id, Event::HarnessStatus(status))
                     .await;
                 Ok(())
             }

@@ -9,6 +9,7 @@
 mod agent;
 pub mod config;
 mod emit;
+mod ext;
 pub mod gate;
 mod kernel;
 pub mod model;
@@ -21,4 +22,4 @@ pub use kernel::{
     default_store_dir, EventStream, Kernel, KernelBuilder, ModelFactory, SessionHandle,
     SessionOptions,
 };
-pub use prompt::{ASK_USER, PROPOSE_PLAN, UPDATE_PLAN};
+pub use prompt::{ASK_USER, PROPOSE_PLAN, SPAWN_SUB_AGENT, TASK_GRAPH, UPDATE_PLAN};

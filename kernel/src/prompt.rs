@@ -14,6 +14,10 @@ pub const PROPOSE_PLAN: &str = "propose_plan";
 pub const UPDATE_PLAN: &str = "update_plan";
 /// The kernel's question tool.
 pub const ASK_USER: &str = "ask_user";
+/// The kernel's task-graph tool.
+pub const TASK_GRAPH: &str = "task_graph";
+/// The kernel's sub-agent tool.
+pub const SPAWN_SUB_AGENT: &str = "spawn_sub_agent";
 
 const BASE: &str = "You are Keel, a coding agent working in a software project. Read before you change anything, \
 make small exact edits, and verify your work by running the project's checks. Tool calls may need the user's \
@@ -57,6 +61,16 @@ fn kernel_tool_defs() -> Vec<ToolDef> {
             }
         }
     });
+    let node = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "title": {"type": "string"},
+            "description": {"type": "string"},
+            "dependsOn": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["id", "title"]
+    });
     vec![
         ToolDef {
             name: PROPOSE_PLAN.into(),
@@ -86,6 +100,44 @@ fn kernel_tool_defs() -> Vec<ToolDef> {
                     "candidates": {"type": "array", "items": {"type": "string"}}
                 },
                 "required": ["question"]
+            }),
+        },
+        ToolDef {
+            name: SPAWN_SUB_AGENT.into(),
+            description: "Delegate a self-contained task to a sub-agent with its own conversation. It may use the given tools (a subset of yours; default all of your registered tools) under the same permissions, and returns only a summary of its work.".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string"},
+                    "tools": {"type": "array", "items": {"type": "string"}}
+                },
+                "required": ["task"]
+            }),
+        },
+        ToolDef {
+            name: TASK_GRAPH.into(),
+            description: "Plan multi-step work as a task graph (a DAG kept with the session). Actions: create {title?, description?, nodes: [{id, title, description?, dependsOn?}]}; add_node {node}; update_node {nodeId, updates: {status?, title?, result?, error?, metadata?}} with status pending|ready|running|completed|failed|skipped; advance (marks every node whose dependencies are completed or skipped as ready and returns them); state.".into(),
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "action": {"type": "string", "enum": ["create", "add_node", "update_node", "advance", "state"]},
+                    "title": {"type": "string"},
+                    "description": {"type": "string"},
+                    "nodes": {"type": "array", "items": node},
+                    "node": node,
+                    "nodeId": {"type": "string"},
+                    "updates": {
+                        "type": "object",
+                        "properties": {
+                            "status": {"type": "string", "enum": ["pending", "ready", "running", "completed", "failed", "skipped"]},
+                            "title": {"type": "string"},
+                            "result": {},
+                            "error": {},
+                            "metadata": {"type": "object"}
+                        }
+                    }
+                },
+                "required": ["action"]
             }),
         },
     ]

@@ -34,6 +34,8 @@ pub(crate) struct Queued {
     pub(crate) id: String,
     pub(crate) message: String,
     pub(crate) images: Vec<String>,
+    /// Whether `edit_file` / `write_file` are proposed as patches in this request.
+    pub(crate) patch_preview: bool,
 }
 
 /// The running request.
@@ -45,6 +47,8 @@ pub(crate) struct Active {
     pub(crate) interrupt_reply: Option<String>,
     /// Messages steered into the running request, not yet given to the model.
     pub(crate) steer: Vec<String>,
+    /// Whether `edit_file` / `write_file` are proposed as patches.
+    pub(crate) patch_preview: bool,
 }
 
 /// An answer to a pending approval: the decision and the answering command's requestId.
@@ -78,6 +82,8 @@ pub(crate) struct Data {
     pub(crate) runner: Option<JoinHandle<()>>,
     /// Whether the session already warned that shell commands run unsandboxed.
     pub(crate) sandbox_warned: bool,
+    /// Review, patches and task graph (kept in `state.extensions` when persisted).
+    pub(crate) ext: crate::ext::ExtState,
 }
 
 /// One session.
@@ -116,6 +122,7 @@ impl Session {
             true,
             sequencer,
         );
+        let ext = crate::ext::ExtState::load(&state.extensions, kernel.ctx.clock.now_ms());
         Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
@@ -133,6 +140,7 @@ impl Session {
                 plan_wait: None,
                 runner: None,
                 sandbox_warned: false,
+                ext,
             }),
         })
     }
@@ -150,6 +158,8 @@ impl Session {
         let snapshot = {
             let mut d = self.data();
             d.state.updated_at = self.now();
+            let Data { state, ext, .. } = &mut *d;
+            ext.save(&mut state.extensions);
             d.state.clone()
         };
         if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
@@ -387,10 +397,14 @@ impl Session {
                     )
                     .with_detail("field", "payload.message"));
                 }
+                if let Some(refusal) = self.data().ext.send_refusal() {
+                    return Err(refusal);
+                }
                 let q = Queued {
                     id: rid.to_owned(),
                     message: p.message.clone(),
                     images: p.images.clone().unwrap_or_default(),
+                    patch_preview: p.patch_preview.unwrap_or(self.kernel.config.patch_preview),
                 };
                 self.send(q, p.when_busy.unwrap_or_default()).await?;
             }
@@ -468,6 +482,7 @@ impl Session {
                 crate::agent::compact(self, rid, "manual", &CancellationToken::new()).await;
                 self.persist(rid).await;
             }
+            other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(
                     ErrorCode::RequestInvalid,
@@ -516,6 +531,7 @@ impl Session {
                         cancel: cancel.clone(),
                         interrupt_reply: None,
                         steer: Vec::new(),
+                        patch_preview: q.patch_preview,
                     });
                     Outcome::Start(cancel)
                 }
@@ -633,6 +649,7 @@ impl Session {
                 let _ = runner.await;
             }
         }
+        crate::ext::process::stop_all(self).await;
         self.data().state.closed = true;
         self.persist(rid).await;
         self.emitter
