@@ -180,11 +180,14 @@ impl Repl {
             match self.editor.readline(&(raw.as_str(), styled.as_str())) {
                 Ok(line) => {
                     ctrl_c_at_prompt = 0;
+                    let private = line.starts_with(' ');
                     let line = line.trim();
                     if line.is_empty() {
                         continue;
                     }
-                    let _ = self.editor.add_history_entry(line);
+                    if !private {
+                        let _ = self.editor.add_history_entry(line);
+                    }
                     if slash::is_command(line) {
                         if self.slash(line) == Flow::Quit {
                             return 0;

@@ -90,6 +90,11 @@ impl Screen {
         self.width = width.clamp(20, 1000);
     }
 
+    /// Whether a spinner may be drawn now without breaking a line of text.
+    pub(crate) fn can_spin(&self) -> bool {
+        self.at_line_start || self.spinner_drawn
+    }
+
     /// Whether stdout is a terminal (spinner and redraws only then).
     pub(crate) fn is_tty(&self) -> bool {
         self.tty

@@ -1,7 +1,7 @@
 //! Following a request: its events until its end, with approvals, plan decisions and
 //! questions answered inline, a spinner while tools run, and Ctrl-C to interrupt.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use keel_envelope::commands::{CancelQueued, CommandPayload, RequestSend, WhenBusy};
@@ -39,8 +39,22 @@ struct Turn {
     streamed: HashSet<String>,
     /// Tool calls whose diff was shown in the approval prompt.
     previewed: HashSet<String>,
+    /// Labels of calls seen in approval prompts (a denied call never starts).
+    labels: HashMap<String, String>,
     interrupted_at: Option<Instant>,
     frame: usize,
+    started: Instant,
+    /// When something was last printed for the turn.
+    last_output: Instant,
+}
+
+/// An answer typed in a prompt during a turn.
+enum Answer {
+    Line(String),
+    /// Ctrl-C: the request is being interrupted.
+    Interrupted,
+    /// Input ended (Ctrl-D).
+    End,
 }
 
 enum Step {
@@ -76,8 +90,11 @@ impl Repl {
             tools: Vec::new(),
             streamed: HashSet::new(),
             previewed: HashSet::new(),
+            labels: HashMap::new(),
             interrupted_at: None,
             frame: 0,
+            started: Instant::now(),
+            last_output: Instant::now(),
         };
         let mut tick = self.rt.block_on(async {
             let mut i = tokio::time::interval(Duration::from_millis(100));
@@ -131,7 +148,14 @@ impl Repl {
 
     fn interrupt_turn(&mut self, t: &mut Turn) {
         t.interrupted_at = Some(Instant::now());
+        self.screen.spinner_clear();
+        // Over the terminal's own `^C` echo.
         let line = self.screen.style.yellow("^C interrupting…");
+        let line = if self.screen.is_tty() {
+            format!("\r{line}")
+        } else {
+            line
+        };
         self.screen.line(&line);
         // Requests typed during this turn are dropped too: the prompt comes back.
         for queued in t.waiting.split_off(1.min(t.waiting.len())) {
@@ -170,6 +194,9 @@ impl Repl {
         }
         let rid = env.request_id.clone();
         let st = self.screen.style;
+        if !matches!(env.event, Event::UsageUpdated(_)) {
+            t.last_output = Instant::now();
+        }
         match env.event {
             Event::RequestAccepted(p) => {
                 if p.from_queue {
@@ -256,7 +283,7 @@ impl Repl {
             }
             Event::ToolCallCompleted(p) => self.tool_completed(t, &p),
             Event::ToolCallFailed(p) => {
-                let label = self.take_tool(t, &p.tool_call_id, &p.tool_name);
+                let label = self.take_tool(t, &p.tool_call_id);
                 if is_kernel_tool(&p.tool_name) {
                     return;
                 }
@@ -271,7 +298,7 @@ impl Repl {
                 self.screen.line(&why);
             }
             Event::ToolCallSkipped(p) => {
-                let label = self.take_tool(t, &p.tool_call_id, &p.tool_name);
+                let label = self.take_tool(t, &p.tool_call_id);
                 let line = format!(
                     "{} {} {}{}",
                     st.yellow("⊘"),
@@ -364,20 +391,17 @@ impl Repl {
         }
     }
 
-    fn take_tool(&mut self, t: &mut Turn, id: &str, name: &str) -> String {
+    fn take_tool(&mut self, t: &mut Turn, id: &str) -> String {
         self.screen.spinner_clear();
         match t.tools.iter().position(|a| a.id == id) {
             Some(i) => t.tools.remove(i).label,
-            None => {
-                let _ = name;
-                String::new()
-            }
+            None => t.labels.get(id).cloned().unwrap_or_default(),
         }
     }
 
     fn tool_completed(&mut self, t: &mut Turn, p: &ToolCallCompleted) {
         let st = self.screen.style;
-        let label = self.take_tool(t, &p.tool_call_id, &p.tool_name);
+        let label = self.take_tool(t, &p.tool_call_id);
         if is_kernel_tool(&p.tool_name) {
             return;
         }
@@ -435,10 +459,24 @@ impl Repl {
     }
 
     fn draw_spinner(&mut self, t: &mut Turn) {
+        t.frame = (t.frame + 1) % FRAMES.len();
         let Some(last) = t.tools.last() else {
+            // Waiting for the model: a quiet spinner once nothing has come for a while.
+            if t.interrupted_at.is_none()
+                && !t.waiting.is_empty()
+                && self.screen.can_spin()
+                && t.last_output.elapsed() > Duration::from_millis(300)
+            {
+                let text = format!(
+                    "{} waiting for the model {}",
+                    FRAMES[t.frame],
+                    duration(t.started.elapsed())
+                );
+                let text = self.screen.style.dim(&text);
+                self.screen.spinner(&text);
+            }
             return;
         };
-        t.frame = (t.frame + 1) % FRAMES.len();
         let more = if t.tools.len() > 1 {
             format!(" (+{} more)", t.tools.len() - 1)
         } else {
@@ -503,18 +541,17 @@ impl Repl {
         }
     }
 
-    /// Reads one answer line during a turn. `None` when Ctrl-C interrupted the turn
-    /// (already done here) or input ended.
-    fn ask_line(&mut self, t: &mut Turn, prompt: &str) -> Option<String> {
+    /// Reads one answer line during a turn. Ctrl-C interrupts the request (done here).
+    fn ask_line(&mut self, t: &mut Turn, prompt: &str) -> Answer {
         self.screen.end_block();
         let styled = self.screen.style.bold(prompt);
         match self.editor.readline(&(prompt, styled.as_str())) {
-            Ok(l) => Some(l.trim().to_owned()),
+            Ok(l) => Answer::Line(l.trim().to_owned()),
             Err(ReadlineError::Interrupted) => {
                 self.interrupt_turn(t);
-                None
+                Answer::Interrupted
             }
-            Err(_) => None,
+            Err(_) => Answer::End,
         }
     }
 
@@ -527,6 +564,7 @@ impl Repl {
             RiskLevel::High => st.red("high"),
         };
         let label = tool_label(&p.tool_name, &p.arguments);
+        t.labels.insert(p.tool_call_id.clone(), label.clone());
         let title = format!(
             "{} {} {}",
             st.yellow("⚠ approval needed:"),
@@ -571,11 +609,10 @@ impl Repl {
         let keys = choices.iter().map(|(k, _, _)| *k).collect::<Vec<_>>().join("/");
         let prompt = format!("allow? [{keys}] ");
         let decision = loop {
-            let Some(answer) = self.ask_line(t, &prompt) else {
-                if t.interrupted_at.is_some() {
-                    return;
-                }
-                break ApprovalDecision::Deny;
+            let answer = match self.ask_line(t, &prompt) {
+                Answer::Line(a) => a,
+                Answer::Interrupted => return,
+                Answer::End => break ApprovalDecision::Deny,
             };
             let key = answer.to_ascii_lowercase();
             let key = match key.as_str() {
@@ -617,8 +654,10 @@ impl Repl {
         );
         self.screen.line(&menu);
         loop {
-            let Some(answer) = self.ask_line(t, "approve the plan? [y/e/a/n] ") else {
-                return;
+            let answer = match self.ask_line(t, "approve the plan? [y/e/a/n] ") {
+                Answer::Line(a) => a,
+                Answer::Interrupted => return,
+                Answer::End => "n".to_owned(),
             };
             let mode = match answer.to_ascii_lowercase().as_str() {
                 "y" | "yes" => Some(PermissionMode::Ask),
@@ -635,8 +674,10 @@ impl Repl {
                     .rt
                     .block_on(self.session.approve_plan(&p.plan_id, Some(m))),
                 None => {
-                    let Some(feedback) = self.ask_line(t, "feedback (Enter for none)> ") else {
-                        return;
+                    let feedback = match self.ask_line(t, "feedback (Enter for none)> ") {
+                        Answer::Line(f) => f,
+                        Answer::Interrupted => return,
+                        Answer::End => String::new(),
                     };
                     let feedback = (!feedback.is_empty()).then_some(feedback);
                     self.rt
@@ -663,8 +704,14 @@ impl Repl {
             format!("answer (1-{} or text)> ", p.candidates.len())
         };
         let answer = loop {
-            let Some(a) = self.ask_line(t, &prompt) else {
-                return;
+            let a = match self.ask_line(t, &prompt) {
+                Answer::Line(a) => a,
+                Answer::Interrupted => return,
+                Answer::End => {
+                    // Input ended: nobody can answer, so stop the request.
+                    self.interrupt_turn(t);
+                    return;
+                }
             };
             if a.is_empty() {
                 self.warn_line("type an answer (Ctrl-C interrupts the request)");
