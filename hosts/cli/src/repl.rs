@@ -20,7 +20,8 @@ use input::{CtrlC, LineEditor, TypeAhead};
 use render::Screen;
 use slash::Flow;
 
-const USAGE: &str = "usage: keel [--workspace DIR] [--model provider:model] [--mode ask|auto-edit|auto|plan]
+const USAGE: &str =
+    "usage: keel [--workspace DIR] [--model provider:model] [--mode ask|auto-edit|auto|plan]
 
 Starts an interactive session in the workspace (default: the current directory).
 Type a message and press Enter; /help lists the slash commands; Ctrl-D exits.";
@@ -153,9 +154,11 @@ impl Repl {
             s.permission_mode.as_str(),
             s.workspace
         )));
-        self.screen.line(&st.dim(
-            "Type a message, /help for commands. Ctrl-C interrupts a request; Ctrl-D exits.",
-        ));
+        self.screen.line(
+            &st.dim(
+                "Type a message, /help for commands. Ctrl-C interrupts a request; Ctrl-D exits.",
+            ),
+        );
     }
 
     fn prompt(&self) -> (String, String) {
@@ -193,7 +196,9 @@ impl Repl {
                             return 0;
                         }
                     } else {
-                        let message = line.strip_prefix("//").map_or(line.to_owned(), |m| format!("/{m}"));
+                        let message = line
+                            .strip_prefix("//")
+                            .map_or(line.to_owned(), |m| format!("/{m}"));
                         self.send(&message, None);
                     }
                 }

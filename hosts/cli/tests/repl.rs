@@ -225,18 +225,30 @@ fn a_session_as_a_person_uses_it() {
     // A prompt; the answer streams in, the thought is shown too.
     t.line("hello");
     let shown = t.expect("streaming this answer in pieces.");
-    assert!(shown.contains("thinking: A greeting deserves a short answer."), "{shown}");
+    assert!(
+        shown.contains("thinking: A greeting deserves a short answer."),
+        "{shown}"
+    );
     t.expect("ask › ");
 
     // A turn that writes a file asks first, showing the tool, the risk and the diff.
     t.line("please write the notes");
     let approval = t.expect("allow? [y/s/a/n]");
-    assert!(approval.contains("I will write the notes file."), "{approval}");
-    assert!(approval.contains("approval needed: write_file NOTES.md"), "{approval}");
+    assert!(
+        approval.contains("I will write the notes file."),
+        "{approval}"
+    );
+    assert!(
+        approval.contains("approval needed: write_file NOTES.md"),
+        "{approval}"
+    );
     assert!(approval.contains("risk medium"), "{approval}");
     assert!(approval.contains("+++ b/NOTES.md"), "{approval}");
     assert!(approval.contains("+- written from the REPL"), "{approval}");
-    assert!(approval.contains("[s] allow for this session"), "{approval}");
+    assert!(
+        approval.contains("[s] allow for this session"),
+        "{approval}"
+    );
     assert!(!d.workspace.join("NOTES.md").exists());
     t.line("y");
     let done = t.expect("Done: NOTES.md holds the notes.");
@@ -334,7 +346,10 @@ fn plans_and_questions_are_answered_inline() {
     t.line("set up storage");
     let proposed = t.expect("approve the plan? [y/e/a/n]");
     assert!(proposed.contains("plan proposed"), "{proposed}");
-    assert!(proposed.contains("Pick a database, then write the notes."), "{proposed}");
+    assert!(
+        proposed.contains("Pick a database, then write the notes."),
+        "{proposed}"
+    );
     assert!(proposed.contains("[ ] Choose the database"), "{proposed}");
     assert!(proposed.contains("[ ] Write the notes"), "{proposed}");
     t.line("y");

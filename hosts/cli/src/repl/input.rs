@@ -96,8 +96,7 @@ impl CtrlC {
         #[cfg(unix)]
         {
             CtrlC {
-                sig: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                    .ok(),
+                sig: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
             }
         }
         #[cfg(not(unix))]

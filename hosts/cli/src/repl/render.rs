@@ -277,7 +277,10 @@ pub(crate) fn result_summary(tool: &str, result: &Value) -> String {
         }
         "list_dir" => {
             let e = arr("entries").unwrap_or(0);
-            format!("{e} entries{}", if flag("truncated") { " (cut)" } else { "" })
+            format!(
+                "{e} entries{}",
+                if flag("truncated") { " (cut)" } else { "" }
+            )
         }
         "search_files" => {
             let m = arr("matches").unwrap_or(0);
@@ -356,10 +359,7 @@ pub(crate) fn diff(style: Style, text: &str, max_lines: usize) -> String {
         out.push(format!("    {painted}"));
     }
     if lines.len() > max_lines {
-        out.push(style.dim(&format!(
-            "    … {} more lines",
-            lines.len() - max_lines
-        )));
+        out.push(style.dim(&format!("    … {} more lines", lines.len() - max_lines)));
     }
     out.join("\n")
 }

@@ -19,21 +19,81 @@ pub(crate) struct SlashCommand {
 
 /// Every slash command, in the order `/help` lists them.
 pub(crate) const COMMANDS: &[SlashCommand] = &[
-    SlashCommand { name: "/help", args: "", help: "list the commands and keys" },
-    SlashCommand { name: "/status", args: "", help: "session id, mode, model, state, usage" },
-    SlashCommand { name: "/mode", args: "[ask|auto-edit|auto|plan]", help: "show or change the permission mode" },
-    SlashCommand { name: "/model", args: "[provider:model]", help: "show the model and the configured ones, or switch" },
-    SlashCommand { name: "/plan", args: "", help: "show the plan as a checklist" },
-    SlashCommand { name: "/usage", args: "", help: "token usage of the session and the context size" },
-    SlashCommand { name: "/compact", args: "", help: "compact the context now (summarised by the model)" },
-    SlashCommand { name: "/abort", args: "", help: "interrupt the running request" },
-    SlashCommand { name: "/queue", args: "", help: "show queued requests" },
-    SlashCommand { name: "/steer", args: "<text>", help: "send a message that joins the running request (else runs now)" },
-    SlashCommand { name: "/title", args: "<text>", help: "name the session (not supported yet)" },
-    SlashCommand { name: "/sessions", args: "", help: "list stored sessions" },
-    SlashCommand { name: "/resume", args: "<id>", help: "switch to a stored session (a unique prefix of its id is enough)" },
-    SlashCommand { name: "/clear", args: "", help: "clear the screen (history is kept)" },
-    SlashCommand { name: "/quit", args: "", help: "close the session and exit (also /exit, Ctrl-D)" },
+    SlashCommand {
+        name: "/help",
+        args: "",
+        help: "list the commands and keys",
+    },
+    SlashCommand {
+        name: "/status",
+        args: "",
+        help: "session id, mode, model, state, usage",
+    },
+    SlashCommand {
+        name: "/mode",
+        args: "[ask|auto-edit|auto|plan]",
+        help: "show or change the permission mode",
+    },
+    SlashCommand {
+        name: "/model",
+        args: "[provider:model]",
+        help: "show the model and the configured ones, or switch",
+    },
+    SlashCommand {
+        name: "/plan",
+        args: "",
+        help: "show the plan as a checklist",
+    },
+    SlashCommand {
+        name: "/usage",
+        args: "",
+        help: "token usage of the session and the context size",
+    },
+    SlashCommand {
+        name: "/compact",
+        args: "",
+        help: "compact the context now (summarised by the model)",
+    },
+    SlashCommand {
+        name: "/abort",
+        args: "",
+        help: "interrupt the running request",
+    },
+    SlashCommand {
+        name: "/queue",
+        args: "",
+        help: "show queued requests",
+    },
+    SlashCommand {
+        name: "/steer",
+        args: "<text>",
+        help: "send a message that joins the running request (else runs now)",
+    },
+    SlashCommand {
+        name: "/title",
+        args: "<text>",
+        help: "name the session (not supported yet)",
+    },
+    SlashCommand {
+        name: "/sessions",
+        args: "",
+        help: "list stored sessions",
+    },
+    SlashCommand {
+        name: "/resume",
+        args: "<id>",
+        help: "switch to a stored session (a unique prefix of its id is enough)",
+    },
+    SlashCommand {
+        name: "/clear",
+        args: "",
+        help: "clear the screen (history is kept)",
+    },
+    SlashCommand {
+        name: "/quit",
+        args: "",
+        help: "close the session and exit (also /exit, Ctrl-D)",
+    },
 ];
 
 /// What the main loop does after a command.
@@ -170,7 +230,10 @@ impl Repl {
         self.screen.line(&st.bold("keys"));
         for (k, what) in [
             ("Enter", "send the message"),
-            ("Ctrl-C", "interrupt the running request; twice at the prompt exits"),
+            (
+                "Ctrl-C",
+                "interrupt the running request; twice at the prompt exits",
+            ),
             ("Ctrl-D", "exit"),
             ("Up / Down, Ctrl-R", "history"),
             ("Tab", "complete a command"),
@@ -236,7 +299,8 @@ impl Repl {
             ("plan", plan),
         ];
         for (k, v) in rows {
-            self.screen.line(&format!("  {} {v}", st.dim(&format!("{k:<10}"))));
+            self.screen
+                .line(&format!("  {} {v}", st.dim(&format!("{k:<10}"))));
         }
     }
 
@@ -303,7 +367,8 @@ impl Repl {
                     self.screen.line(&format!("  {mark} {}{name}", m.id));
                 }
             }
-            self.screen.line(&st.dim("switch with /model provider:model"));
+            self.screen
+                .line(&st.dim("switch with /model provider:model"));
             return;
         }
         match self.rt.block_on(self.session.set_model(arg)) {
@@ -329,7 +394,11 @@ impl Repl {
         match self.session.state().plan {
             Some(p) => {
                 let status = format!("{:?}", p.status).to_ascii_lowercase();
-                self.screen.line(&format!("{} {}", st.bold("plan"), st.dim(&format!("({status})"))));
+                self.screen.line(&format!(
+                    "{} {}",
+                    st.bold("plan"),
+                    st.dim(&format!("({status})"))
+                ));
                 if let Some(s) = &p.summary {
                     self.screen.line(&format!("  {s}"));
                 }
@@ -355,10 +424,10 @@ impl Repl {
     fn compact(&mut self) {
         let st = self.screen.style;
         self.screen.line(&st.dim("compacting the context…"));
-        let rid = match self
-            .rt
-            .block_on(self.session.command(CommandPayload::ContextCompact(ContextCompact {})))
-        {
+        let rid = match self.rt.block_on(
+            self.session
+                .command(CommandPayload::ContextCompact(ContextCompact {})),
+        ) {
             Ok(rid) => rid,
             Err(e) => {
                 self.error_line(&e.message);
@@ -377,7 +446,11 @@ impl Repl {
                         p.messages_compacted,
                         p.tokens_before,
                         p.tokens_after,
-                        if p.fallback { " (plain truncation)" } else { "" }
+                        if p.fallback {
+                            " (plain truncation)"
+                        } else {
+                            ""
+                        }
                     );
                     self.screen.line(&line);
                     return;
@@ -523,7 +596,10 @@ impl Repl {
         self.events = events;
         self.context = None;
         if let Err(e) = self.rt.block_on(old.close()) {
-            self.warn_line(&format!("the previous session did not close cleanly: {}", e.message));
+            self.warn_line(&format!(
+                "the previous session did not close cleanly: {}",
+                e.message
+            ));
         }
         let st = self.screen.style;
         match resumed {

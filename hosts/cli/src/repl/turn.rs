@@ -58,7 +58,7 @@ enum Answer {
 }
 
 enum Step {
-    Event(Option<Envelope>),
+    Event(Option<Box<Envelope>>),
     CtrlC,
     Tick,
 }
@@ -107,7 +107,7 @@ impl Repl {
                 let ctrlc = &mut self.ctrlc;
                 self.rt.block_on(async {
                     tokio::select! {
-                        ev = events.recv() => Step::Event(ev),
+                        ev = events.recv() => Step::Event(ev.map(Box::new)),
                         _ = ctrlc.recv() => Step::CtrlC,
                         _ = tick.tick() => Step::Tick,
                     }
@@ -118,16 +118,17 @@ impl Repl {
                     self.error_line("the runtime stopped");
                     break;
                 }
-                Step::Event(Some(env)) => self.on_event(&mut t, env),
+                Step::Event(Some(env)) => self.on_event(&mut t, *env),
                 Step::CtrlC => self.on_ctrl_c(&mut t),
                 Step::Tick => {
                     self.draw_spinner(&mut t);
                     self.typed_during_turn(&mut t);
-                    if t
-                        .interrupted_at
+                    if t.interrupted_at
                         .is_some_and(|at| at.elapsed() > INTERRUPT_GRACE)
                     {
-                        self.warn_line("the request did not confirm the interrupt; back to the prompt");
+                        self.warn_line(
+                            "the request did not confirm the interrupt; back to the prompt",
+                        );
                         break;
                     }
                 }
@@ -159,11 +160,13 @@ impl Repl {
         self.screen.line(&line);
         // Requests typed during this turn are dropped too: the prompt comes back.
         for queued in t.waiting.split_off(1.min(t.waiting.len())) {
-            let _ = self.rt.block_on(self.session.command(CommandPayload::RequestCancelQueued(
-                CancelQueued {
-                    queued_request_id: queued,
-                },
-            )));
+            let _ = self
+                .rt
+                .block_on(self.session.command(CommandPayload::RequestCancelQueued(
+                    CancelQueued {
+                        queued_request_id: queued,
+                    },
+                )));
         }
         if let Err(e) = self.rt.block_on(self.session.interrupt()) {
             self.error_line(&e.message);
@@ -198,11 +201,9 @@ impl Repl {
             t.last_output = Instant::now();
         }
         match env.event {
-            Event::RequestAccepted(p) => {
-                if p.from_queue {
-                    let line = st.dim(&format!("▶ {}", render::first_line(&p.message, 60)));
-                    self.screen.line(&line);
-                }
+            Event::RequestAccepted(p) if p.from_queue => {
+                let line = st.dim(&format!("▶ {}", render::first_line(&p.message, 60)));
+                self.screen.line(&line);
             }
             Event::RequestQueued(p) => {
                 let line = st.dim(&format!(
@@ -235,12 +236,9 @@ impl Repl {
                 t.streamed.insert(rid);
                 self.screen.text(&p.text);
             }
-            Event::AssistantFinal(p) => {
-                if !t.streamed.contains(&rid) {
-                    self.screen.text(&p.text);
-                }
+            Event::AssistantFinal(p) if !t.streamed.contains(&rid) => {
+                self.screen.text(&p.text);
             }
-            Event::PlanStarted(_) => {}
             Event::PlanUpdated(p) => {
                 self.screen.line(&st.bold("plan"));
                 let body = render::plan(st, &p.steps);
@@ -248,7 +246,10 @@ impl Repl {
             }
             Event::PlanApprovalRequired(p) => self.plan_prompt(t, &p),
             Event::PlanApproved(p) => {
-                let line = st.green(&format!("✓ plan approved; continuing in {} mode", p.mode.as_str()));
+                let line = st.green(&format!(
+                    "✓ plan approved; continuing in {} mode",
+                    p.mode.as_str()
+                ));
                 self.screen.line(&line);
             }
             Event::PlanRejected(p) => {
@@ -273,12 +274,10 @@ impl Repl {
                 });
                 self.draw_spinner(t);
             }
-            Event::ToolCallProgress(p) => {
-                if p.stream == "stdout" || p.stream == "stderr" {
-                    for l in p.chunk.lines().filter(|l| !l.trim().is_empty()) {
-                        let line = st.dim(&format!("  │ {}", render::truncate(l, 200)));
-                        self.screen.line(&line);
-                    }
+            Event::ToolCallProgress(p) if p.stream == "stdout" || p.stream == "stderr" => {
+                for l in p.chunk.lines().filter(|l| !l.trim().is_empty()) {
+                    let line = st.dim(&format!("  │ {}", render::truncate(l, 200)));
+                    self.screen.line(&line);
                 }
             }
             Event::ToolCallCompleted(p) => self.tool_completed(t, &p),
@@ -316,19 +315,18 @@ impl Repl {
                 self.screen.line(&line);
             }
             Event::ApprovalRequested(p) => self.approval_prompt(t, &p),
-            Event::ApprovalGranted(_) => {}
-            Event::ApprovalDenied(p) => {
-                if p.reason != "user" {
-                    let line = st.yellow(&format!("denied: {}", p.reason));
-                    self.screen.line(&line);
-                }
+            Event::ApprovalDenied(p) if p.reason != "user" => {
+                let line = st.yellow(&format!("denied: {}", p.reason));
+                self.screen.line(&line);
             }
             Event::ApprovalExpired(p) => {
-                let line = st.yellow(&format!("approval expired ({}): the call was not run", p.reason));
+                let line = st.yellow(&format!(
+                    "approval expired ({}): the call was not run",
+                    p.reason
+                ));
                 self.screen.line(&line);
             }
             Event::AskRequested(p) => self.ask_prompt(t, &p),
-            Event::AskAnswered(_) => {}
             Event::AskExpired(p) => {
                 let line = st.yellow(&format!("question expired ({})", p.reason));
                 self.screen.line(&line);
@@ -589,7 +587,11 @@ impl Repl {
         }
         let choices: Vec<(&str, ApprovalDecision, &str)> = [
             ("y", ApprovalDecision::AllowOnce, "allow once"),
-            ("s", ApprovalDecision::AllowSession, "allow for this session"),
+            (
+                "s",
+                ApprovalDecision::AllowSession,
+                "allow for this session",
+            ),
             (
                 "a",
                 ApprovalDecision::AllowAlwaysProject,
@@ -606,7 +608,11 @@ impl Repl {
             .collect::<Vec<_>>()
             .join("  ");
         self.screen.line(&format!("  {menu}"));
-        let keys = choices.iter().map(|(k, _, _)| *k).collect::<Vec<_>>().join("/");
+        let keys = choices
+            .iter()
+            .map(|(k, _, _)| *k)
+            .collect::<Vec<_>>()
+            .join("/");
         let prompt = format!("allow? [{keys}] ");
         let decision = loop {
             let answer = match self.ask_line(t, &prompt) {
