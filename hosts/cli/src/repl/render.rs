@@ -180,6 +180,18 @@ impl Screen {
         self.at_line_start = false;
     }
 
+    /// After a line typed while output runs: the terminal echoed it and moved to a new
+    /// line. A spinner line holding the echo is removed (the caller prints the line
+    /// cleanly).
+    pub(crate) fn after_typed_line(&mut self) {
+        if self.spinner_drawn {
+            self.out("\x1b[1A\r\x1b[2K");
+            self.spinner_drawn = false;
+        }
+        self.at_line_start = true;
+        self.block = Block::None;
+    }
+
     /// Removes the spinner line, if drawn.
     pub(crate) fn spinner_clear(&mut self) {
         if self.spinner_drawn {
@@ -277,15 +289,19 @@ pub(crate) fn result_summary(tool: &str, result: &Value) -> String {
         }
         "list_dir" => {
             let e = arr("entries").unwrap_or(0);
-            format!(
-                "{e} entries{}",
-                if flag("truncated") { " (cut)" } else { "" }
-            )
+            let noun = if e == 1 { "entry" } else { "entries" };
+            let cut = if flag("truncated") { " (cut)" } else { "" };
+            format!("{e} {noun}{cut}")
         }
         "search_files" => {
             let m = arr("matches").unwrap_or(0);
             let f = n("filesSearched").unwrap_or(0);
-            format!("{m} matches in {f} files")
+            let more = if flag("truncated") { "+" } else { "" };
+            format!(
+                "{m}{more} match{} in {f} file{}",
+                if m == 1 { "" } else { "es" },
+                if f == 1 { "" } else { "s" }
+            )
         }
         "write_file" | "edit_file" => {
             let path = result.get("path").and_then(Value::as_str).unwrap_or("");

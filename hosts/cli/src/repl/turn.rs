@@ -8,7 +8,7 @@ use keel_envelope::commands::{CancelQueued, CommandPayload, RequestSend, WhenBus
 use keel_envelope::events::{
     ApprovalRequested, AskRequested, PlanApprovalRequired, SessionCompleted, ToolCallCompleted,
 };
-use keel_envelope::types::{ApprovalDecision, PermissionMode, RiskLevel, StopReason};
+use keel_envelope::types::{ApprovalDecision, PermissionMode, PlanStatus, RiskLevel, StopReason};
 use keel_envelope::{Envelope, Event};
 use keel_kernel::{ASK_USER, PROPOSE_PLAN, UPDATE_PLAN};
 use rustyline::error::ReadlineError;
@@ -240,6 +240,13 @@ impl Repl {
                 self.screen.text(&p.text);
             }
             Event::PlanUpdated(p) => {
+                // A plan awaiting approval is shown by its approval prompt.
+                let awaiting = self.session.state().plan.is_some_and(|pl| {
+                    pl.plan_id == p.plan_id && pl.status == PlanStatus::AwaitingApproval
+                });
+                if awaiting {
+                    return;
+                }
                 self.screen.line(&st.bold("plan"));
                 let body = render::plan(st, &p.steps);
                 self.screen.line(&body);
@@ -498,10 +505,13 @@ impl Repl {
         let Some(line) = self.typeahead.poll_line() else {
             return;
         };
+        self.screen.after_typed_line();
         let line = line.trim();
         if line.is_empty() {
             return;
         }
+        let echo = self.screen.style.dim(&format!("› {line}"));
+        self.screen.line(&echo);
         let _ = self.editor.add_history_entry(line);
         let (cmd, rest) = match line.split_once(char::is_whitespace) {
             Some((c, r)) => (c, r.trim()),
