@@ -6,6 +6,7 @@
 
 mod input;
 mod render;
+mod rules;
 mod slash;
 mod turn;
 
@@ -39,6 +40,8 @@ pub(crate) struct Repl {
     typeahead: TypeAhead,
     /// Tokens in context and the context window, from the last `usage.updated`.
     context: Option<(u64, u64)>,
+    /// Always-allow rules kept across sessions.
+    rules: rules::RulesFile,
 }
 
 impl std::fmt::Debug for Repl {
@@ -106,6 +109,7 @@ pub fn run(args: &[String]) -> i32 {
             return code;
         }
     };
+    let rules = rules::RulesFile::new(&runtime.home, &runtime.workspace);
     let history = input::history_path(&runtime.home);
     let mut editor = match input::editor(history.as_deref()) {
         Ok(e) => e,
@@ -131,7 +135,10 @@ pub fn run(args: &[String]) -> i32 {
         ctrlc,
         typeahead: TypeAhead::new(),
         context: None,
+        rules,
     };
+    repl.banner();
+    repl.apply_saved_rules(None);
     let code = repl.main_loop();
     repl.finish();
     let Repl { rt, .. } = repl;
@@ -171,7 +178,6 @@ impl Repl {
 
     /// Reads lines until the person leaves; returns the exit code.
     fn main_loop(&mut self) -> i32 {
-        self.banner();
         let mut ctrl_c_at_prompt = 0;
         loop {
             if let Some((cols, _)) = self.editor.dimensions() {
@@ -230,6 +236,41 @@ impl Repl {
         self.rt.block_on(self.kernel.shutdown("exit"));
         let bye = self.screen.style.dim("bye");
         self.screen.line(&bye);
+    }
+
+    /// Gives the session the rules kept for this project, added to `current`.
+    fn apply_saved_rules(&mut self, current: Option<keel_envelope::types::ApprovalRules>) {
+        let saved = match self.rules.load() {
+            Ok(r) => r,
+            Err(e) => {
+                self.warn_line(&format!("saved approval rules ignored: {e}"));
+                return;
+            }
+        };
+        let mut rules = current.clone().unwrap_or_default();
+        for r in saved.always_allow_global {
+            if !rules.always_allow_global.contains(&r) {
+                rules.always_allow_global.push(r);
+            }
+        }
+        for r in saved.always_allow_project {
+            if !rules.always_allow_project.contains(&r) {
+                rules.always_allow_project.push(r);
+            }
+        }
+        if Some(&rules) == current.as_ref() || rules == Default::default() {
+            return;
+        }
+        if let Err(e) = self.rt.block_on(self.session.set_rules(rules)) {
+            self.warn_line(&format!("saved approval rules not applied: {}", e.message));
+        }
+    }
+
+    /// Keeps rules added by an "always" approval for the next sessions.
+    fn save_rules(&mut self, rules: &keel_envelope::types::ApprovalRules) {
+        if let Err(e) = self.rules.save(rules) {
+            self.warn_line(&format!("could not save the approval rules: {e}"));
+        }
     }
 
     fn warn_line(&mut self, text: &str) {

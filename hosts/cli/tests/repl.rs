@@ -407,6 +407,57 @@ fn a_denied_write_leaves_the_workspace_alone() {
 }
 
 #[test]
+fn always_allow_is_kept_for_the_project() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "A.md", "content": "a\n" }
+                }]
+            },
+            { "text": "Wrote A." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("write A");
+    t.expect("allow? [y/s/a/n]");
+    t.line("a");
+    let shown = t.expect("Wrote A.");
+    assert!(shown.contains("always allowed now: write_file"), "{shown}");
+    t.expect("ask › ");
+    t.keys("\x04");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+    assert!(d.workspace.join("A.md").exists());
+
+    // A new run in the same project (with a new script): the rule holds, nothing is
+    // asked.
+    let script = serde_json::json!({
+        "turns": [
+            {
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "B.md", "content": "b\n" }
+                }]
+            },
+            { "text": "Wrote B." }
+        ]
+    });
+    std::fs::write(&d.script, script.to_string()).unwrap();
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("write B");
+    let shown = t.expect("Wrote B.");
+    assert!(!shown.contains("approval needed"), "{shown}");
+    assert!(shown.contains("✓ write_file B.md"), "{shown}");
+    t.expect("ask › ");
+    assert!(d.workspace.join("B.md").exists());
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
 fn strip_ansi_keeps_the_text() {
     assert_eq!(strip_ansi("\x1b[1mbold\x1b[0m\r\n"), "bold\n");
     assert_eq!(strip_ansi("\x1b]0;title\x07x"), "x");

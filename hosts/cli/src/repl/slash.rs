@@ -618,6 +618,7 @@ impl Repl {
                     let body = render::plan(st, &plan.steps);
                     self.screen.line(&body);
                 }
+                self.apply_saved_rules(Some(p.rules));
             }
             None => self.screen.line(&format!("resumed {id}")),
         }

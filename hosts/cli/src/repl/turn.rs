@@ -363,6 +363,9 @@ impl Repl {
                 self.screen.line(&line);
             }
             Event::SessionRulesUpdated(p) => {
+                if p.source == "approval" {
+                    self.save_rules(&p.rules);
+                }
                 let rules: Vec<&String> = p
                     .rules
                     .always_allow_project
