@@ -458,6 +458,52 @@ fn always_allow_is_kept_for_the_project() {
 }
 
 #[test]
+fn piped_input_gets_plain_output() {
+    let d = dirs(&serde_json::json!({
+        "turns": [{ "text": "Plain answer.", "usage": { "inputTokens": 7, "outputTokens": 2 } }]
+    }));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("--workspace")
+        .arg(&d.workspace)
+        .arg("--model")
+        .arg(format!("scripted:{}", d.script.display()))
+        .env("KEEL_HOME", &d.home)
+        .env_remove("KEEL_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello\n/usage\n/nope\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains('\x1b'), "no escape sequences: {stdout:?}");
+    assert!(stdout.contains("Plain answer."), "{stdout}");
+    assert!(
+        stdout.contains("tokens: 7 in (0 cached), 2 out"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("unknown command /nope"), "{stdout}");
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["--mode", "yolo"])
+        .env_remove("KEEL_MODEL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode"));
+}
+
+#[test]
 fn strip_ansi_keeps_the_text() {
     assert_eq!(strip_ansi("\x1b[1mbold\x1b[0m\r\n"), "bold\n");
     assert_eq!(strip_ansi("\x1b]0;title\x07x"), "x");
