@@ -165,7 +165,9 @@ impl Screen {
     }
 
     /// Draws (or redraws) the spinner line; only on a terminal.
-    pub(crate) fn spinner(&mut self, s: &str) {
+    /// The text is cut to the terminal's width first (so that `\r` can redraw it), then
+    /// painted with `paint`.
+    pub(crate) fn spinner(&mut self, plain: &str, paint: fn(Style, &str) -> String) {
         if !self.tty {
             return;
         }
@@ -173,8 +175,7 @@ impl Screen {
             self.end_line();
             self.block = Block::None;
         }
-        let max = self.width.saturating_sub(1);
-        let shown = truncate(s, max);
+        let shown = paint(self.style, &fit_width(plain, self.width.saturating_sub(1)));
         self.out(&format!("\r\x1b[2K{shown}"));
         self.spinner_drawn = true;
         self.at_line_start = false;
@@ -209,6 +210,22 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
     }
     let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
+    out
+}
+
+/// Cuts `s` to at most `cols` terminal columns (wide characters count twice).
+pub(crate) fn fit_width(s: &str, cols: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    let mut out = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > cols {
+            break;
+        }
+        used += w;
+        out.push(c);
+    }
     out
 }
 
@@ -405,6 +422,12 @@ mod tests {
         assert_eq!(duration(Duration::from_millis(42)), "42ms");
         assert_eq!(duration(Duration::from_millis(1234)), "1.2s");
         assert_eq!(duration(Duration::from_secs(65)), "1m05s");
+    }
+
+    #[test]
+    fn fit_counts_columns() {
+        assert_eq!(fit_width("abcdef", 3), "abc");
+        assert_eq!(fit_width("日本語", 4), "日本");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use keel_envelope::{Envelope, Event};
 use keel_kernel::{ASK_USER, PROPOSE_PLAN, UPDATE_PLAN};
 use rustyline::error::ReadlineError;
 
-use super::render::{self, duration, result_summary, tool_label};
+use super::render::{self, duration, result_summary, tool_label, Style};
 use super::Repl;
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -480,8 +480,7 @@ impl Repl {
                     FRAMES[t.frame],
                     duration(t.started.elapsed())
                 );
-                let text = self.screen.style.dim(&text);
-                self.screen.spinner(&text);
+                self.screen.spinner(&text, Style::dim);
             }
             return;
         };
@@ -498,8 +497,7 @@ impl Repl {
             duration(last.started.elapsed()),
             more
         );
-        let text = self.screen.style.cyan(&text);
-        self.screen.spinner(&text);
+        self.screen.spinner(&text, Style::cyan);
     }
 
     /// A line typed while the turn runs: `/abort`, `/steer <text>`, `/queue`, or a
