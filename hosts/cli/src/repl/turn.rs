@@ -388,6 +388,16 @@ impl Repl {
             }
             Event::SessionInterrupted(p) => {
                 let target = p.interrupted_request_id.unwrap_or(rid);
+                // A tool stopped by the interrupt gets no event of its own.
+                for tool in std::mem::take(&mut t.tools) {
+                    let line = format!(
+                        "{} {} {}",
+                        st.yellow("⏹"),
+                        st.bold(&tool.name),
+                        head(&tool.label, &duration(tool.started.elapsed()))
+                    );
+                    self.screen.line(&line);
+                }
                 self.screen.line(&st.yellow("⏹ interrupted"));
                 Self::done(t, &target);
             }
