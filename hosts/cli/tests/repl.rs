@@ -458,6 +458,37 @@ fn always_allow_is_kept_for_the_project() {
 }
 
 #[test]
+fn lines_typed_during_a_request_steer_or_queue() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "delayMs": 5000,
+                "text": "Looking first.",
+                "toolCalls": [{ "name": "list_dir", "arguments": { "path": "." } }]
+            },
+            { "expectLastMessageContains": "mind the tests", "text": "Heard the steer." },
+            { "expectLastMessageContains": "and then this", "text": "Queued one done." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("look around");
+    t.expect("waiting for the model");
+    t.line("/steer mind the tests");
+    t.expect("your message joins the running request");
+    t.line("and then this");
+    t.expect("queued (position 1)");
+    let rest = t.expect("Queued one done.");
+    assert!(rest.contains("Looking first."), "{rest}");
+    assert!(rest.contains("✓ list_dir"), "{rest}");
+    assert!(rest.contains("Heard the steer."), "{rest}");
+    assert!(rest.contains("▶ and then this"), "{rest}");
+    t.expect("ask › ");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
 fn piped_input_gets_plain_output() {
     let d = dirs(&serde_json::json!({
         "turns": [{ "text": "Plain answer.", "usage": { "inputTokens": 7, "outputTokens": 2 } }]
