@@ -427,6 +427,13 @@ fn always_allow_is_kept_for_the_project() {
     let shown = t.expect("Wrote A.");
     assert!(shown.contains("always allowed now: write_file"), "{shown}");
     t.expect("ask › ");
+    t.line("/status");
+    let status = t.expect("ask › ");
+    let first_id = status
+        .split_whitespace()
+        .find(|w| w.starts_with("sess_"))
+        .unwrap()
+        .to_owned();
     t.keys("\x04");
     assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
     assert!(d.workspace.join("A.md").exists());
@@ -453,6 +460,23 @@ fn always_allow_is_kept_for_the_project() {
     assert!(shown.contains("✓ write_file B.md"), "{shown}");
     t.expect("ask › ");
     assert!(d.workspace.join("B.md").exists());
+
+    // Both sessions are stored; the first can be resumed by a prefix of its id.
+    t.line("/sessions");
+    let list = t.expect("resume one with /resume <id>");
+    assert!(list.contains(&first_id), "{list}");
+    assert_eq!(list.matches("sess_").count(), 2, "{list}");
+    t.expect("ask › ");
+    t.line(&format!("/resume {}", &first_id[..first_id.len() - 3]));
+    let resumed = t.expect("ask › ");
+    assert!(
+        resumed.contains(&format!("resumed {first_id}")),
+        "{resumed}"
+    );
+    assert!(resumed.contains("started with: write A"), "{resumed}");
+    t.line("/status");
+    let status = t.expect("ask › ");
+    assert!(status.contains(&first_id), "{status}");
     t.line("/quit");
     assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
 }
@@ -509,7 +533,7 @@ fn piped_input_gets_plain_output() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"hello\n/usage\n/nope\n")
+        .write_all(b"hello\n/usage\n/help\n/nope\n")
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -521,6 +545,8 @@ fn piped_input_gets_plain_output() {
         "{stdout}"
     );
     assert!(stdout.contains("unknown command /nope"), "{stdout}");
+    assert!(stdout.contains("/resume <id>"), "{stdout}");
+    assert!(stdout.contains("/steer <text>"), "{stdout}");
 }
 
 #[test]
