@@ -15,13 +15,13 @@ use rustyline::{Config, Context, Editor, Helper};
 use super::slash::COMMANDS;
 
 /// The line editor used for the prompt and for answers to prompts.
-pub(crate) type LineEditor = Editor<ReplHelper, FileHistory>;
+pub(crate) type LineEditor = Editor<CommandCompleter, FileHistory>;
 
 /// Completes slash commands and `/mode` arguments.
 #[derive(Debug, Default)]
-pub(crate) struct ReplHelper;
+pub(crate) struct CommandCompleter;
 
-impl Completer for ReplHelper {
+impl Completer for CommandCompleter {
     type Candidate = String;
 
     fn complete(
@@ -52,12 +52,12 @@ impl Completer for ReplHelper {
     }
 }
 
-impl Hinter for ReplHelper {
+impl Hinter for CommandCompleter {
     type Hint = String;
 }
-impl Highlighter for ReplHelper {}
-impl Validator for ReplHelper {}
-impl Helper for ReplHelper {}
+impl Highlighter for CommandCompleter {}
+impl Validator for CommandCompleter {}
+impl Helper for CommandCompleter {}
 
 /// Builds the editor and loads the history file (a missing or unreadable file only
 /// means an empty history).
@@ -68,7 +68,7 @@ pub(crate) fn editor(history: Option<&Path>) -> rustyline::Result<LineEditor> {
         .max_history_size(2000)?
         .build();
     let mut ed: LineEditor = Editor::with_config(config)?;
-    ed.set_helper(Some(ReplHelper));
+    ed.set_helper(Some(CommandCompleter));
     if let Some(path) = history {
         let _ = ed.load_history(path);
     }

@@ -93,8 +93,8 @@ mod tests {
     fn rules_round_trip_per_project() {
         let dir = std::env::temp_dir().join(format!("keel-rules-{}", std::process::id()));
         std::fs::create_dir_all(&dir).ok();
-        let a = RulesFile::new(&dir, Path::new("/work/a"));
-        let b = RulesFile::new(&dir, Path::new("/work/b"));
+        let a = RulesFile::new(&dir, Path::new("/projects/a"));
+        let b = RulesFile::new(&dir, Path::new("/projects/b"));
         assert_eq!(a.load(), Ok(ApprovalRules::default()));
         let rules = ApprovalRules {
             always_allow_global: vec!["read_file".into()],
