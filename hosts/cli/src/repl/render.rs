@@ -101,6 +101,7 @@ impl Screen {
     }
 
     fn out(&self, s: &str) {
+        let s = sanitize(s);
         let mut o = std::io::stdout().lock();
         let _ = o.write_all(s.as_bytes());
         let _ = o.flush();
@@ -201,6 +202,51 @@ impl Screen {
             self.at_line_start = true;
         }
     }
+}
+
+/// Makes text from the model, tools and files safe to print: control characters are
+/// dropped except newline, tab and carriage return, and escape sequences except the
+/// few this module writes itself (colors `ESC[…m`, clear line `ESC[2K`, line up
+/// `ESC[1A`). So a model cannot set the window title, move the cursor or write to the
+/// clipboard through the terminal.
+pub(crate) fn sanitize(s: &str) -> std::borrow::Cow<'_, str> {
+    let clean = |c: char| !c.is_control() || matches!(c, '\n' | '\t' | '\r');
+    if s.chars().all(clean) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b' {
+            let seq = rest.get(1..).unwrap_or("");
+            if let Some(params) = seq.strip_prefix('[') {
+                let n = params
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == ';')
+                    .count();
+                let fin = params.get(n..).and_then(|r| r.chars().next());
+                let keep = match fin {
+                    Some('m') => true,
+                    Some('K') => &params[..n] == "2",
+                    Some('A') => &params[..n] == "1",
+                    _ => false,
+                };
+                if keep {
+                    let len = 2 + n + 1;
+                    out.push_str(&rest[..len]);
+                    rest = &rest[len..];
+                    continue;
+                }
+            }
+            rest = &rest[1..];
+            continue;
+        }
+        if clean(c) {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// Cuts `s` to at most `max` characters, marking the cut with `…`.
@@ -422,6 +468,18 @@ mod tests {
         assert_eq!(duration(Duration::from_millis(42)), "42ms");
         assert_eq!(duration(Duration::from_millis(1234)), "1.2s");
         assert_eq!(duration(Duration::from_secs(65)), "1m05s");
+    }
+
+    #[test]
+    fn sanitize_keeps_colors_and_drops_the_rest() {
+        assert_eq!(sanitize("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(sanitize("\x1b[32mok\x1b[0m"), "\x1b[32mok\x1b[0m");
+        assert_eq!(sanitize("\r\x1b[2Kspin"), "\r\x1b[2Kspin");
+        assert_eq!(sanitize("\x1b]0;pwned\x07title"), "]0;pwnedtitle");
+        assert_eq!(sanitize("a\x1b[10;10Hb\x08c"), "a[10;10Hbc");
+        assert_eq!(sanitize("\x1b"), "");
+        assert_eq!(sanitize("\x1b[12"), "[12");
+        assert_eq!(sanitize("é\u{9b}ü"), "éü");
     }
 
     #[test]
