@@ -42,6 +42,8 @@ pub(crate) struct Repl {
     context: Option<(u64, u64)>,
     /// Always-allow rules kept across sessions.
     rules: rules::RulesFile,
+    /// Messages typed while a request ran, by request id (for `/queue`).
+    queued_text: std::collections::HashMap<String, String>,
 }
 
 impl std::fmt::Debug for Repl {
@@ -136,6 +138,7 @@ pub fn run(args: &[String]) -> i32 {
         typeahead: TypeAhead::new(),
         context: None,
         rules,
+        queued_text: Default::default(),
     };
     repl.banner();
     repl.apply_saved_rules(None);
@@ -204,7 +207,8 @@ impl Repl {
                     } else {
                         let message = line
                             .strip_prefix("//")
-                            .map_or(line.to_owned(), |m| format!("/{m}"));
+                            .map_or(line.to_owned(), |m| format!("/{m}"))
+                            .replace("\\\n", "\n");
                         self.send(&message, None);
                     }
                 }

@@ -382,6 +382,7 @@ fn a_denied_write_leaves_the_workspace_alone() {
     let d = dirs(&serde_json::json!({
         "turns": [
             {
+                "expectLastMessageContains": "write\nsomething",
                 "toolCalls": [{
                     "name": "write_file",
                     "arguments": { "path": "NOTES.md", "content": "nope\n" }
@@ -393,7 +394,9 @@ fn a_denied_write_leaves_the_workspace_alone() {
     }));
     let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
     t.expect("ask › ");
-    t.line("write something");
+    // A line ending with `\` continues the message on the next line.
+    t.line("write\\");
+    t.line("something");
     t.expect("allow? [y/s/a/n]");
     t.line("maybe");
     t.expect("answer one of y/s/a/n");

@@ -9,7 +9,7 @@ use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
-use rustyline::validate::Validator;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Config, Context, Editor, Helper};
 
 use super::slash::COMMANDS;
@@ -17,7 +17,7 @@ use super::slash::COMMANDS;
 /// The line editor used for the prompt and for answers to prompts.
 pub(crate) type LineEditor = Editor<CommandCompleter, FileHistory>;
 
-/// Completes slash commands and `/mode` arguments.
+/// Completes slash commands and `/mode` arguments; continues lines ending with `\`.
 #[derive(Debug, Default)]
 pub(crate) struct CommandCompleter;
 
@@ -56,7 +56,16 @@ impl Hinter for CommandCompleter {
     type Hint = String;
 }
 impl Highlighter for CommandCompleter {}
-impl Validator for CommandCompleter {}
+/// A line ending with `\` continues on the next line.
+impl Validator for CommandCompleter {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        if ctx.input().ends_with('\\') {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
 impl Helper for CommandCompleter {}
 
 /// Builds the editor and loads the history file (a missing or unreadable file only

@@ -495,7 +495,13 @@ impl Repl {
             self.screen.line("queued: none");
         } else {
             for (i, q) in s.queued_request_ids.iter().enumerate() {
-                self.screen.line(&format!("queued {}: {q}", i + 1));
+                let line = match self.queued_text.get(q) {
+                    Some(text) => {
+                        format!("queued {}: {} ({q})", i + 1, render::first_line(text, 60))
+                    }
+                    None => format!("queued {}: {q}", i + 1),
+                };
+                self.screen.line(&line);
             }
         }
     }

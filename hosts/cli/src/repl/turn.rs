@@ -135,6 +135,7 @@ impl Repl {
             }
         }
         self.screen.end_block();
+        self.queued_text.clear();
     }
 
     fn on_ctrl_c(&mut self, t: &mut Turn) {
@@ -553,7 +554,10 @@ impl Repl {
                     patch_preview: None,
                 };
                 match self.rt.block_on(self.session.send_with(req)) {
-                    Ok(rid) => t.waiting.push(rid),
+                    Ok(rid) => {
+                        self.queued_text.insert(rid.clone(), line.to_owned());
+                        t.waiting.push(rid);
+                    }
                     Err(e) => self.error_line(&e.message),
                 }
             }
