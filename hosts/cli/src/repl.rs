@@ -1,7 +1,289 @@
 //! `keel` without a subcommand: the interactive REPL.
+//!
+//! One session per run. A line is sent as a message and its request is followed to
+//! its end (streamed text, tools, approvals, plan decisions, questions); a line
+//! starting with `/` is a slash command (see docs/cli.md).
+
+mod input;
+mod render;
+mod rules;
+mod slash;
+mod turn;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keel_kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
+use rustyline::error::ReadlineError;
+
+use crate::setup;
+use input::{CtrlC, LineEditor, TypeAhead};
+use render::Screen;
+use slash::Flow;
+
+const USAGE: &str =
+    "usage: keel [--workspace DIR] [--model provider:model] [--mode ask|auto-edit|auto|plan]
+
+Starts an interactive session in the workspace (default: the current directory).
+Type a message and press Enter; /help lists the slash commands; Ctrl-D exits.";
+
+/// The running REPL.
+pub(crate) struct Repl {
+    rt: tokio::runtime::Runtime,
+    kernel: Kernel,
+    session: SessionHandle,
+    events: EventStream,
+    editor: LineEditor,
+    history: Option<PathBuf>,
+    screen: Screen,
+    ctrlc: CtrlC,
+    typeahead: TypeAhead,
+    /// Tokens in context and the context window, from the last `usage.updated`.
+    context: Option<(u64, u64)>,
+    /// Always-allow rules kept across sessions.
+    rules: rules::RulesFile,
+    /// Messages typed while a request ran, by request id (for `/queue`).
+    queued_text: std::collections::HashMap<String, String>,
+}
+
+impl std::fmt::Debug for Repl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repl")
+            .field("session", &self.session.id())
+            .finish_non_exhaustive()
+    }
+}
 
 /// Runs the REPL; returns the exit code.
-pub fn run(_args: &[String]) -> i32 {
-    eprintln!("keel: the interactive REPL is not available in this build; use `keel exec` or `keel bridge`");
-    2
+pub fn run(args: &[String]) -> i32 {
+    let common = match setup::parse_common(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("keel: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    if let Some(a) = common.rest.first() {
+        if a == "-h" || a == "--help" || a == "help" {
+            println!("{USAGE}");
+            return 0;
+        }
+        eprintln!("keel: unknown argument {a:?}\n{USAGE}");
+        return 2;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("keel: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let started = rt.block_on(async {
+        let runtime = setup::runtime(&common).map_err(|e| {
+            setup::report(&e);
+            1
+        })?;
+        if runtime.model_spec.is_none() {
+            eprintln!(
+                "keel: no model configured: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml"
+            );
+            return Err(2);
+        }
+        let opts = SessionOptions {
+            workspace_path: Some(runtime.workspace.display().to_string()),
+            permission_mode: common.mode,
+            model: None,
+            title: None,
+        };
+        let (session, events) = runtime.kernel.start_session(opts).await.map_err(|e| {
+            setup::report(&e);
+            1
+        })?;
+        Ok((runtime, session, events, CtrlC::install()))
+    });
+    let (runtime, session, events, ctrlc) = match started {
+        Ok(x) => x,
+        Err(code) => {
+            rt.shutdown_timeout(Duration::from_secs(2));
+            return code;
+        }
+    };
+    let rules = rules::RulesFile::new(&runtime.home, &runtime.workspace);
+    let history = input::history_path(&runtime.home);
+    let mut editor = match input::editor(history.as_deref()) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("keel: cannot open the terminal: {e}");
+            let _ = rt.block_on(session.close());
+            rt.shutdown_timeout(Duration::from_secs(2));
+            return 1;
+        }
+    };
+    let mut screen = Screen::new();
+    if let Some((cols, _)) = editor.dimensions() {
+        screen.set_width(usize::from(cols));
+    }
+    let mut repl = Repl {
+        rt,
+        kernel: runtime.kernel,
+        session,
+        events,
+        editor,
+        history,
+        screen,
+        ctrlc,
+        typeahead: TypeAhead::new(),
+        context: None,
+        rules,
+        queued_text: Default::default(),
+    };
+    repl.banner();
+    repl.apply_saved_rules(None);
+    let code = repl.main_loop();
+    repl.finish();
+    let Repl { rt, .. } = repl;
+    rt.shutdown_timeout(Duration::from_secs(2));
+    code
+}
+
+impl Repl {
+    fn banner(&mut self) {
+        let st = self.screen.style;
+        let s = self.session.state().session;
+        self.screen.line(&format!(
+            "{} {}",
+            st.bold("keel"),
+            st.dim(env!("CARGO_PKG_VERSION"))
+        ));
+        self.screen.line(&st.dim(&format!(
+            "model {} · mode {} · workspace {}",
+            s.model,
+            s.permission_mode.as_str(),
+            s.workspace
+        )));
+        self.screen.line(
+            &st.dim(
+                "Type a message, /help for commands. Ctrl-C interrupts a request; Ctrl-D exits.",
+            ),
+        );
+    }
+
+    fn prompt(&self) -> (String, String) {
+        let mode = self.session.state().session.permission_mode.as_str();
+        let raw = format!("{mode} › ");
+        let st = self.screen.style;
+        let styled = format!("{} {} ", st.cyan(mode), st.bold("›"));
+        (raw, styled)
+    }
+
+    /// Reads lines until the person leaves; returns the exit code.
+    fn main_loop(&mut self) -> i32 {
+        let mut ctrl_c_at_prompt = 0;
+        loop {
+            if let Some((cols, _)) = self.editor.dimensions() {
+                self.screen.set_width(usize::from(cols));
+            }
+            // Answers to earlier commands nobody waited for.
+            while self.events.try_recv().is_some() {}
+            let (raw, styled) = self.prompt();
+            match self.editor.readline(&(raw.as_str(), styled.as_str())) {
+                Ok(line) => {
+                    ctrl_c_at_prompt = 0;
+                    let private = line.starts_with(' ');
+                    let line = line.trim();
+                    if line.is_empty() {
+                        continue;
+                    }
+                    if !private {
+                        let _ = self.editor.add_history_entry(line);
+                    }
+                    if slash::is_command(line) {
+                        if self.slash(line) == Flow::Quit {
+                            return 0;
+                        }
+                    } else {
+                        let message = line
+                            .strip_prefix("//")
+                            .map_or(line.to_owned(), |m| format!("/{m}"))
+                            .replace("\\\n", "\n");
+                        self.send(&message, None);
+                    }
+                }
+                Err(ReadlineError::Interrupted) => {
+                    ctrl_c_at_prompt += 1;
+                    if ctrl_c_at_prompt >= 2 {
+                        return 0;
+                    }
+                    let hint = self.screen.style.dim("(Ctrl-C again or Ctrl-D to exit)");
+                    self.screen.line(&hint);
+                }
+                Err(ReadlineError::Eof) => return 0,
+                Err(e) => {
+                    eprintln!("keel: cannot read input: {e}");
+                    return 1;
+                }
+            }
+        }
+    }
+
+    /// Saves the history and closes the session.
+    fn finish(&mut self) {
+        if let Some(path) = &self.history {
+            let _ = self.editor.save_history(path);
+        }
+        if let Err(e) = self.rt.block_on(self.session.close()) {
+            eprintln!("keel: the session did not close cleanly: {}", e.message);
+        }
+        self.rt.block_on(self.kernel.shutdown("exit"));
+        let bye = self.screen.style.dim("bye");
+        self.screen.line(&bye);
+    }
+
+    /// Gives the session the rules kept for this project, added to `current`.
+    fn apply_saved_rules(&mut self, current: Option<keel_envelope::types::ApprovalRules>) {
+        let saved = match self.rules.load() {
+            Ok(r) => r,
+            Err(e) => {
+                self.warn_line(&format!("saved approval rules ignored: {e}"));
+                return;
+            }
+        };
+        let mut rules = current.clone().unwrap_or_default();
+        for r in saved.always_allow_global {
+            if !rules.always_allow_global.contains(&r) {
+                rules.always_allow_global.push(r);
+            }
+        }
+        for r in saved.always_allow_project {
+            if !rules.always_allow_project.contains(&r) {
+                rules.always_allow_project.push(r);
+            }
+        }
+        if Some(&rules) == current.as_ref() || rules == Default::default() {
+            return;
+        }
+        if let Err(e) = self.rt.block_on(self.session.set_rules(rules)) {
+            self.warn_line(&format!("saved approval rules not applied: {}", e.message));
+        }
+    }
+
+    /// Keeps rules added by an "always" approval for the next sessions.
+    fn save_rules(&mut self, rules: &keel_envelope::types::ApprovalRules) {
+        if let Err(e) = self.rules.save(rules) {
+            self.warn_line(&format!("could not save the approval rules: {e}"));
+        }
+    }
+
+    fn warn_line(&mut self, text: &str) {
+        let line = self.screen.style.yellow(text);
+        self.screen.line(&line);
+    }
+
+    fn error_line(&mut self, text: &str) {
+        let line = self.screen.style.red(text);
+        self.screen.line(&line);
+    }
 }

@@ -1,0 +1,655 @@
+//! Slash commands.
+
+use std::time::Duration;
+
+use keel_envelope::commands::{CommandPayload, ContextCompact, WhenBusy};
+use keel_envelope::types::{PermissionMode, SessionState};
+use keel_envelope::{Envelope, Event};
+
+use super::render;
+use super::Repl;
+
+/// A slash command: its name, its arguments and what it does.
+#[derive(Debug)]
+pub(crate) struct SlashCommand {
+    pub(crate) name: &'static str,
+    pub(crate) args: &'static str,
+    pub(crate) help: &'static str,
+}
+
+/// Every slash command, in the order `/help` lists them.
+pub(crate) const COMMANDS: &[SlashCommand] = &[
+    SlashCommand {
+        name: "/help",
+        args: "",
+        help: "list the commands and keys",
+    },
+    SlashCommand {
+        name: "/status",
+        args: "",
+        help: "session id, mode, model, state, usage",
+    },
+    SlashCommand {
+        name: "/mode",
+        args: "[ask|auto-edit|auto|plan]",
+        help: "show or change the permission mode",
+    },
+    SlashCommand {
+        name: "/model",
+        args: "[provider:model]",
+        help: "show the model and the configured ones, or switch",
+    },
+    SlashCommand {
+        name: "/plan",
+        args: "",
+        help: "show the plan as a checklist",
+    },
+    SlashCommand {
+        name: "/usage",
+        args: "",
+        help: "token usage of the session and the context size",
+    },
+    SlashCommand {
+        name: "/compact",
+        args: "",
+        help: "compact the context now (summarised by the model)",
+    },
+    SlashCommand {
+        name: "/abort",
+        args: "",
+        help: "interrupt the running request",
+    },
+    SlashCommand {
+        name: "/queue",
+        args: "",
+        help: "show queued requests",
+    },
+    SlashCommand {
+        name: "/steer",
+        args: "<text>",
+        help: "send a message that joins the running request (else runs now)",
+    },
+    SlashCommand {
+        name: "/title",
+        args: "<text>",
+        help: "name the session (not supported yet)",
+    },
+    SlashCommand {
+        name: "/sessions",
+        args: "",
+        help: "list stored sessions",
+    },
+    SlashCommand {
+        name: "/resume",
+        args: "<id>",
+        help: "switch to a stored session (a unique prefix of its id is enough)",
+    },
+    SlashCommand {
+        name: "/clear",
+        args: "",
+        help: "clear the screen (history is kept)",
+    },
+    SlashCommand {
+        name: "/quit",
+        args: "",
+        help: "close the session and exit (also /exit, Ctrl-D)",
+    },
+];
+
+/// What the main loop does after a command.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Continue,
+    Quit,
+}
+
+/// Whether a line is a slash command rather than a message: `/word …` where the word
+/// has no further `/` (so `/etc/hosts is odd` is a message).
+pub(crate) fn is_command(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix('/') else {
+        return false;
+    };
+    let word = rest.split_whitespace().next().unwrap_or("");
+    !word.is_empty() && !word.contains('/') && !line.starts_with("//")
+}
+
+/// Edit distance, for suggestions.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// Commands close to an unknown `name`.
+pub(crate) fn suggestions(name: &str) -> Vec<&'static str> {
+    let name = name.to_ascii_lowercase();
+    let mut found: Vec<(usize, &'static str)> = COMMANDS
+        .iter()
+        .map(|c| c.name)
+        .chain(["/exit"])
+        .filter_map(|c| {
+            let d = distance(&name, c);
+            let prefix = name.len() > 2 && (c.starts_with(&name) || name.starts_with(c));
+            (d <= 2 || prefix).then_some((d, c))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, c)| c).take(3).collect()
+}
+
+fn ago(now_ms: u64, then_ms: u64) -> String {
+    let s = now_ms.saturating_sub(then_ms) / 1000;
+    match s {
+        0..=59 => format!("{s}s ago"),
+        60..=3599 => format!("{}m ago", s / 60),
+        3600..=86_399 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+fn state_name(s: SessionState) -> &'static str {
+    match s {
+        SessionState::Idle => "idle",
+        SessionState::Running => "running",
+        SessionState::WaitingApproval => "waiting for an answer",
+        SessionState::Closed => "closed",
+    }
+}
+
+impl Repl {
+    /// Runs one slash command line.
+    pub(super) fn slash(&mut self, line: &str) -> Flow {
+        let (name, arg) = match line.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a.trim()),
+            None => (line, ""),
+        };
+        match name {
+            "/help" | "/?" => self.help(),
+            "/quit" | "/exit" | "/q" => return Flow::Quit,
+            "/status" => self.status(),
+            "/mode" => self.mode(arg),
+            "/model" => self.model(arg),
+            "/plan" => self.show_plan(),
+            "/usage" => self.usage(),
+            "/compact" => self.compact(),
+            "/abort" => self.abort(),
+            "/queue" => self.show_queue(),
+            "/steer" => {
+                if arg.is_empty() {
+                    self.warn_line("usage: /steer <text>");
+                } else {
+                    self.send(arg, Some(WhenBusy::Steer));
+                }
+            }
+            "/title" => self.warn_line(
+                "/title is not supported yet: a session's title can only be set when it starts",
+            ),
+            "/sessions" => self.sessions(),
+            "/resume" => self.resume(arg),
+            "/clear" => {
+                if self.editor.clear_screen().is_err() {
+                    self.warn_line("could not clear the screen");
+                }
+            }
+            other => {
+                let close = suggestions(other);
+                let msg = if close.is_empty() {
+                    format!("unknown command {other}. Type /help for the list of commands.")
+                } else {
+                    format!(
+                        "unknown command {other}. Did you mean {}? Type /help for the list of commands.",
+                        close.join(" or ")
+                    )
+                };
+                self.warn_line(&msg);
+            }
+        }
+        Flow::Continue
+    }
+
+    fn help(&mut self) {
+        let st = self.screen.style;
+        self.screen.line(&st.bold("commands"));
+        for c in COMMANDS {
+            let usage = if c.args.is_empty() {
+                c.name.to_owned()
+            } else {
+                format!("{} {}", c.name, c.args)
+            };
+            self.screen
+                .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
+        }
+        self.screen.line(&st.bold("keys"));
+        for (k, what) in [
+            ("Enter", "send the message"),
+            (
+                "Ctrl-C",
+                "interrupt the running request; twice at the prompt exits",
+            ),
+            ("Ctrl-D", "exit"),
+            ("Up / Down, Ctrl-R", "history"),
+            ("Tab", "complete a command"),
+        ] {
+            self.screen.line(&format!("  {k:<34} {}", st.dim(what)));
+        }
+        self.screen.line(&st.dim(
+            "While a request runs, type a line and press Enter to queue it, or /steer <text>, /abort, /queue.",
+        ));
+    }
+
+    /// Waits (briefly) for the event answering the command `rid`.
+    fn await_reply(&mut self, rid: &str, wait: Duration) -> Option<Envelope> {
+        let events = &mut self.events;
+        self.rt.block_on(async {
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                let env = tokio::time::timeout_at(deadline, events.recv())
+                    .await
+                    .ok()??;
+                let reply = env.meta.as_ref().and_then(|m| m.reply_to.as_deref());
+                if env.request_id == rid || reply == Some(rid) {
+                    return Some(env);
+                }
+            }
+        })
+    }
+
+    fn status(&mut self) {
+        let st = self.screen.style;
+        let s = self.session.state();
+        let plan = match &s.plan {
+            Some(p) => {
+                let done = p
+                    .steps
+                    .iter()
+                    .filter(|x| x.status == keel_envelope::types::StepStatus::Completed)
+                    .count();
+                format!("{} steps, {done} done", p.steps.len())
+            }
+            None => "none".to_owned(),
+        };
+        let rows = [
+            ("session", s.session.session_id.clone()),
+            (
+                "title",
+                s.session.title.clone().unwrap_or_else(|| "(none)".into()),
+            ),
+            ("workspace", s.session.workspace.clone()),
+            ("mode", s.session.permission_mode.as_str().to_owned()),
+            ("model", s.session.model.clone()),
+            ("state", state_name(s.state).to_owned()),
+            ("messages", s.message_count.to_string()),
+            (
+                "usage",
+                format!(
+                    "{} in / {} out tokens ({} cached)",
+                    s.usage.input_tokens, s.usage.output_tokens, s.usage.cached_input_tokens
+                ),
+            ),
+            ("context", self.context_line()),
+            ("queued", s.queued_request_ids.len().to_string()),
+            ("plan", plan),
+        ];
+        for (k, v) in rows {
+            self.screen
+                .line(&format!("  {} {v}", st.dim(&format!("{k:<10}"))));
+        }
+    }
+
+    fn context_line(&self) -> String {
+        match self.context {
+            Some((used, window)) if window > 0 => format!(
+                "{used} / {window} tokens ({}%)",
+                used.saturating_mul(100) / window
+            ),
+            _ => "unknown until the first answer".to_owned(),
+        }
+    }
+
+    fn mode(&mut self, arg: &str) {
+        let current = self.session.state().session.permission_mode;
+        if arg.is_empty() {
+            let all = PermissionMode::ALL
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.screen
+                .line(&format!("mode: {} (one of {all})", current.as_str()));
+            return;
+        }
+        let Some(mode) = PermissionMode::parse(arg) else {
+            self.warn_line(&format!(
+                "unknown mode {arg:?}: use ask, auto-edit, auto or plan"
+            ));
+            return;
+        };
+        match self.rt.block_on(self.session.set_mode(mode)) {
+            Ok(rid) => {
+                let reply = self.await_reply(&rid, Duration::from_secs(5));
+                match reply.map(|e| e.event) {
+                    Some(Event::SessionModeChanged(p)) => self.screen.line(&format!(
+                        "mode: {} → {}",
+                        p.previous_mode.as_str(),
+                        p.mode.as_str()
+                    )),
+                    Some(Event::Error(e)) => self.error_line(&e.message),
+                    _ => self.screen.line(&format!("mode: {}", mode.as_str())),
+                }
+            }
+            Err(e) => self.error_line(&e.message),
+        }
+    }
+
+    fn model(&mut self, arg: &str) {
+        let st = self.screen.style;
+        let current = self.session.state().session.model;
+        if arg.is_empty() {
+            self.screen.line(&format!("model: {current}"));
+            let models = self.kernel.config().available_models.clone();
+            if !models.is_empty() {
+                self.screen.line(&st.dim("configured models:"));
+                for m in models {
+                    let mark = if m.id == current { "*" } else { " " };
+                    let name = if m.display_name != m.id {
+                        format!("  {}", st.dim(&m.display_name))
+                    } else {
+                        String::new()
+                    };
+                    self.screen.line(&format!("  {mark} {}{name}", m.id));
+                }
+            }
+            self.screen
+                .line(&st.dim("switch with /model provider:model"));
+            return;
+        }
+        match self.rt.block_on(self.session.set_model(arg)) {
+            Ok(rid) => {
+                let reply = self.await_reply(&rid, Duration::from_secs(10));
+                match reply.map(|e| e.event) {
+                    Some(Event::SessionModelChanged(p)) => self
+                        .screen
+                        .line(&format!("model: {} → {}", p.previous_model, p.model)),
+                    Some(Event::Error(e)) => self.error_line(&e.message),
+                    _ => {
+                        let now = self.session.state().session.model;
+                        self.screen.line(&format!("model: {now}"));
+                    }
+                }
+            }
+            Err(e) => self.error_line(&e.message),
+        }
+    }
+
+    fn show_plan(&mut self) {
+        let st = self.screen.style;
+        match self.session.state().plan {
+            Some(p) => {
+                let status = format!("{:?}", p.status).to_ascii_lowercase();
+                self.screen.line(&format!(
+                    "{} {}",
+                    st.bold("plan"),
+                    st.dim(&format!("({status})"))
+                ));
+                if let Some(s) = &p.summary {
+                    self.screen.line(&format!("  {s}"));
+                }
+                let body = render::plan(st, &p.steps);
+                self.screen.line(&body);
+            }
+            None => self
+                .screen
+                .line("no plan yet (in plan mode the model proposes one before changing anything)"),
+        }
+    }
+
+    fn usage(&mut self) {
+        let u = self.session.state().usage;
+        self.screen.line(&format!(
+            "tokens: {} in ({} cached), {} out",
+            u.input_tokens, u.cached_input_tokens, u.output_tokens
+        ));
+        let ctx = self.context_line();
+        self.screen.line(&format!("context: {ctx}"));
+    }
+
+    fn compact(&mut self) {
+        let st = self.screen.style;
+        self.screen.line(&st.dim("compacting the context…"));
+        let rid = match self.rt.block_on(
+            self.session
+                .command(CommandPayload::ContextCompact(ContextCompact {})),
+        ) {
+            Ok(rid) => rid,
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        loop {
+            let Some(env) = self.await_reply(&rid, Duration::from_secs(5)) else {
+                self.warn_line("no answer to the compaction");
+                return;
+            };
+            match env.event {
+                Event::CompactionCompleted(p) => {
+                    let line = format!(
+                        "context compacted: {} messages folded, {} → {} tokens{}",
+                        p.messages_compacted,
+                        p.tokens_before,
+                        p.tokens_after,
+                        if p.fallback {
+                            " (plain truncation)"
+                        } else {
+                            ""
+                        }
+                    );
+                    self.screen.line(&line);
+                    return;
+                }
+                Event::Error(e) => {
+                    self.error_line(&e.message);
+                    return;
+                }
+                Event::Warning(e) => self.warn_line(&format!("warning: {}", e.message)),
+                _ => {}
+            }
+        }
+    }
+
+    fn abort(&mut self) {
+        match self.rt.block_on(self.session.interrupt()) {
+            Ok(rid) => match self
+                .await_reply(&rid, Duration::from_secs(10))
+                .map(|e| e.event)
+            {
+                Some(Event::SessionInterrupted(p)) if !p.was_running => {
+                    self.screen.line("nothing is running")
+                }
+                Some(Event::SessionInterrupted(_)) => {
+                    let l = self.screen.style.yellow("⏹ interrupted");
+                    self.screen.line(&l)
+                }
+                _ => self.screen.line("interrupt sent"),
+            },
+            Err(e) => self.error_line(&e.message),
+        }
+    }
+
+    /// `/queue`.
+    pub(super) fn show_queue(&mut self) {
+        let s = self.session.state();
+        match &s.active_request_id {
+            Some(a) => self.screen.line(&format!("running: {a}")),
+            None => self.screen.line("running: nothing"),
+        }
+        if s.queued_request_ids.is_empty() {
+            self.screen.line("queued: none");
+        } else {
+            for (i, q) in s.queued_request_ids.iter().enumerate() {
+                let line = match self.queued_text.get(q) {
+                    Some(text) => {
+                        format!("queued {}: {} ({q})", i + 1, render::first_line(text, 60))
+                    }
+                    None => format!("queued {}: {q}", i + 1),
+                };
+                self.screen.line(&line);
+            }
+        }
+    }
+
+    fn sessions(&mut self) {
+        let st = self.screen.style;
+        let list = match self.kernel.list_sessions() {
+            Ok(l) => l,
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        if list.is_empty() {
+            self.screen.line("no sessions");
+            return;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let me = self.session.id().to_owned();
+        for s in list.iter().take(30) {
+            let mark = if s.session_id == me { "*" } else { " " };
+            let title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
+            let line = format!(
+                "{mark} {}  {}  {}  {}  {}",
+                s.session_id,
+                st.dim(&format!("{:>8}", ago(now, s.updated_at))),
+                st.dim(&format!("{:<9}", s.permission_mode.as_str())),
+                st.dim(state_name(s.state)),
+                title
+            );
+            self.screen.line(&line);
+        }
+        if list.len() > 30 {
+            self.screen
+                .line(&st.dim(&format!("… and {} older", list.len() - 30)));
+        }
+        self.screen.line(&st.dim("resume one with /resume <id>"));
+    }
+
+    fn resume(&mut self, arg: &str) {
+        if arg.is_empty() {
+            self.warn_line("usage: /resume <session id> (see /sessions)");
+            return;
+        }
+        let ids: Vec<String> = match self.kernel.list_sessions() {
+            Ok(l) => l.into_iter().map(|s| s.session_id).collect(),
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        let id = if ids.iter().any(|i| i == arg) {
+            arg.to_owned()
+        } else {
+            let found: Vec<&String> = ids.iter().filter(|i| i.starts_with(arg)).collect();
+            match found.as_slice() {
+                [one] => (*one).clone(),
+                [] => {
+                    self.warn_line(&format!("no session {arg:?} (see /sessions)"));
+                    return;
+                }
+                _ => {
+                    self.warn_line(&format!(
+                        "{arg:?} matches {} sessions; give more of the id",
+                        found.len()
+                    ));
+                    return;
+                }
+            }
+        };
+        if id == self.session.id() {
+            self.screen.line("already in this session");
+            return;
+        }
+        let (handle, mut events) = match self.rt.block_on(self.kernel.resume_session(&id, None)) {
+            Ok(x) => x,
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        let resumed = self.rt.block_on(async {
+            loop {
+                match tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
+                    Ok(Some(env)) => {
+                        if let Event::SessionResumed(p) = env.event {
+                            return Some(p);
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+        });
+        let old = std::mem::replace(&mut self.session, handle);
+        self.events = events;
+        self.context = None;
+        if let Err(e) = self.rt.block_on(old.close()) {
+            self.warn_line(&format!(
+                "the previous session did not close cleanly: {}",
+                e.message
+            ));
+        }
+        let st = self.screen.style;
+        match resumed {
+            Some(p) => {
+                self.screen.line(&format!(
+                    "resumed {} ({} messages, {} mode, {})",
+                    p.session.session_id,
+                    p.message_count,
+                    p.session.permission_mode.as_str(),
+                    p.session.model
+                ));
+                if !p.summary.is_empty() {
+                    self.screen.line(&st.dim(&format!("  {}", p.summary)));
+                }
+                if let Some(plan) = p.plan {
+                    let body = render::plan(st, &plan.steps);
+                    self.screen.line(&body);
+                }
+                self.apply_saved_rules(Some(p.rules));
+            }
+            None => self.screen.line(&format!("resumed {id}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_messages() {
+        assert!(is_command("/help"));
+        assert!(is_command("/mode plan"));
+        assert!(!is_command("/etc/hosts looks odd"));
+        assert!(!is_command("//not a command"));
+        assert!(!is_command("/"));
+        assert!(!is_command("hello"));
+    }
+
+    #[test]
+    fn close_matches() {
+        assert_eq!(suggestions("/stauts"), vec!["/status"]);
+        assert!(suggestions("/mdoe").contains(&"/mode"));
+        assert!(suggestions("/sess").contains(&"/sessions"));
+        assert!(suggestions("/zzzzzzzz").is_empty());
+    }
+}

@@ -1,0 +1,570 @@
+//! The interactive REPL as a person uses it: the real `keel` binary in a
+//! pseudo-terminal, driven by keystrokes, with a scripted model. The screen is read
+//! with ANSI sequences stripped; every wait has a generous hang guard and nothing
+//! asserts on timing.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
+
+/// How long any one expected text may take to appear before the test fails.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Removes ANSI escape sequences and carriage returns.
+fn strip_ansi(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut it = raw.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\x1b' => match it.next() {
+                Some('[') => {
+                    // CSI: parameters, then one final byte in @..~.
+                    for c in it.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                Some(']') => {
+                    // OSC: until BEL or ESC \.
+                    while let Some(c) = it.next() {
+                        if c == '\x07' {
+                            break;
+                        }
+                        if c == '\x1b' {
+                            it.next();
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A running `keel` in a pseudo-terminal.
+struct Term {
+    child: Box<dyn Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    output: Arc<Mutex<Vec<u8>>>,
+    _master: Box<dyn MasterPty + Send>,
+    /// Position in the stripped screen text up to which expectations were met.
+    seen: usize,
+}
+
+impl Term {
+    fn start(workspace: &Path, home: &Path, script: &Path, extra: &[&str]) -> Term {
+        let pty = native_pty_system();
+        let pair = pty
+            .openpty(PtySize {
+                rows: 50,
+                cols: 140,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_keel"));
+        cmd.arg("--workspace");
+        cmd.arg(workspace);
+        cmd.arg("--model");
+        cmd.arg(format!("scripted:{}", script.display()));
+        for a in extra {
+            cmd.arg(a);
+        }
+        cmd.cwd(workspace);
+        cmd.env("KEEL_HOME", home);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env_remove("KEEL_MODEL");
+        cmd.env_remove("NO_COLOR");
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let writer = pair.master.take_writer().unwrap();
+        let output = Arc::new(Mutex::new(Vec::new()));
+        let sink = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
+                }
+            }
+        });
+        Term {
+            child,
+            writer,
+            output,
+            _master: pair.master,
+            seen: 0,
+        }
+    }
+
+    /// Everything shown so far, without escape sequences.
+    fn screen(&self) -> String {
+        let raw = self.output.lock().unwrap().clone();
+        strip_ansi(&String::from_utf8_lossy(&raw))
+    }
+
+    /// Waits until `text` appears after what was already matched; returns the screen
+    /// text between the previous match and the end of this one.
+    fn expect(&mut self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            let from = self.seen.min(screen.len());
+            if let Some(i) = screen.get(from..).and_then(|s| s.find(text)) {
+                let end = from + i + text.len();
+                let chunk = screen[from..end].to_owned();
+                self.seen = end;
+                return chunk;
+            }
+            if start.elapsed() > HANG_GUARD {
+                panic!(
+                    "waited {HANG_GUARD:?} for {text:?}; the screen after the last match:\n{}",
+                    screen.get(from..).unwrap_or("")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Types keys (`\r` is Enter).
+    fn keys(&mut self, keys: &str) {
+        self.writer.write_all(keys.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Types a line and presses Enter.
+    fn line(&mut self, text: &str) {
+        self.keys(text);
+        self.keys("\r");
+    }
+
+    /// Waits for the process to exit; returns its exit code.
+    fn exit_code(&mut self) -> u32 {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.exit_code();
+            }
+            if start.elapsed() > HANG_GUARD {
+                let _ = self.child.kill();
+                panic!("keel did not exit; screen:\n{}", self.screen());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Term {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+    }
+}
+
+struct Dirs {
+    _root: tempfile::TempDir,
+    workspace: PathBuf,
+    home: PathBuf,
+    script: PathBuf,
+}
+
+fn dirs(script: &serde_json::Value) -> Dirs {
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("project");
+    let home = root.path().join("home");
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(workspace.join("README.md"), "# Demo project\n").unwrap();
+    let path = root.path().join("script.json");
+    std::fs::write(&path, serde_json::to_string_pretty(script).unwrap()).unwrap();
+    Dirs {
+        workspace,
+        home,
+        script: path,
+        _root: root,
+    }
+}
+
+#[test]
+fn a_session_as_a_person_uses_it() {
+    let d = dirs(&serde_json::json!({
+        "chunkDelayMs": 5,
+        "turns": [
+            {
+                "thought": "A greeting deserves a short answer.",
+                "text": "Hello! I am the scripted model, streaming this answer in pieces.",
+                "usage": { "inputTokens": 120, "outputTokens": 18 }
+            },
+            {
+                "text": "I will write the notes file.",
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "NOTES.md", "content": "# Notes\n\n- written from the REPL\n" }
+                }]
+            },
+            { "text": "Done: NOTES.md holds the notes." },
+            { "delayMs": 60000, "text": "This only arrives after a minute." },
+            { "text": "Still here after the interrupt." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+
+    // A prompt; the answer streams in, the thought is shown too.
+    t.line("hello");
+    let shown = t.expect("streaming this answer in pieces.");
+    assert!(
+        shown.contains("thinking: A greeting deserves a short answer."),
+        "{shown}"
+    );
+    t.expect("ask › ");
+
+    // A turn that writes a file asks first, showing the tool, the risk and the diff.
+    t.line("please write the notes");
+    let approval = t.expect("allow? [y/s/a/n]");
+    assert!(
+        approval.contains("I will write the notes file."),
+        "{approval}"
+    );
+    assert!(
+        approval.contains("approval needed: write_file NOTES.md"),
+        "{approval}"
+    );
+    assert!(approval.contains("risk medium"), "{approval}");
+    assert!(approval.contains("+++ b/NOTES.md"), "{approval}");
+    assert!(approval.contains("+- written from the REPL"), "{approval}");
+    assert!(
+        approval.contains("[s] allow for this session"),
+        "{approval}"
+    );
+    assert!(!d.workspace.join("NOTES.md").exists());
+    t.line("y");
+    let done = t.expect("Done: NOTES.md holds the notes.");
+    assert!(done.contains("✓ write_file NOTES.md"), "{done}");
+    assert!(done.contains("created NOTES.md (+3 -0)"), "{done}");
+    t.expect("ask › ");
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("NOTES.md")).unwrap(),
+        "# Notes\n\n- written from the REPL\n"
+    );
+
+    // A slow turn: Ctrl-C interrupts it and the prompt comes back.
+    t.line("take your time");
+    t.expect("waiting for the model");
+    t.keys("\x03");
+    t.expect("interrupted");
+    t.expect("ask › ");
+
+    // The session survived: the next prompt works.
+    t.line("are you there?");
+    t.expect("Still here after the interrupt.");
+    t.expect("ask › ");
+
+    // Slash commands: switch to plan mode, then check the status.
+    t.line("/mode plan");
+    t.expect("mode: ask → plan");
+    t.expect("plan › ");
+    t.line("/status");
+    let status = t.expect("plan › ");
+    assert!(status.contains("sess_"), "{status}");
+    let mode_row = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("mode"))
+        .unwrap_or_default();
+    assert!(mode_row.contains("plan"), "{status}");
+    assert!(status.contains("state      idle"), "{status}");
+
+    // An unknown command gets a helpful answer.
+    t.line("/stauts");
+    let unknown = t.expect("plan › ");
+    assert!(unknown.contains("unknown command /stauts"), "{unknown}");
+    assert!(unknown.contains("Did you mean /status?"), "{unknown}");
+    assert!(unknown.contains("/help"), "{unknown}");
+
+    // Ctrl-D on an empty prompt closes the session and exits cleanly.
+    t.keys("\x04");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+
+    // The session was stored and closed; the history was kept.
+    let history = std::fs::read_to_string(d.home.join("history")).unwrap();
+    assert!(history.contains("please write the notes"), "{history}");
+    assert!(history.contains("/mode plan"), "{history}");
+}
+
+#[test]
+fn plans_and_questions_are_answered_inline() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "text": "Here is my plan.",
+                "toolCalls": [{
+                    "name": "propose_plan",
+                    "arguments": {
+                        "summary": "Pick a database, then write the notes.",
+                        "steps": [
+                            { "id": "s1", "title": "Choose the database" },
+                            { "id": "s2", "title": "Write the notes" }
+                        ]
+                    }
+                }]
+            },
+            {
+                "toolCalls": [
+                    { "name": "update_plan", "arguments": { "steps": [{ "id": "s1", "status": "in_progress" }] } },
+                    {
+                        "name": "ask_user",
+                        "arguments": { "question": "Which database?", "candidates": ["postgres", "sqlite"] }
+                    }
+                ]
+            },
+            {
+                "expectLastMessageContains": "sqlite",
+                "toolCalls": [
+                    { "name": "update_plan", "arguments": { "steps": [
+                        { "id": "s1", "status": "completed" },
+                        { "id": "s2", "status": "in_progress" }
+                    ] } }
+                ]
+            },
+            { "text": "You chose sqlite; noted." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["--mode", "plan"]);
+    t.expect("plan › ");
+    t.line("set up storage");
+    let proposed = t.expect("approve the plan? [y/e/a/n]");
+    assert!(proposed.contains("plan proposed"), "{proposed}");
+    assert!(
+        proposed.contains("Pick a database, then write the notes."),
+        "{proposed}"
+    );
+    assert!(proposed.contains("[ ] Choose the database"), "{proposed}");
+    assert!(proposed.contains("[ ] Write the notes"), "{proposed}");
+    t.line("y");
+    t.expect("plan approved; continuing in ask mode");
+    let asked = t.expect("answer (1-2 or text)>");
+    assert!(asked.contains("[~] Choose the database"), "{asked}");
+    assert!(asked.contains("? Which database?"), "{asked}");
+    assert!(asked.contains("1. postgres"), "{asked}");
+    assert!(asked.contains("2. sqlite"), "{asked}");
+    t.line("2");
+    let after = t.expect("You chose sqlite; noted.");
+    assert!(after.contains("[x] Choose the database"), "{after}");
+    assert!(after.contains("[~] Write the notes"), "{after}");
+    t.expect("ask › ");
+
+    t.line("/plan");
+    let plan = t.expect("ask › ");
+    assert!(plan.contains("[x] Choose the database"), "{plan}");
+    assert!(plan.contains("[~] Write the notes"), "{plan}");
+
+    // Ctrl-C twice on an empty prompt exits too.
+    t.keys("\x03");
+    t.expect("Ctrl-C again or Ctrl-D to exit");
+    t.keys("\x03");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn a_denied_write_leaves_the_workspace_alone() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "expectLastMessageContains": "write\nsomething",
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "NOTES.md", "content": "nope\n" }
+                }]
+            },
+            { "whenLastToolResultContains": "did not approve", "text": "Understood, I left it alone." },
+            { "text": "(unexpected turn)" }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    // A line ending with `\` continues the message on the next line.
+    t.line("write\\");
+    t.line("something");
+    t.expect("allow? [y/s/a/n]");
+    t.line("maybe");
+    t.expect("answer one of y/s/a/n");
+    t.line("n");
+    let after = t.expect("Understood, I left it alone.");
+    assert!(after.contains("write_file"), "{after}");
+    t.expect("ask › ");
+    assert!(!d.workspace.join("NOTES.md").exists());
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn always_allow_is_kept_for_the_project() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "A.md", "content": "a\n" }
+                }]
+            },
+            { "text": "Wrote A." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("write A");
+    t.expect("allow? [y/s/a/n]");
+    t.line("a");
+    let shown = t.expect("Wrote A.");
+    assert!(shown.contains("always allowed now: write_file"), "{shown}");
+    t.expect("ask › ");
+    t.line("/status");
+    let status = t.expect("ask › ");
+    let first_id = status
+        .split_whitespace()
+        .find(|w| w.starts_with("sess_"))
+        .unwrap()
+        .to_owned();
+    t.keys("\x04");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+    assert!(d.workspace.join("A.md").exists());
+
+    // A new run in the same project (with a new script): the rule holds, nothing is
+    // asked.
+    let script = serde_json::json!({
+        "turns": [
+            {
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "B.md", "content": "b\n" }
+                }]
+            },
+            { "text": "Wrote B." }
+        ]
+    });
+    std::fs::write(&d.script, script.to_string()).unwrap();
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("write B");
+    let shown = t.expect("Wrote B.");
+    assert!(!shown.contains("approval needed"), "{shown}");
+    assert!(shown.contains("✓ write_file B.md"), "{shown}");
+    t.expect("ask › ");
+    assert!(d.workspace.join("B.md").exists());
+
+    // Both sessions are stored; the first can be resumed by a prefix of its id.
+    t.line("/sessions");
+    let list = t.expect("resume one with /resume <id>");
+    assert!(list.contains(&first_id), "{list}");
+    assert_eq!(list.matches("sess_").count(), 2, "{list}");
+    t.expect("ask › ");
+    t.line(&format!("/resume {}", &first_id[..first_id.len() - 3]));
+    let resumed = t.expect("ask › ");
+    assert!(
+        resumed.contains(&format!("resumed {first_id}")),
+        "{resumed}"
+    );
+    assert!(resumed.contains("started with: write A"), "{resumed}");
+    t.line("/status");
+    let status = t.expect("ask › ");
+    assert!(status.contains(&first_id), "{status}");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn lines_typed_during_a_request_steer_or_queue() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "delayMs": 5000,
+                "text": "Looking first.",
+                "toolCalls": [{ "name": "list_dir", "arguments": { "path": "." } }]
+            },
+            { "expectLastMessageContains": "mind the tests", "text": "Heard the steer." },
+            { "expectLastMessageContains": "and then this", "text": "Queued one done." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("look around");
+    t.expect("waiting for the model");
+    t.line("/steer mind the tests");
+    t.expect("your message joins the running request");
+    t.line("and then this");
+    t.expect("queued (position 1)");
+    let rest = t.expect("Queued one done.");
+    assert!(rest.contains("Looking first."), "{rest}");
+    assert!(rest.contains("✓ list_dir"), "{rest}");
+    assert!(rest.contains("Heard the steer."), "{rest}");
+    assert!(rest.contains("▶ and then this"), "{rest}");
+    t.expect("ask › ");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn piped_input_gets_plain_output() {
+    let d = dirs(&serde_json::json!({
+        "turns": [{ "text": "Plain answer.", "usage": { "inputTokens": 7, "outputTokens": 2 } }]
+    }));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("--workspace")
+        .arg(&d.workspace)
+        .arg("--model")
+        .arg(format!("scripted:{}", d.script.display()))
+        .env("KEEL_HOME", &d.home)
+        .env_remove("KEEL_MODEL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello\n/usage\n/help\n/nope\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(!stdout.contains('\x1b'), "no escape sequences: {stdout:?}");
+    assert!(stdout.contains("Plain answer."), "{stdout}");
+    assert!(
+        stdout.contains("tokens: 7 in (0 cached), 2 out"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("unknown command /nope"), "{stdout}");
+    assert!(stdout.contains("/resume <id>"), "{stdout}");
+    assert!(stdout.contains("/steer <text>"), "{stdout}");
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["--mode", "yolo"])
+        .env_remove("KEEL_MODEL")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode"));
+}
+
+#[test]
+fn strip_ansi_keeps_the_text() {
+    assert_eq!(strip_ansi("\x1b[1mbold\x1b[0m\r\n"), "bold\n");
+    assert_eq!(strip_ansi("\x1b]0;title\x07x"), "x");
+}
