@@ -447,6 +447,8 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   private sawStopped = false;
   private shutdownSent = false;
   private spawnError: Error | null = null;
+  /** Lines received after `runtime.ready`, held until `spawn()` has returned. */
+  private held: string[] | null = null;
 
   private constructor(child: ChildProcessWithoutNullStreams, options: SpawnOptions) {
     super();
@@ -455,11 +457,11 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     this.readyWait.promise.catch(() => undefined);
 
     child.stdout.on("data", (chunk: Buffer) => {
-      for (const line of this.stdout.push(chunk)) this.onLine(line);
+      for (const line of this.stdout.push(chunk)) this.take(line);
     });
     child.stdout.on("end", () => {
       const rest = this.stdout.flush();
-      if (rest !== null) this.onLine(rest);
+      if (rest !== null) this.take(rest);
     });
     child.stderr.on("data", (chunk: Buffer) => {
       for (const line of this.stderr.push(chunk)) this.emit("stderr", line);
@@ -515,9 +517,13 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       if (timer !== null) clearTimeout(timer);
     }
     if (protocolMajor(ready.protocolVersion) !== protocolMajor(PROTOCOL_VERSION)) {
+      bridge.release();
       await bridge.shutdown();
       throw new VersionMismatchError(PROTOCOL_VERSION, ready.protocolVersion);
     }
+    // Whatever followed `runtime.ready` in the same read is delivered on the next turn
+    // of the event loop, after the caller of `spawn()` has attached its listeners.
+    setImmediate(() => bridge.release());
     return bridge;
   }
 
@@ -704,6 +710,17 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
 
   // ---------------------------------------------------------------------------------
 
+  private take(line: string): void {
+    if (this.held !== null) this.held.push(line);
+    else this.onLine(line);
+  }
+
+  private release(): void {
+    const held = this.held;
+    this.held = null;
+    if (held !== null) for (const line of held) this.onLine(line);
+  }
+
   private onLine(line: string): void {
     if (line.trim() === "") return;
     let value: unknown;
@@ -727,6 +744,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       }
       this.sawReady = true;
       this.ready = (env as EventOf<"runtime.ready">).payload;
+      this.held = [];
     }
     const gap = this.tracker.check(env);
     if (gap !== null) this.emit("gap", gap);
@@ -790,7 +808,8 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   private onClose(code: number | null, signal: NodeJS.Signals | null): void {
     if (this.exitInfo !== null) return;
     const rest = this.stdout.flush();
-    if (rest !== null) this.onLine(rest);
+    if (rest !== null) this.take(rest);
+    this.release();
     const tailLine = this.stderr.end();
     if (tailLine !== null) this.emit("stderr", tailLine);
     const info: ExitInfo = {
