@@ -36,6 +36,9 @@ export interface EventCursor {
   sequence: number | bigint;
 }
 
+/** How long after the process exits its output may still be read. */
+const EXIT_GRACE_MS = 2_000;
+
 /** How many stderr lines are kept for exit reports. */
 export const STDERR_TAIL_LINES = 8;
 
@@ -478,6 +481,11 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       if (child.pid === undefined) this.onClose(null, null);
     });
     child.on("close", (code, signal) => this.onClose(code, signal));
+    // `close` waits for stdout and stderr to end; a grandchild that inherited them
+    // could hold them open, so the exit counts after a grace period regardless.
+    child.on("exit", (code, signal) => {
+      setTimeout(() => this.onClose(code, signal), EXIT_GRACE_MS).unref();
+    });
   }
 
   /**

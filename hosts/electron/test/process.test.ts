@@ -24,7 +24,7 @@ function recorded(file: string): { pid: number; commands: Array<{ type: string; 
   return { pid, commands: lines.slice(1).map((l) => JSON.parse(l)) };
 }
 
-describe("the bridge process", () => {
+describe("the bridge process", { timeout: 30_000 }, () => {
   it("a runtime speaking another major version is shut down and spawn rejects", async (t) => {
     const dir = tempDir(t, "future");
     const record = join(dir, "record.txt");

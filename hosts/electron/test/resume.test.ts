@@ -12,7 +12,7 @@ function original(e: KeelEvent): KeelEvent {
   return (Object.keys(others).length === 0 ? rest : { ...rest, meta: others }) as KeelEvent;
 }
 
-describe("resume", () => {
+describe("resume", { timeout: 30_000 }, () => {
   it("after the bridge is killed mid-request, a new bridge replays what followed the cursor", async (t) => {
     const dirs = sandbox(t);
     const first = await startBridge(t, dirs, "electron-resume.json");
@@ -59,6 +59,35 @@ describe("resume", () => {
     const state = await again.state();
     assert.equal(state.payload.session.sessionId, session.id);
     assert.equal(state.payload.state, "idle");
+    await second.shutdown();
+  });
+
+  it("after a clean shutdown, resuming from the saved cursor replays nothing and the session goes on", async (t) => {
+    const dirs = sandbox(t);
+    const first = await startBridge(t, dirs, "electron-write.json");
+    const session = await first.startSession();
+    const events = session.events();
+    const run = await session.sendMessage("Write the notes");
+    const seen = await readUntil(events, (e) => e.type === "approval.requested");
+    const asked = seen[seen.length - 1];
+    assert.equal(asked.type, "approval.requested");
+    await session.deny(asked.type === "approval.requested" ? asked.payload.approvalId : "");
+    await run.done;
+    await first.shutdown();
+    // The session's last event is its `session.closed`, sent during the shutdown.
+    const closed = await readUntil(events, (e) => e.type === "session.closed");
+    const saved = session.cursor;
+    assert.deepEqual(saved, { requestId: closed[closed.length - 1].requestId, sequence: closed[closed.length - 1].sequence });
+    assert.equal(session.closed, true);
+
+    const second = await startBridge(t, dirs, "electron-write.json");
+    const { session: again, resumed, replayed } = await second.resume(session.id, saved);
+    assert.equal(again.closed, false);
+    assert.deepEqual(replayed, []);
+    assert.deepEqual(resumed.payload.lastCursor, saved);
+    assert.ok(resumed.payload.messageCount > 0, "the history came back");
+    const next = await again.sendMessage("Once more");
+    assert.equal(next.answer.type, "request.accepted");
     await second.shutdown();
   });
 

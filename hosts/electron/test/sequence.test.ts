@@ -58,7 +58,7 @@ function line(type: string, requestId: string, sequence: number, payload: object
   });
 }
 
-describe("KeelBridge stream checks (scripted fixture)", () => {
+describe("KeelBridge stream checks (scripted fixture)", { timeout: 30_000 }, () => {
   it("emits 'gap' for a broken stream, ignores unknown event types and reports non-envelope lines", async (t) => {
     const dir = tempDir(t, "lines");
     const ready = line(

@@ -10,7 +10,7 @@ function ofType<K extends KeelEvent["type"]>(events: KeelEvent[], type: K): Even
   return events.filter((e): e is EventOf<K> => e.type === type);
 }
 
-describe("sessions against the real bridge", () => {
+describe("sessions against the real bridge", { timeout: 30_000 }, () => {
   it("runs a session through an approval: allow_once writes the file", async (t) => {
     const dirs = sandbox(t);
     const bridge = await startBridge(t, dirs, "electron-write.json");
@@ -162,6 +162,25 @@ describe("sessions against the real bridge", () => {
     assert.equal(readFileSync(join(dirs.workspace, "PLAN.md"), "utf8"), "# Plan\n\nApproved, then written.\n");
     const state = await session.state();
     assert.equal(state.payload.session.permissionMode, "auto-edit");
+    await bridge.shutdown();
+  });
+
+  it("asks the user: the answer reaches the model", async (t) => {
+    const dirs = sandbox(t);
+    const bridge = await startBridge(t, dirs, "electron-ask.json");
+    const session = await bridge.startSession();
+    const events = session.events();
+    const run = await session.sendMessage("Read something");
+    const seen = await readUntil(events, (e) => e.type === "ask.requested");
+    const ask = ofType(seen, "ask.requested")[0];
+    assert.equal(ask.payload.question, "Which file should I read?");
+    assert.deepEqual(ask.payload.candidates, ["README.md", "NOTES.md"]);
+    const answered = await session.answer(ask.payload.askId, "NOTES.md");
+    assert.equal(answered.type, "ask.answered");
+    assert.equal(answered.requestId, run.requestId);
+    const done = await run.done;
+    // The script fails the call unless the answer came back as the tool result.
+    assert.equal(done.type === "session.completed" && done.payload.finalText, "You chose NOTES.md.");
     await bridge.shutdown();
   });
 });

@@ -21,7 +21,7 @@ function nextEvent(bridge: KeelBridge, match: (e: KeelEvent) => boolean): Promis
   });
 }
 
-describe("the wire", () => {
+describe("the wire", { timeout: 30_000 }, () => {
   it("every stdout line of a real session is one envelope with the documented fields", async (t) => {
     const dirs = sandbox(t);
     const child = spawn(keelBinary(), ["bridge", "--workspace", dirs.workspace, "--model", scripted("electron-write.json")], {
