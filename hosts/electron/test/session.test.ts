@@ -183,4 +183,54 @@ describe("sessions against the real bridge", { timeout: 30_000 }, () => {
     assert.equal(done.type === "session.completed" && done.payload.finalText, "You chose NOTES.md.");
     await bridge.shutdown();
   });
+
+  it("an interrupt during an approval expires it and is answered by session.interrupted", async (t) => {
+    const dirs = sandbox(t);
+    const bridge = await startBridge(t, dirs, "electron-write.json");
+    const session = await bridge.startSession();
+    const events = session.events();
+    const run = await session.sendMessage("Write the notes file");
+    const seen = await readUntil(events, (e) => e.type === "approval.requested");
+    const asked = ofType(seen, "approval.requested")[0];
+
+    const answer = await session.interrupt();
+    // approval.expired also names the interrupt in meta.replyTo, but does not answer it.
+    assert.equal(answer.type, "session.interrupted");
+    const rest = await readUntil(events, endOf(run.requestId));
+    const expired = ofType(rest, "approval.expired");
+    assert.equal(expired.length, 1);
+    assert.equal(expired[0].payload.approvalId, asked.payload.approvalId);
+    assert.equal(expired[0].payload.reason, "interrupted");
+    assert.equal((await run.done).type, "session.interrupted");
+    assert.ok(!existsSync(join(dirs.workspace, "NOTES.md")));
+    await assert.rejects(session.approve(asked.payload.approvalId), { name: "KeelError", code: "APPROVAL_NOT_FOUND" });
+    await bridge.shutdown();
+  });
+
+  it("queues a message on a busy session and cancels it", async (t) => {
+    const dirs = sandbox(t);
+    const bridge = await startBridge(t, dirs, "electron-stall.json");
+    const session = await bridge.startSession();
+    const running = await session.sendMessage("Take your time");
+    const queued = await session.sendMessage("Then this", { whenBusy: "queue" });
+    assert.equal(queued.answer.type, "request.queued");
+    assert.equal(queued.answer.type === "request.queued" && queued.answer.payload.position, 1);
+    const state = await session.state();
+    assert.deepEqual(state.payload.queuedRequestIds, [queued.requestId]);
+
+    const cancelled = await session.send("request.cancel_queued", { queuedRequestId: queued.requestId });
+    assert.equal(cancelled.type, "request.cancelled");
+    assert.equal(cancelled.requestId, queued.requestId, "on the queued request's stream");
+    assert.equal((await queued.done).eventId, cancelled.eventId);
+
+    await assert.rejects(session.sendMessage("Not now", { whenBusy: "reject" }), (err: unknown) => {
+      assert.ok(err instanceof KeelError);
+      assert.equal(err.code, "SESSION_BUSY");
+      assert.equal(err.eventType, "request.rejected");
+      return true;
+    });
+    await session.interrupt();
+    assert.equal((await running.done).type, "session.interrupted");
+    await bridge.shutdown();
+  });
 });
