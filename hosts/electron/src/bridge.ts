@@ -442,6 +442,8 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   private readonly runs = new Map<string, RunTracker>();
   private readonly sessions = new Map<string, KeelSession>();
   private readonly replays = new Map<string, ReplayCollector>();
+  /** `approval:<id>`, `plan:<id>`, `ask:<id>` of pending decisions → their session. */
+  private readonly waiting = new Map<string, string>();
   private readonly readyWait = deferred<RuntimeReady>();
   private readonly exited = deferred<ExitInfo>();
   private readonly idPrefix = `host_${randomBytes(6).toString("hex")}`;
@@ -656,7 +658,10 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     }
   }
 
-  /** @internal Used by {@link KeelSession.sendMessage}. */
+  /**
+   * Sends a user message to a session; resolves once the runtime accepted, queued or
+   * steered it (see {@link MessageRun}).
+   */
   async sendMessage(
     sessionId: string,
     message: string,
@@ -680,6 +685,53 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       run.done = target !== undefined ? target.done : Promise.resolve(answer);
     }
     return run;
+  }
+
+  /** Answers an approval of any session (`allow_once` by default). */
+  approve(approvalId: string, decision: ApprovalDecision = "allow_once"): Promise<KeelEvent> {
+    return this.send("approval.respond", { approvalId, decision }, this.owner("approval", approvalId));
+  }
+
+  /** Approves a plan of any session; `mode` is the mode to continue in. */
+  approvePlan(planId: string, mode?: PermissionMode): Promise<KeelEvent> {
+    return this.send("plan.approve", mode === undefined ? { planId } : { planId, mode }, this.owner("plan", planId));
+  }
+
+  /** Rejects a plan of any session. */
+  rejectPlan(planId: string, feedback?: string): Promise<KeelEvent> {
+    return this.send(
+      "plan.reject",
+      feedback === undefined ? { planId } : { planId, feedback },
+      this.owner("plan", planId),
+    );
+  }
+
+  /** Answers a question of any session. */
+  answer(askId: string, answer: string): Promise<KeelEvent> {
+    return this.send("ask.respond", { askId, answer }, this.owner("ask", askId));
+  }
+
+  /** Interrupts the running request of a session. */
+  interrupt(sessionId: string): Promise<KeelEvent> {
+    return this.send("request.interrupt", {}, sessionId);
+  }
+
+  /** Changes a session's permission mode. */
+  setMode(sessionId: string, mode: PermissionMode): Promise<KeelEvent> {
+    return this.send("session.set_mode", { mode }, sessionId);
+  }
+
+  /** Closes a session. */
+  close(sessionId: string): Promise<KeelEvent> {
+    return this.send("session.close", {}, sessionId);
+  }
+
+  /**
+   * The session that asked approval, plan or question `id`. An id this client never
+   * saw goes out without a session, and the runtime refuses it.
+   */
+  private owner(kind: "approval" | "plan" | "ask", id: string): string | null {
+    return this.waiting.get(`${kind}:${id}`) ?? null;
   }
 
   /**
@@ -773,6 +825,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     if (env.type === "runtime.stopped") this.sawStopped = true;
 
     if (env.sessionId !== null) {
+      if (env.meta?.replay !== true) this.trackWaiting(env, env.sessionId);
       const session = this.session(env.sessionId);
       session.deliver(env);
       const replay = this.replays.get(env.sessionId);
@@ -785,11 +838,43 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     const run = this.runs.get(env.requestId);
     if (run !== undefined && run.add(env)) this.runs.delete(env.requestId);
 
-    this.answer(env);
+    this.resolveAnswer(env);
     this.emit("event", env);
   }
 
-  private answer(env: KeelEvent): void {
+  private trackWaiting(env: KeelEvent, sessionId: string): void {
+    switch (env.type) {
+      case "approval.requested":
+        this.waiting.set(`approval:${env.payload.approvalId}`, sessionId);
+        break;
+      case "approval.granted":
+      case "approval.denied":
+      case "approval.expired":
+        this.waiting.delete(`approval:${env.payload.approvalId}`);
+        break;
+      case "plan.approval_required":
+        this.waiting.set(`plan:${env.payload.planId}`, sessionId);
+        break;
+      case "plan.approved":
+      case "plan.rejected":
+        this.waiting.delete(`plan:${env.payload.planId}`);
+        break;
+      case "ask.requested":
+        this.waiting.set(`ask:${env.payload.askId}`, sessionId);
+        break;
+      case "ask.answered":
+      case "ask.expired":
+        this.waiting.delete(`ask:${env.payload.askId}`);
+        break;
+      case "session.closed":
+        for (const [key, owner] of this.waiting) if (owner === sessionId) this.waiting.delete(key);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private resolveAnswer(env: KeelEvent): void {
     // Replayed events answer nothing: their commands belong to an earlier process.
     if (env.meta?.replay === true) return;
     let target = this.pending.get(env.requestId);

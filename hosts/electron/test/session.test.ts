@@ -67,7 +67,8 @@ describe("sessions against the real bridge", { timeout: 30_000 }, () => {
 
     const seen = await readUntil(events, (e) => e.type === "approval.requested");
     const asked = ofType(seen, "approval.requested")[0];
-    const denied = await session.deny(asked.payload.approvalId);
+    // The bridge knows which session asked: no sessionId needed.
+    const denied = await bridge.approve(asked.payload.approvalId, "deny");
     assert.equal(denied.type, "approval.denied");
     assert.equal(denied.requestId, run.requestId);
 
@@ -112,7 +113,7 @@ describe("sessions against the real bridge", { timeout: 30_000 }, () => {
     assert.ok(!seen.some((e) => e.type === "assistant.delta"), "the stalled answer never arrived");
 
     // Interrupting an idle session is answered on the command's own stream.
-    const idle = await session.interrupt();
+    const idle = await bridge.interrupt(session.id);
     assert.equal(idle.type, "session.interrupted");
     assert.equal(idle.type === "session.interrupted" && idle.payload.wasRunning, false);
     assert.notEqual(idle.requestId, run.requestId);
@@ -146,7 +147,7 @@ describe("sessions against the real bridge", { timeout: 30_000 }, () => {
       required.payload.steps.map((s) => s.title),
       ["Write PLAN.md with the agreed content"],
     );
-    const approved = await session.approvePlan(required.payload.planId, "auto-edit");
+    const approved = await bridge.approvePlan(required.payload.planId, "auto-edit");
     assert.equal(approved.type, "plan.approved");
     assert.equal(approved.requestId, run.requestId);
     assert.equal(approved.type === "plan.approved" && approved.payload.planId, required.payload.planId);
@@ -175,7 +176,7 @@ describe("sessions against the real bridge", { timeout: 30_000 }, () => {
     const ask = ofType(seen, "ask.requested")[0];
     assert.equal(ask.payload.question, "Which file should I read?");
     assert.deepEqual(ask.payload.candidates, ["README.md", "NOTES.md"]);
-    const answered = await session.answer(ask.payload.askId, "NOTES.md");
+    const answered = await bridge.answer(ask.payload.askId, "NOTES.md");
     assert.equal(answered.type, "ask.answered");
     assert.equal(answered.requestId, run.requestId);
     const done = await run.done;
