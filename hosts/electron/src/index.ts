@@ -1,0 +1,19 @@
+export {
+  KeelBridge,
+  KeelSession,
+  STDERR_TAIL_LINES,
+  protocolMajor,
+  type EventCursor,
+  type EventOf,
+  type InvalidLine,
+  type KeelBridgeEvents,
+  type MessageRun,
+  type ResumeResult,
+  type SendOptions,
+  type SpawnOptions,
+} from "./bridge";
+export { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
+export { LineRing, LineSplitter } from "./framing";
+export { AsyncQueue } from "./queue";
+export { SequenceTracker, type SequenceGap, type Sequenced } from "./sequence";
+export * from "./generated/protocol";
