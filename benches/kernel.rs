@@ -35,10 +35,11 @@ impl Model for Burst {
         u64::MAX / 4
     }
     fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> ModelStream {
-        let first = !request
-            .messages
-            .iter()
-            .any(|m| matches!(m, keel::kernel::model::Message::Tool { .. }));
+        // Tool calls answer a user message; anything else gets the final answer.
+        let first = matches!(
+            request.messages.last(),
+            Some(keel::kernel::model::Message::User { .. })
+        );
         let mut items = Vec::new();
         if first {
             for i in 0..self.calls {

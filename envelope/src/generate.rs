@@ -178,7 +178,8 @@ impl TypeVisitor for Collect {
             decl.push_str(&docs);
         }
         decl.push_str("export ");
-        decl.push_str(&T::decl());
+        // Integers travel as JSON numbers (ids and counters stay far below 2^53).
+        decl.push_str(&T::decl().replace("bigint", "number"));
         self.decls.insert(name, decl);
         T::visit_dependencies(self);
     }

@@ -175,9 +175,8 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
     for id in approvals {
         session
             .emitter
-            .emit_reply(
+            .emit(
                 rid,
-                reply.as_deref(),
                 Event::ApprovalExpired(ApprovalExpired {
                     approval_id: id,
                     tool_call_id: String::new(),
@@ -189,9 +188,8 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
     for id in asks {
         session
             .emitter
-            .emit_reply(
+            .emit(
                 rid,
-                reply.as_deref(),
                 Event::AskExpired(AskExpired {
                     ask_id: id,
                     reason: "interrupted".into(),
@@ -217,14 +215,6 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
             }),
         )
         .await;
-}
-
-fn interrupt_reply(session: &Session) -> Option<String> {
-    session
-        .data()
-        .active
-        .as_ref()
-        .and_then(|a| a.interrupt_reply.clone())
 }
 
 async fn agent_loop(
@@ -606,7 +596,23 @@ async fn run_tool(
     }
     let duration_ms = started.elapsed().as_millis() as u64;
     if cancel.is_cancelled() {
-        // The tool stopped because of the interrupt (its process group is gone).
+        // The tool stopped because of the interrupt (its process group is gone); close
+        // the call for hosts before the request's `session.interrupted`.
+        session
+            .emitter
+            .emit(
+                rid,
+                Event::ToolCallFailed(ToolCallFailed {
+                    tool_call_id: tool_call_id.to_owned(),
+                    tool_name: call.name.clone(),
+                    error: ErrorPayload::new(
+                        ErrorCode::Interrupted,
+                        "interrupted before it finished",
+                    ),
+                    duration_ms,
+                }),
+            )
+            .await;
         return Err(Interrupted);
     }
     let meta = Some(Meta {
@@ -759,8 +765,9 @@ async fn request_approval(
         _ = cancel.cancelled() => {
             let removed = session.data().approvals.remove(&approval_id).is_some();
             if removed {
-                let reply = interrupt_reply(session);
-                session.emitter.emit_reply(rid, reply.as_deref(), Event::ApprovalExpired(ApprovalExpired {
+                // Released by the interrupt; the interrupt's one answer is
+                // `session.interrupted`, so this carries no replyTo.
+                session.emitter.emit(rid, Event::ApprovalExpired(ApprovalExpired {
                     approval_id: approval_id.clone(),
                     tool_call_id: tool_call_id.to_owned(),
                     reason: "interrupted".into(),
@@ -1218,8 +1225,7 @@ async fn ask_user(
         a = &mut rx => a.ok(),
         _ = cancel.cancelled() => {
             if session.data().asks.remove(&ask_id).is_some() {
-                let reply = interrupt_reply(session);
-                session.emitter.emit_reply(rid, reply.as_deref(), Event::AskExpired(AskExpired {
+                session.emitter.emit(rid, Event::AskExpired(AskExpired {
                     ask_id: ask_id.clone(),
                     reason: "interrupted".into(),
                 })).await;

@@ -215,6 +215,23 @@ impl KernelBuilder {
     }
 }
 
+/// Requests that were accepted in `log` but never reached a terminal event.
+fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
+    let mut open: Vec<String> = Vec::new();
+    for env in log {
+        match &env.event {
+            Event::RequestAccepted(_) => open.push(env.request_id.clone()),
+            Event::SessionCompleted(_)
+            | Event::SessionInterrupted(_)
+            | Event::RequestCancelled(_) => {
+                open.retain(|r| r != &env.request_id);
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
 /// The store directory: `$KEEL_HOME`, else the platform data dir.
 pub fn default_store_dir() -> Result<PathBuf, ErrorPayload> {
     if let Some(home) = std::env::var_os("KEEL_HOME") {
@@ -576,6 +593,21 @@ impl Kernel {
                 .await;
         }
         session.emit_resumed(request_id, &log.events, after).await?;
+        // A request the previous process never finished (it died or was killed) gets
+        // its terminal event now, so a host following that stream sees it end.
+        for unfinished in unfinished_requests(&log.events) {
+            session
+                .emitter
+                .emit(
+                    &unfinished,
+                    Event::SessionInterrupted(keel_envelope::events::SessionInterrupted {
+                        interrupted_request_id: Some(unfinished.clone()),
+                        reason: "restart".into(),
+                        was_running: true,
+                    }),
+                )
+                .await;
+        }
         Ok(session)
     }
 

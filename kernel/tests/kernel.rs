@@ -1085,3 +1085,46 @@ async fn session_list_and_state_answer_on_the_commands_own_stream() {
     assert_eq!(state.session.title.as_deref(), Some("t"));
     let _ = f.store.path();
 }
+
+#[tokio::test]
+async fn a_request_cut_off_by_a_dead_process_ends_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_path_buf();
+    let store_path = store.path().to_path_buf();
+    let f = fixture_in(vec![], Duration::from_secs(60), dir, store);
+    let (s, mut events) = start(&f).await;
+    let sid = s.id().to_owned();
+    let rid = s.send("hello").await.unwrap();
+    until(&mut events, "session.completed").await;
+    // Simulate a process that died mid-request: drop the terminal events of the log.
+    let log = store_path.join("sessions").join(&sid).join("events.jsonl");
+    f.kernel.shutdown("test").await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.contains("\"assistant.final\""))
+        .collect();
+    let last_seq = keel_envelope::codec::decode_envelope(kept.last().unwrap().as_bytes())
+        .unwrap()
+        .sequence;
+    std::fs::write(&log, kept.join("\n") + "\n").unwrap();
+    let kernel = Kernel::builder()
+        .workspace(&ws)
+        .model(TestModel::new(vec![]))
+        .store_dir(&store_path)
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    let (_s2, mut ev2) = kernel.resume_session(&sid, None).await.unwrap();
+    let resumed = ev2.recv().await.unwrap();
+    assert_eq!(resumed.type_name(), "session.resumed");
+    let ended = ev2.recv().await.unwrap();
+    assert_eq!(ended.request_id, rid);
+    assert_eq!(
+        ended.sequence,
+        last_seq + 1,
+        "the stream goes on without a gap"
+    );
+    assert!(matches!(&ended.event, Event::SessionInterrupted(i) if i.reason == "restart"));
+}

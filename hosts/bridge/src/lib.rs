@@ -217,6 +217,8 @@ where
 
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut buf = Vec::with_capacity(4096);
+    // The requestId of a `runtime.shutdown` command: `runtime.stopped` answers it.
+    let mut shutdown_request = None;
     let reason = loop {
         let line = match read_line(&mut reader, limits.max_line_bytes, &mut buf).await {
             Ok(None) => break StopReason::Eof,
@@ -255,6 +257,7 @@ where
             }
             Ok(cmd) => {
                 if matches!(cmd.payload, CommandPayload::RuntimeShutdown(_)) {
+                    shutdown_request = Some(cmd.request_id);
                     break StopReason::Shutdown;
                 }
                 // Errors are answered on the event stream by the kernel.
@@ -275,7 +278,7 @@ where
         .await;
     let stopped = own.envelope(
         None,
-        None,
+        shutdown_request,
         Event::RuntimeStopped(RuntimeStopped {
             reason: match reason {
                 StopReason::Eof => "eof",

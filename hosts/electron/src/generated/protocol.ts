@@ -114,7 +114,7 @@ decisions: Array<ApprovalDecision>,
 /**
  * When it expires (ms since the epoch), or null for never.
  */
-expiresAt: bigint | null, };
+expiresAt: number | null, };
 
 /**
  * `approval.respond`.
@@ -192,7 +192,7 @@ candidates: Array<string>,
 /**
  * When it expires, or null.
  */
-expiresAt: bigint | null, };
+expiresAt: number | null, };
 
 /**
  * `ask.respond`.
@@ -338,11 +338,11 @@ exitCode: number | null,
 /**
  * Started, ms since the epoch.
  */
-startedAt: bigint, 
+startedAt: number, 
 /**
  * Ended.
  */
-endedAt: bigint | null, 
+endedAt: number | null, 
 /**
  * The last lines of output.
  */
@@ -402,11 +402,11 @@ export type CompactionCompleted = {
 /**
  * Estimated tokens before.
  */
-tokensBefore: bigint, 
+tokensBefore: number, 
 /**
  * Estimated tokens after.
  */
-tokensAfter: bigint, 
+tokensAfter: number, 
 /**
  * Messages folded into the summary.
  */
@@ -427,7 +427,7 @@ trigger: string,
 /**
  * Estimated tokens before.
  */
-tokensBefore: bigint, };
+tokensBefore: number, };
 
 /**
  * `context.compact`.
@@ -445,7 +445,7 @@ requestId: string,
 /**
  * Its sequence.
  */
-sequence: bigint, };
+sequence: number, };
 
 /**
  * What the gate decided.
@@ -459,11 +459,11 @@ export type DiffStats = {
 /**
  * Lines added.
  */
-added: bigint, 
+added: number, 
 /**
  * Lines removed.
  */
-removed: bigint, };
+removed: number, };
 
 /**
  * One entry of a listing.
@@ -480,7 +480,7 @@ kind: EntryKind,
 /**
  * Size in bytes (files only; 0 otherwise).
  */
-size: bigint, 
+size: number, 
 /**
  * Depth below the listed directory (1 = direct child).
  */
@@ -593,7 +593,7 @@ stats: DiffStats,
 /**
  * Number of replacements made (edit_file).
  */
-replacements: bigint, };
+replacements: number, };
 
 /**
  * `git {command, args?}`.
@@ -741,7 +741,7 @@ replyTo?: string | null,
 /**
  * Duration of the operation this event closes, in ms.
  */
-durationMs?: bigint | null, 
+durationMs?: number | null, 
 /**
  * A trace id for correlating logs.
  */
@@ -862,11 +862,11 @@ requestId: string | null,
 /**
  * When, ms since the epoch.
  */
-proposedAt: bigint, 
+proposedAt: number, 
 /**
  * When it was applied or rejected.
  */
-resolvedAt: bigint | null, 
+resolvedAt: number | null, 
 /**
  * Who resolved it.
  */
@@ -973,11 +973,11 @@ fileCount: number,
 /**
  * Lines added.
  */
-added: bigint, 
+added: number, 
 /**
  * Lines removed.
  */
-removed: bigint, };
+removed: number, };
 
 /**
  * Where a patch stands.
@@ -1203,11 +1203,11 @@ path: string,
 /**
  * First line to return, 1-based.
  */
-offset?: bigint | null, 
+offset?: number | null, 
 /**
  * Maximum number of lines to return.
  */
-limit?: bigint | null, };
+limit?: number | null, };
 
 /**
  * The result of `read_file`.
@@ -1224,19 +1224,19 @@ content: string,
 /**
  * First line returned, 1-based.
  */
-startLine: bigint, 
+startLine: number, 
 /**
  * Number of lines returned.
  */
-lineCount: bigint, 
+lineCount: number, 
 /**
  * Total number of lines in the file.
  */
-totalLines: bigint, 
+totalLines: number, 
 /**
  * Size of the file in bytes.
  */
-sizeBytes: bigint, 
+sizeBytes: number, 
 /**
  * Whether lines were left out (by `limit` or by the size cap).
  */
@@ -1327,7 +1327,7 @@ content: string,
 /**
  * When, ms since the epoch.
  */
-createdAt: bigint, };
+createdAt: number, };
 
 /**
  * A review decision.
@@ -1396,7 +1396,7 @@ requestedBy: string,
 /**
  * When, ms since the epoch.
  */
-requestedAt: bigint, 
+requestedAt: number, 
 /**
  * Who resolved it.
  */
@@ -1404,7 +1404,7 @@ resolvedBy: string | null,
 /**
  * When it was resolved.
  */
-resolvedAt: bigint | null, 
+resolvedAt: number | null, 
 /**
  * The decision, once resolved.
  */
@@ -1487,7 +1487,7 @@ cwd?: string | null,
 /**
  * Time limit (default 120 000 ms).
  */
-timeoutMs?: bigint | null, 
+timeoutMs?: number | null, 
 /**
  * Start as a background task and return at once.
  */
@@ -1520,7 +1520,7 @@ truncated: boolean,
 /**
  * Wall time.
  */
-durationMs: bigint, 
+durationMs: number, 
 /**
  * Whether it ran inside the OS sandbox.
  */
@@ -1625,7 +1625,7 @@ truncated: boolean,
 /**
  * Number of files searched.
  */
-filesSearched: bigint, };
+filesSearched: number, };
 
 /**
  * One search hit.
@@ -1638,7 +1638,7 @@ path: string,
 /**
  * 1-based line number (content mode; null in name mode).
  */
-line: bigint | null, 
+line: number | null, 
 /**
  * The matching line or name, possibly with context lines.
  */
@@ -1708,11 +1708,11 @@ workspace: string,
 /**
  * Creation time, ms since the epoch.
  */
-createdAt: bigint, 
+createdAt: number, 
 /**
  * Last activity, ms since the epoch.
  */
-updatedAt: bigint, 
+updatedAt: number, 
 /**
  * What it is doing.
  */
@@ -1891,7 +1891,7 @@ title: string | null,
 /**
  * Creation time.
  */
-createdAt: bigint, };
+createdAt: number, };
 
 /**
  * What a session is doing.
@@ -2077,11 +2077,11 @@ turns: number,
 /**
  * Started, ms since the epoch.
  */
-startedAt: bigint, 
+startedAt: number, 
 /**
  * Finished.
  */
-finishedAt: bigint | null, };
+finishedAt: number | null, };
 
 /**
  * `sub-agent.list`.
@@ -2154,15 +2154,15 @@ nodes: { [key in string]?: TaskNode },
 /**
  * Created, ms since the epoch.
  */
-createdAt: bigint, 
+createdAt: number, 
 /**
  * Last change.
  */
-updatedAt: bigint, 
+updatedAt: number, 
 /**
  * When it reached a terminal status.
  */
-completedAt: bigint | null, };
+completedAt: number | null, };
 
 /**
  * `task-graph.add-node`.
@@ -2283,19 +2283,19 @@ metadata: Record<string, unknown>,
 /**
  * Created, ms since the epoch.
  */
-createdAt: bigint, 
+createdAt: number, 
 /**
  * Last change, ms since the epoch.
  */
-updatedAt: bigint, 
+updatedAt: number, 
 /**
  * When it started running.
  */
-startedAt: bigint | null, 
+startedAt: number | null, 
 /**
  * When it reached a terminal status.
  */
-completedAt: bigint | null, 
+completedAt: number | null, 
 /**
  * The result, once completed.
  */
@@ -2312,7 +2312,7 @@ export type Telemetry = {
 /**
  * Wall time of the request.
  */
-elapsedMs: bigint, 
+elapsedMs: number, 
 /**
  * Model calls made.
  */
@@ -2324,11 +2324,11 @@ toolCalls: number,
 /**
  * Prompt tokens over the request.
  */
-inputTokens: bigint, 
+inputTokens: number, 
 /**
  * Completion tokens over the request.
  */
-outputTokens: bigint, };
+outputTokens: number, };
 
 /**
  * `tool.call.completed`.
@@ -2349,7 +2349,7 @@ result: unknown,
 /**
  * Wall time.
  */
-durationMs: bigint, };
+durationMs: number, };
 
 /**
  * `tool.call.failed`.
@@ -2370,7 +2370,7 @@ error: ErrorPayload,
 /**
  * Wall time.
  */
-durationMs: bigint, };
+durationMs: number, };
 
 /**
  * `tool.call.progress`: streamed output.
@@ -2434,15 +2434,15 @@ export type Usage = {
 /**
  * Prompt tokens.
  */
-inputTokens: bigint, 
+inputTokens: number, 
 /**
  * Completion tokens.
  */
-outputTokens: bigint, 
+outputTokens: number, 
 /**
  * Prompt tokens served from the provider's cache.
  */
-cachedInputTokens: bigint, };
+cachedInputTokens: number, };
 
 /**
  * `usage.updated`: after each model call.
@@ -2463,11 +2463,11 @@ session: Usage,
 /**
  * Estimated tokens in context.
  */
-contextTokens: bigint, 
+contextTokens: number, 
 /**
  * The model's context window.
  */
-contextWindow: bigint, };
+contextWindow: number, };
 
 /**
  * What `request.send` does when the session is busy.
