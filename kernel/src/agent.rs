@@ -46,7 +46,50 @@ pub(crate) struct Interrupted;
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
     let mut next = Some((first, cancel, false));
     while let Some((q, cancel, from_queue)) = next.take() {
-        let turnover = run_request(&session, &q, &cancel, from_queue).await;
+        let run = std::panic::AssertUnwindSafe(run_request(&session, &q, &cancel, from_queue));
+        let turnover = match futures::FutureExt::catch_unwind(run).await {
+            Ok(turnover) => turnover,
+            Err(panic) => {
+                // A bug must not take the session down: report it and end the request.
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                let turnover = session.turnover.lock().await;
+                {
+                    let mut d = session.data();
+                    d.approvals.clear();
+                    d.asks.clear();
+                    d.plan_wait = None;
+                }
+                session
+                    .emitter
+                    .emit(
+                        &q.id,
+                        Event::Error(
+                            ErrorPayload::new(
+                                ErrorCode::RuntimeInternalError,
+                                format!("the request failed inside the runtime: {what}"),
+                            )
+                            .with_detail("panic", what.clone()),
+                        ),
+                    )
+                    .await;
+                session
+                    .emitter
+                    .emit(
+                        &q.id,
+                        Event::SessionCompleted(SessionCompleted {
+                            stop_reason: StopReason::Error,
+                            final_text: None,
+                            telemetry: Telemetry::default(),
+                        }),
+                    )
+                    .await;
+                turnover
+            }
+        };
         let popped = {
             let mut d = session.data();
             d.active = None;

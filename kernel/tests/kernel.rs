@@ -1128,3 +1128,61 @@ async fn a_request_cut_off_by_a_dead_process_ends_on_resume() {
     );
     assert!(matches!(&ended.event, Event::SessionInterrupted(i) if i.reason == "restart"));
 }
+
+#[derive(Debug)]
+struct Boom(ToolSpec);
+
+#[async_trait]
+impl Tool for Boom {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn run(
+        &self,
+        _args: serde_json::Value,
+        _ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        panic!("tool bug")
+    }
+}
+
+#[tokio::test]
+async fn a_panic_inside_a_request_is_reported_and_the_session_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = TestModel::new(vec![call("boom", serde_json::json!({})), say("after")]);
+    let kernel = Kernel::builder()
+        .workspace(dir.path())
+        .model(model)
+        .memory_store()
+        .builtin_tools(false)
+        .tool(Arc::new(Boom(ToolSpec {
+            name: "boom".into(),
+            description: "panics".into(),
+            parameters: serde_json::json!({"type": "object"}),
+            level: PermissionLevel::Read,
+            plan: PlanBehavior::Allowed,
+            approval: ApprovalRequirement::Never,
+        })))
+        .build()
+        .unwrap();
+    let (s, mut events) = kernel
+        .start_session(SessionOptions {
+            workspace_path: None,
+            permission_mode: None,
+            model: None,
+            title: None,
+        })
+        .await
+        .unwrap();
+    s.send("x").await.unwrap();
+    let all = until(&mut events, "session.completed").await;
+    assert!(all
+        .iter()
+        .any(|e| matches!(&e.event, Event::Error(x) if x.code == ErrorCode::RuntimeInternalError)));
+    assert!(
+        matches!(&all.last().unwrap().event, Event::SessionCompleted(c) if c.stop_reason == StopReason::Error)
+    );
+    s.send("again").await.unwrap();
+    let next = until(&mut events, "session.completed").await;
+    assert!(types(&next).contains(&"assistant.final".to_owned()));
+}
