@@ -20,6 +20,22 @@ fn main() {
         Some("exec") => std::process::exit(exec_cmd::run(&args[1..])),
         Some("demo") => std::process::exit(demo_cmd::run(&args[1..])),
         Some("sessions") => std::process::exit(sessions_cmd::run(&args[1..])),
+        Some("resume") => {
+            // `keel resume <id> [flags]` is the REPL on a stored session.
+            let mut rest: Vec<String> = Vec::new();
+            match args.get(1) {
+                Some(id) if !id.starts_with('-') => {
+                    rest.push("--resume".into());
+                    rest.push(id.clone());
+                    rest.extend(args[2..].iter().cloned());
+                }
+                _ => {
+                    eprintln!("usage: keel resume <session-id> [--workspace DIR] [--model M] [--mode MODE]");
+                    std::process::exit(2);
+                }
+            }
+            std::process::exit(repl::run(&rest))
+        }
         _ => std::process::exit(repl::run(&args)),
     }
 }

@@ -22,7 +22,8 @@ use render::Screen;
 use slash::Flow;
 
 const USAGE: &str =
-    "usage: keel [--workspace DIR] [--model provider:model] [--mode ask|auto-edit|auto|plan]
+    "usage: keel [--workspace DIR] [--model provider:model] [--mode ask|auto-edit|auto|plan] [--resume ID]
+       keel resume ID [--workspace DIR] [--model provider:model]
 
 Starts an interactive session in the workspace (default: the current directory).
 Type a message and press Enter; /help lists the slash commands; Ctrl-D exits.";
@@ -63,13 +64,26 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
-    if let Some(a) = common.rest.first() {
-        if a == "-h" || a == "--help" || a == "help" {
-            println!("{USAGE}");
-            return 0;
+    let mut resume: Option<String> = None;
+    let mut rest = common.rest.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "-h" | "--help" | "help" => {
+                println!("{USAGE}");
+                return 0;
+            }
+            "--resume" => match rest.next() {
+                Some(id) => resume = Some(id.clone()),
+                None => {
+                    eprintln!("keel: --resume needs a session id\n{USAGE}");
+                    return 2;
+                }
+            },
+            _ => {
+                eprintln!("keel: unknown argument {a:?}\n{USAGE}");
+                return 2;
+            }
         }
-        eprintln!("keel: unknown argument {a:?}\n{USAGE}");
-        return 2;
     }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -86,6 +100,13 @@ pub fn run(args: &[String]) -> i32 {
             setup::report(&e);
             1
         })?;
+        if let Some(id) = &resume {
+            let (session, events) = runtime.kernel.resume_session(id, None).await.map_err(|e| {
+                setup::report(&e);
+                1
+            })?;
+            return Ok((runtime, session, events, CtrlC::install()));
+        }
         if runtime.model_spec.is_none() {
             eprintln!(
                 "keel: no model configured: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml"

@@ -339,3 +339,62 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         .count();
     assert_eq!(completed, 2);
 }
+
+#[test]
+fn resume_opens_a_stored_session() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [{"text": "first answer"}]}),
+    );
+    let out = keel()
+        .args(["exec", "remember this", "--json", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let sid = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| codec::decode_envelope(l.as_bytes()).ok()?.session_id)
+        .unwrap();
+    let mut child = keel()
+        .args(["resume", &sid, "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"/status\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(&sid), "{stdout}");
+    // Bad input.
+    let out = keel()
+        .args(["resume"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = keel()
+        .args(["resume", "sess_nope", "--workspace"])
+        .arg(ws.path())
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sess_nope"));
+}

@@ -181,7 +181,7 @@ export function protocolMajor(version: string): string {
   return String(version).split(".")[0] ?? "";
 }
 
-/** Serialises a command; bigint values (u64 fields of the generated types) become numbers. */
+/** Serialises a command; a bigint given by a caller becomes a number. */
 function encodeCommand(cmd: object): string {
   return JSON.stringify(cmd, (_k, v: unknown) => (typeof v === "bigint" ? Number(v) : v));
 }
@@ -640,7 +640,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     const afterSequence =
       cursor === undefined || cursor === null
         ? null
-        : { requestId: cursor.requestId, sequence: BigInt(cursor.sequence) };
+        : { requestId: cursor.requestId, sequence: Number(cursor.sequence) };
     if (afterSequence !== null) this.tracker.seed(afterSequence.requestId, Number(afterSequence.sequence));
     try {
       const resumed = (await this.send(
