@@ -46,6 +46,7 @@ fn call(name: &'static str, args: serde_json::Value) -> Turn {
 struct TestModel {
     turns: Mutex<VecDeque<Turn>>,
     seen: Mutex<Vec<ModelRequest>>,
+    window: Option<u64>,
 }
 
 impl TestModel {
@@ -53,6 +54,7 @@ impl TestModel {
         Arc::new(Self {
             turns: Mutex::new(turns.into()),
             seen: Mutex::new(Vec::new()),
+            window: None,
         })
     }
     fn push(&self, turns: Vec<Turn>) {
@@ -65,7 +67,7 @@ impl Model for TestModel {
         "test:model".into()
     }
     fn context_window(&self) -> u64 {
-        100_000
+        self.window.unwrap_or(100_000)
     }
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
         self.seen.lock().unwrap().push(request);
@@ -1185,4 +1187,136 @@ async fn a_panic_inside_a_request_is_reported_and_the_session_goes_on() {
     s.send("again").await.unwrap();
     let next = until(&mut events, "session.completed").await;
     assert!(types(&next).contains(&"assistant.final".to_owned()));
+}
+
+fn small_window_kernel(
+    turns: Vec<Turn>,
+    window: u64,
+    dir: &std::path::Path,
+) -> (Kernel, Arc<TestModel>) {
+    let model = Arc::new(TestModel {
+        turns: Mutex::new(turns.into()),
+        seen: Mutex::new(Vec::new()),
+        window: Some(window),
+    });
+    let kernel = Kernel::builder()
+        .workspace(dir)
+        .model(model.clone())
+        .memory_store()
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    (kernel, model)
+}
+
+fn opts() -> SessionOptions {
+    SessionOptions {
+        workspace_path: None,
+        permission_mode: None,
+        model: None,
+        title: None,
+    }
+}
+
+#[tokio::test]
+async fn context_past_the_threshold_is_compacted_through_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(4000);
+    // Window 1000 tokens: four 1000-token user turns pass the 80 % threshold.
+    let (kernel, model) = small_window_kernel(
+        vec![
+            say("a1"),
+            say("a2"),
+            say("a3"),
+            say("SUMMARY: earlier turns"),
+            say("a4"),
+        ],
+        1000,
+        dir.path(),
+    );
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    for _ in 0..3 {
+        s.send(long.clone()).await.unwrap();
+        until(&mut events, "session.completed").await;
+    }
+    s.send("short question").await.unwrap();
+    let all = until(&mut events, "session.completed").await;
+    let t = types(&all);
+    let started = t
+        .iter()
+        .position(|x| x == "context.compaction.started")
+        .expect("compaction");
+    let done = t
+        .iter()
+        .position(|x| x == "context.compaction.completed")
+        .unwrap();
+    assert!(started < done);
+    let Event::CompactionCompleted(c) = &all[done].event else {
+        panic!()
+    };
+    assert!(c.tokens_after < c.tokens_before && !c.fallback, "{c:?}");
+    // The next model call sees the summary instead of the old turns.
+    let seen = model.seen.lock().unwrap();
+    let last = seen.last().unwrap();
+    assert!(last.messages.iter().any(
+        |m| matches!(m, keel_kernel::model::Message::User { text, .. } if text.contains("SUMMARY: earlier turns"))
+    ));
+    assert!(last.messages.len() < 8);
+}
+
+#[tokio::test]
+async fn a_failed_summary_falls_back_to_truncation_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kernel, _model) = small_window_kernel(
+        vec![
+            say("a1"),
+            say("a2"),
+            say("a3"),
+            Turn {
+                fail: true,
+                ..Turn::default()
+            },
+        ],
+        100_000,
+        dir.path(),
+    );
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    for m in ["one", "two", "three"] {
+        s.send(m).await.unwrap();
+        until(&mut events, "session.completed").await;
+    }
+    // By hand, while idle: answered on the command's own stream.
+    let crid = s
+        .command(CommandPayload::ContextCompact(
+            keel_envelope::commands::ContextCompact {},
+        ))
+        .await
+        .unwrap();
+    let all = until(&mut events, "context.compaction.completed").await;
+    assert!(all.iter().all(|e| e.request_id == crid));
+    assert!(all.iter().any(
+        |e| matches!(&e.event, Event::Warning(w) if w.code == ErrorCode::ContextCompactionFailed)
+    ));
+    let Event::CompactionCompleted(c) = &all.last().unwrap().event else {
+        panic!()
+    };
+    assert!(c.fallback && c.tokens_after < c.tokens_before, "{c:?}");
+    assert_eq!(c.messages_compacted, 2);
+    assert_eq!(
+        s.state().message_count,
+        4,
+        "the two oldest messages were dropped"
+    );
+}
+
+#[tokio::test]
+async fn project_instructions_join_the_system_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("AGENTS.md"), "Always answer in haiku.").unwrap();
+    let (kernel, model) = small_window_kernel(vec![say("ok")], 100_000, dir.path());
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    s.send("hi").await.unwrap();
+    until(&mut events, "session.completed").await;
+    let system = model.seen.lock().unwrap()[0].system.clone();
+    assert!(system.contains("Always answer in haiku."), "{system}");
 }

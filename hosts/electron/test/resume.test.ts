@@ -44,6 +44,12 @@ describe("resume", { timeout: 30_000 }, () => {
     const second = await startBridge(t, dirs, "electron-resume.json");
     const gaps: SequenceGap[] = [];
     second.on("gap", (g) => gaps.push(g));
+    // The request the killed bridge never finished is ended by the new one.
+    const restartEnded = new Promise<KeelEvent>((resolve) => {
+      second.on("event", (e) => {
+        if (e.type === "session.interrupted" && e.requestId === run.requestId && e.meta?.replay !== true) resolve(e);
+      });
+    });
     const { session: again, resumed, replayed } = await second.resume(session.id, cursor);
     assert.equal(again.id, session.id);
     assert.equal(resumed.payload.session.sessionId, session.id);
@@ -52,8 +58,11 @@ describe("resume", { timeout: 30_000 }, () => {
     assert.deepEqual(resumed.payload.lastCursor, lastBeforeKill);
     assert.ok(replayed.every((e) => e.meta?.replay === true), "replayed events are marked");
     assert.deepEqual(replayed.map(original), expected);
+    const ended = await restartEnded;
+    assert.equal(ended.type === "session.interrupted" && ended.payload.reason, "restart");
+    assert.equal(ended.sequence, lastBeforeKill.sequence + 1, "the stream goes on without a gap");
     assert.deepEqual(gaps, []);
-    assert.deepEqual(again.cursor, lastBeforeKill);
+    assert.deepEqual(again.cursor, { requestId: run.requestId, sequence: lastBeforeKill.sequence + 1 });
 
     // The restored session answers commands.
     const state = await again.state();
