@@ -1,5 +1,6 @@
 //! The `keel` binary: flag parsing and glue only. The work lives in the library crates.
 
+mod acp_cmd;
 mod bridge_cmd;
 mod policy_cmd;
 mod repl;
@@ -12,6 +13,7 @@ fn main() {
         Some("--version") | Some("-V") => println!("keel {}", env!("CARGO_PKG_VERSION")),
         Some("policy") => std::process::exit(policy_cmd::run(&args[1..])),
         Some("tool") => std::process::exit(tool_cmd::run(&args[1..])),
+        Some("acp") => std::process::exit(acp_cmd::run(&args[1..])),
         Some("bridge") => std::process::exit(bridge_cmd::run(&args[1..])),
         _ => std::process::exit(repl::run(&args)),
     }
