@@ -464,40 +464,9 @@ impl Host {
                 Ok(json!({}))
             }
             "session/prompt" => {
-                let p: PromptParams = parse(params)?;
-                let sess = self.session(&p.session_id)?;
-                let text = prompt_text(&p.prompt)?;
-                let rid = sess.handle.send(text).await?;
-                let rx = {
-                    let mut st = sess.st();
-                    match st.ended.remove(&rid) {
-                        Some(end) => Err(end),
-                        None => {
-                            let (tx, rx) = oneshot::channel();
-                            st.waiters.insert(rid.clone(), tx);
-                            Ok(rx)
-                        }
-                    }
-                };
-                let end = match rx {
-                    Err(end) => end,
-                    Ok(rx) => rx.await.unwrap_or_else(|_| {
-                        PromptEnd::Failed(ErrorPayload::new(
-                            ErrorCode::RuntimeInternalError,
-                            "the session closed before the prompt ended",
-                        ))
-                    }),
-                };
-                match end {
-                    PromptEnd::Stop(reason, usage) => {
-                        let mut r = json!({"stopReason": reason, "_meta": {"keel": {"requestId": rid}}});
-                        if let Some(u) = usage {
-                            r["usage"] = u;
-                        }
-                        Ok(r)
-                    }
-                    PromptEnd::Failed(e) => Err(e.into()),
-                }
+                // Answered by `start_prompt` and `finish_prompt`.
+                let (sess, rid, wait) = self.start_prompt(params).await?;
+                finish_prompt(sess, rid, wait).await
             }
             "_keel/replay" => {
                 let p: ReplayParams = parse(params)?;
@@ -551,6 +520,27 @@ impl Host {
                 format!("method {other:?} not found"),
             )),
         }
+    }
+
+    /// Sends a prompt to the kernel; the caller then waits with [`finish_prompt`].
+    /// Runs in the reader's order, so a later `session/cancel` always finds it.
+    async fn start_prompt(&self, params: Value) -> Result<(Arc<Sess>, String, Wait), RpcError> {
+        let p: PromptParams = parse(params)?;
+        let sess = self.session(&p.session_id)?;
+        let text = prompt_text(&p.prompt)?;
+        let rid = sess.handle.send(text).await?;
+        let wait = {
+            let mut st = sess.st();
+            match st.ended.remove(&rid) {
+                Some(end) => Wait::Ended(end),
+                None => {
+                    let (tx, rx) = oneshot::channel();
+                    st.waiters.insert(rid.clone(), tx);
+                    Wait::Pending(rx)
+                }
+            }
+        };
+        Ok((sess, rid, wait))
     }
 
     /// Runs a session command and returns the first event answering it.
@@ -670,6 +660,37 @@ impl Host {
 fn same_dir(a: &str, b: &str) -> bool {
     let canon = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
     canon(a) == canon(b)
+}
+
+/// Where a prompt's end will come from.
+#[derive(Debug)]
+enum Wait {
+    Ended(PromptEnd),
+    Pending(oneshot::Receiver<PromptEnd>),
+}
+
+/// Waits for a prompt's end and builds its answer.
+async fn finish_prompt(sess: Arc<Sess>, rid: String, wait: Wait) -> RpcResult {
+    let end = match wait {
+        Wait::Ended(end) => end,
+        Wait::Pending(rx) => rx.await.unwrap_or_else(|_| {
+            PromptEnd::Failed(ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                "the session closed before the prompt ended",
+            ))
+        }),
+    };
+    drop(sess);
+    match end {
+        PromptEnd::Stop(reason, usage) => {
+            let mut r = json!({"stopReason": reason, "_meta": {"keel": {"requestId": rid}}});
+            if let Some(u) = usage {
+                r["usage"] = u;
+            }
+            Ok(r)
+        }
+        PromptEnd::Failed(e) => Err(e.into()),
+    }
 }
 
 /// Translates one session's envelopes until it is closed or replaced.
@@ -867,13 +888,18 @@ async fn handle_message(host: &Arc<Host>, msg: Value) {
             let params = obj.get("params").cloned().unwrap_or(Value::Null);
             match id {
                 Some(id) if method == "session/prompt" => {
-                    // A prompt waits for its end while `session/cancel` and
-                    // permission answers keep coming in.
-                    let host = host.clone();
-                    tokio::spawn(async move {
-                        let result = host.dispatch(&method, params).await;
-                        host.respond(id, result).await;
-                    });
+                    // The prompt reaches the kernel now, in order; its end is awaited
+                    // aside while `session/cancel` and permission answers come in.
+                    match host.start_prompt(params).await {
+                        Err(e) => host.respond(id, Err(e)).await,
+                        Ok((sess, rid, wait)) => {
+                            let host = host.clone();
+                            tokio::spawn(async move {
+                                let result = finish_prompt(sess, rid, wait).await;
+                                host.respond(id, result).await;
+                            });
+                        }
+                    }
                 }
                 Some(id) => {
                     // Everything else is answered in order.
