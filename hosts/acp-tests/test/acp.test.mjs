@@ -87,7 +87,7 @@ test("a prompt with read_file streams thought, text, plan and tool updates, then
     const plans = ups.filter((u) => u.sessionUpdate === "plan");
     assert.ok(plans.length >= 2, "a plan update on every change");
     assert.deepEqual(plans[0].entries, [
-      { content: "Read README.md", priority: "medium", status: "in_progress" },
+      { content: "Read README.md", priority: "medium", status: "pending" },
       { content: "Summarise it", priority: "medium", status: "pending" },
     ]);
     assert.deepEqual(plans.at(-1).entries.map((e) => e.status), ["completed", "completed"]);
