@@ -394,7 +394,10 @@ impl Host {
             "session/new" => {
                 let p: NewSessionParams = parse(params)?;
                 if !p.mcp_servers.is_empty() {
-                    eprintln!("keel acp: MCP servers are not supported; ignoring {} server(s)", p.mcp_servers.len());
+                    eprintln!(
+                        "keel acp: MCP servers are not supported; ignoring {} server(s)",
+                        p.mcp_servers.len()
+                    );
                 }
                 let (handle, stream) = self
                     .kernel
@@ -477,7 +480,9 @@ impl Host {
                     Some(c) => {
                         log.iter()
                             .position(|e| e.request_id == c.request_id && e.sequence == c.sequence)
-                            .ok_or_else(|| RpcError::params("the cursor is not in the session's log"))?
+                            .ok_or_else(|| {
+                                RpcError::params("the cursor is not in the session's log")
+                            })?
                             + 1
                     }
                 };
@@ -489,7 +494,9 @@ impl Host {
                         sent += 1;
                     }
                 }
-                let last = log.last().map(|e| json!({"requestId": e.request_id, "sequence": e.sequence}));
+                let last = log
+                    .last()
+                    .map(|e| json!({"requestId": e.request_id, "sequence": e.sequence}));
                 Ok(json!({
                     "replayedEvents": log.len() - start,
                     "updates": sent,
@@ -552,7 +559,8 @@ impl Host {
         let rid = self.kernel.new_request_id();
         let (tx, rx) = oneshot::channel();
         sess.st().event_waiters.insert(rid.clone(), tx);
-        let cmd = keel_envelope::Command::new(rid.clone(), Some(sess.handle.id().to_owned()), payload);
+        let cmd =
+            keel_envelope::Command::new(rid.clone(), Some(sess.handle.id().to_owned()), payload);
         if let Err(e) = self.kernel.execute(cmd).await {
             sess.st().event_waiters.remove(&rid);
             return Err(e.into());
@@ -568,7 +576,10 @@ impl Host {
 
     fn log(&self, session_id: &str) -> Result<Vec<Envelope>, RpcError> {
         let store = self.store.as_ref().ok_or_else(|| {
-            RpcError::new(codes::INTERNAL_ERROR, "no session store to read the log from")
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                "no session store to read the log from",
+            )
         })?;
         Ok(store.load_events(session_id)?.events)
     }
@@ -614,7 +625,8 @@ impl Host {
                 .await;
             return;
         }
-        let mut options = vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
+        let mut options =
+            vec![json!({"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"})];
         if a.decisions.contains(&ApprovalDecision::AllowSession) {
             options.push(json!({"optionId": "allow_session", "name": "Allow for this session", "kind": "allow_always"}));
         }
@@ -779,7 +791,11 @@ async fn read_line<R: AsyncRead + Unpin>(
         }
         reader.consume(n);
         if done {
-            return Ok(Some(if total > limit + 1 { Err(total) } else { Ok(()) }));
+            return Ok(Some(if total > limit + 1 {
+                Err(total)
+            } else {
+                Ok(())
+            }));
         }
     }
 }
@@ -842,7 +858,10 @@ where
             Err(e) => {
                 host.respond(
                     Value::Null,
-                    Err(RpcError::new(codes::PARSE_ERROR, format!("parse error: {e}"))),
+                    Err(RpcError::new(
+                        codes::PARSE_ERROR,
+                        format!("parse error: {e}"),
+                    )),
                 )
                 .await;
                 continue;
@@ -878,8 +897,15 @@ async fn handle_message(host: &Arc<Host>, msg: Value) {
     let valid_id = matches!(id, None | Some(Value::Number(_)) | Some(Value::String(_)));
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") || !valid_id {
         let e = RpcError::new(codes::INVALID_REQUEST, "not a JSON-RPC 2.0 message");
-        host.respond(if valid_id { id.unwrap_or(Value::Null) } else { Value::Null }, Err(e))
-            .await;
+        host.respond(
+            if valid_id {
+                id.unwrap_or(Value::Null)
+            } else {
+                Value::Null
+            },
+            Err(e),
+        )
+        .await;
         return;
     }
     match obj.get("method").and_then(Value::as_str) {

@@ -343,7 +343,8 @@ impl Translator {
         content: Option<Vec<Value>>,
     ) -> Value {
         if self.calls.contains_key(id) {
-            let mut u = json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status});
+            let mut u =
+                json!({"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status});
             if let Some(c) = content {
                 u["content"] = Value::Array(c);
             }
