@@ -289,3 +289,34 @@ test("session/list and session/close", T, async () => {
     fx.cleanup();
   }
 });
+
+test("plan mode: a proposed plan is approved through a permission request and the mode switches", T, async () => {
+  const fx = fixture();
+  try {
+    const agent = await startAgent({
+      model: scripted("acp-plan.json"),
+      workspace: fx.workspace,
+      home: fx.home,
+      onPermission: (p) => ({ outcome: { outcome: "selected", optionId: p.options.find((o) => o.kind === "allow_always").optionId } }),
+    });
+    await agent.initialize();
+    const { sessionId } = await agent.conn.newSession({ cwd: fx.workspace, mcpServers: [] });
+    await agent.conn.setSessionMode({ sessionId, modeId: "plan" });
+    const res = await agent.conn.prompt({ sessionId, prompt: text("Plan the notes.") });
+    assert.equal(res.stopReason, "end_turn");
+    assert.equal(agent.permissions.length, 1);
+    const req = agent.permissions[0];
+    assert.equal(req.toolCall.kind, "switch_mode");
+    assert.match(req.toolCall.content[0].content.text, /1\. Write NOTES\.md\n2\. Check it/);
+    const ups = agent.updatesOf(sessionId);
+    const modes = ups.filter((u) => u.sessionUpdate === "current_mode_update").map((u) => u.currentModeId);
+    assert.deepEqual(modes, ["plan", "auto-edit"]);
+    const plan = ups.find((u) => u.sessionUpdate === "plan");
+    assert.deepEqual(plan.entries.map((e) => e.content), ["Write NOTES.md", "Check it"]);
+    const said = ups.filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content.text).join("");
+    assert.match(said, /approved; starting/);
+    await agent.finish();
+  } finally {
+    fx.cleanup();
+  }
+});

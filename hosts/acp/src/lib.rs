@@ -669,6 +669,62 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Asks the client to approve a plan proposed in plan mode.
+    async fn ask_plan(
+        self: Arc<Self>,
+        sess: Arc<Sess>,
+        tool_call_id: String,
+        p: keel_envelope::events::PlanApprovalRequired,
+    ) {
+        let mut content = String::new();
+        if let Some(summary) = &p.summary {
+            content.push_str(summary);
+            content.push_str("\n\n");
+        }
+        for (i, step) in p.steps.iter().enumerate() {
+            content.push_str(&format!("{}. {}\n", i + 1, step.title));
+        }
+        let params = json!({
+            "sessionId": sess.handle.id(),
+            "toolCall": {
+                "toolCallId": tool_call_id,
+                "title": "Approve the plan",
+                "kind": "switch_mode",
+                "status": "pending",
+                "content": [{"type": "content", "content": {"type": "text", "text": content}}],
+            },
+            "options": [
+                {"optionId": "approve_auto_edit", "name": "Approve, and accept edits automatically", "kind": "allow_always"},
+                {"optionId": "approve_ask", "name": "Approve, and ask before edits", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Keep planning", "kind": "reject_once"},
+            ],
+            "_meta": {"keel": {"planId": p.plan_id}},
+        });
+        let answer = self.request("session/request_permission", params).await;
+        let option = answer.ok().and_then(|v| {
+            let o = v.get("outcome")?;
+            match o.get("outcome").and_then(Value::as_str) {
+                Some("selected") => o.get("optionId").and_then(Value::as_str).map(str::to_owned),
+                _ => None,
+            }
+        });
+        let _ = match option.as_deref() {
+            Some("approve_auto_edit") => {
+                sess.handle
+                    .approve_plan(&p.plan_id, Some(PermissionMode::AutoEdit))
+                    .await
+            }
+            Some("approve_ask") => {
+                sess.handle
+                    .approve_plan(&p.plan_id, Some(PermissionMode::Ask))
+                    .await
+            }
+            _ => sess.handle.reject_plan(&p.plan_id, None).await,
+        };
+    }
+}
+
 fn same_dir(a: &str, b: &str) -> bool {
     let canon = |p: &str| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
     canon(a) == canon(b)
@@ -709,6 +765,7 @@ async fn finish_prompt(sess: Arc<Sess>, rid: String, wait: Wait) -> RpcResult {
 async fn pump(host: Arc<Host>, sess: Arc<Sess>, mut stream: EventStream) {
     let mut t = Translator::new(sess.workspace.clone());
     let sid = sess.handle.id().to_owned();
+    let mut plan_call: Option<String> = None;
     loop {
         let env = tokio::select! {
             biased;
@@ -729,6 +786,13 @@ async fn pump(host: Arc<Host>, sess: Arc<Sess>, mut stream: EventStream) {
         match env.event {
             Event::ApprovalRequested(a) => {
                 tokio::spawn(host.clone().ask_permission(sess.clone(), a));
+            }
+            Event::ToolCallStarted(c) if c.tool_name == keel_kernel::PROPOSE_PLAN => {
+                plan_call = Some(c.tool_call_id);
+            }
+            Event::PlanApprovalRequired(p) => {
+                let call = plan_call.clone().unwrap_or_else(|| p.plan_id.clone());
+                tokio::spawn(host.clone().ask_plan(sess.clone(), call, p));
             }
             Event::Error(e) => {
                 sess.st().errors.insert(rid, e);
