@@ -320,3 +320,27 @@ test("plan mode: a proposed plan is approved through a permission request and th
     fx.cleanup();
   }
 });
+
+test("ask_user: candidate answers are offered as permission options", T, async () => {
+  const fx = fixture();
+  try {
+    const agent = await startAgent({
+      model: scripted("acp-ask.json"),
+      workspace: fx.workspace,
+      home: fx.home,
+      onPermission: (p) => ({ outcome: { outcome: "selected", optionId: p.options.find((o) => o.name === "README.md").optionId } }),
+    });
+    await agent.initialize();
+    const { sessionId } = await agent.conn.newSession({ cwd: fx.workspace, mcpServers: [] });
+    const res = await agent.conn.prompt({ sessionId, prompt: text("Read something.") });
+    assert.equal(res.stopReason, "end_turn");
+    assert.equal(agent.permissions.length, 1);
+    assert.equal(agent.permissions[0].toolCall.title, "Which file should I read?");
+    assert.deepEqual(agent.permissions[0].options.map((o) => o.name), ["README.md", "NOTES.md", "Do not answer"]);
+    const said = agent.updatesOf(sessionId).filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content.text).join("");
+    assert.equal(said, "You chose the README.");
+    await agent.finish();
+  } finally {
+    fx.cleanup();
+  }
+});

@@ -670,6 +670,44 @@ impl Host {
 }
 
 impl Host {
+    /// Offers a question's candidate answers as permission options (ACP has no
+    /// question request); declining answers that nobody answered.
+    async fn ask_question(
+        self: Arc<Self>,
+        sess: Arc<Sess>,
+        q: keel_envelope::events::AskRequested,
+    ) {
+        let mut options: Vec<Value> = q
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(i, c)| json!({"optionId": format!("answer_{i}"), "name": c, "kind": "allow_once"}))
+            .collect();
+        options
+            .push(json!({"optionId": "decline", "name": "Do not answer", "kind": "reject_once"}));
+        let params = json!({
+            "sessionId": sess.handle.id(),
+            "toolCall": {
+                "toolCallId": q.tool_call_id,
+                "title": q.question,
+                "kind": "other",
+                "status": "pending",
+                "content": [{"type": "content", "content": {"type": "text", "text": q.question}}],
+            },
+            "options": options,
+            "_meta": {"keel": {"askId": q.ask_id, "expiresAt": q.expires_at}},
+        });
+        let answer = self.request("session/request_permission", params).await;
+        let chosen = answer.ok().and_then(|v| {
+            let o = v.get("outcome")?;
+            let id = o.get("optionId").and_then(Value::as_str)?;
+            let i: usize = id.strip_prefix("answer_")?.parse().ok()?;
+            q.candidates.get(i).cloned()
+        });
+        let text = chosen.unwrap_or_else(|| "(The user did not answer.)".to_owned());
+        let _ = sess.handle.answer_ask(&q.ask_id, text).await;
+    }
+
     /// Asks the client to approve a plan proposed in plan mode.
     async fn ask_plan(
         self: Arc<Self>,
@@ -789,6 +827,9 @@ async fn pump(host: Arc<Host>, sess: Arc<Sess>, mut stream: EventStream) {
             }
             Event::ToolCallStarted(c) if c.tool_name == keel_kernel::PROPOSE_PLAN => {
                 plan_call = Some(c.tool_call_id);
+            }
+            Event::AskRequested(q) => {
+                tokio::spawn(host.clone().ask_question(sess.clone(), q));
             }
             Event::PlanApprovalRequired(p) => {
                 let call = plan_call.clone().unwrap_or_else(|| p.plan_id.clone());
