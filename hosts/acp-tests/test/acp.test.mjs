@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 import { fixture, scripted, startAgent, text, until } from "./harness.mjs";
@@ -339,6 +339,23 @@ test("ask_user: candidate answers are offered as permission options", T, async (
     assert.deepEqual(agent.permissions[0].options.map((o) => o.name), ["README.md", "NOTES.md", "Do not answer"]);
     const said = agent.updatesOf(sessionId).filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content.text).join("");
     assert.equal(said, "You chose the README.");
+    await agent.finish();
+  } finally {
+    fx.cleanup();
+  }
+});
+
+test("stop reasons: refusal, and max_turn_requests when the turn limit is hit", T, async () => {
+  const fx = fixture();
+  try {
+    writeFileSync(path.join(fx.home, "config.toml"), "maxTurns = 1\n");
+    const agent = await startAgent({ model: scripted("acp-refusal.json"), workspace: fx.workspace, home: fx.home });
+    await agent.initialize();
+    const { sessionId } = await agent.conn.newSession({ cwd: fx.workspace, mcpServers: [] });
+    const refused = await agent.conn.prompt({ sessionId, prompt: text("Do something bad.") });
+    assert.equal(refused.stopReason, "refusal");
+    const limited = await agent.conn.prompt({ sessionId, prompt: text("Read the README twice.") });
+    assert.equal(limited.stopReason, "max_turn_requests");
     await agent.finish();
   } finally {
     fx.cleanup();
