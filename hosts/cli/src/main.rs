@@ -1,5 +1,6 @@
 //! The `keel` binary: flag parsing and glue only. The work lives in the library crates.
 
+mod acp_cmd;
 mod bridge_cmd;
 mod demo_cmd;
 mod exec_cmd;
@@ -16,6 +17,7 @@ fn main() {
         Some("--version") | Some("-V") => println!("keel {}", env!("CARGO_PKG_VERSION")),
         Some("policy") => std::process::exit(policy_cmd::run(&args[1..])),
         Some("tool") => std::process::exit(tool_cmd::run(&args[1..])),
+        Some("acp") => std::process::exit(acp_cmd::run(&args[1..])),
         Some("bridge") => std::process::exit(bridge_cmd::run(&args[1..])),
         Some("exec") => std::process::exit(exec_cmd::run(&args[1..])),
         Some("demo") => std::process::exit(demo_cmd::run(&args[1..])),

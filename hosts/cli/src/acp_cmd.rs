@@ -1,0 +1,53 @@
+//! `keel acp`: Keel as an Agent Client Protocol agent on stdio.
+
+use crate::setup;
+
+const USAGE: &str = "usage: keel acp [--workspace DIR] [--model M] [--mode MODE]";
+
+/// Runs the ACP server on stdin/stdout; returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    let common = match setup::parse_common(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("keel acp: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    if let Some(other) = common.rest.first() {
+        if other == "-h" || other == "--help" {
+            eprintln!("{USAGE}");
+            return 0;
+        }
+        eprintln!("keel acp: unknown argument {other:?}\n{USAGE}");
+        return 2;
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("keel acp: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    rt.block_on(async move {
+        let runtime = match setup::runtime(&common) {
+            Ok(r) => r,
+            Err(e) => {
+                setup::report(&e);
+                return 1;
+            }
+        };
+        if runtime.model_spec.is_none() {
+            eprintln!("keel acp: no model configured (--model, KEEL_MODEL or config); sessions will fail to start");
+        }
+        let options = keel_acp::AcpOptions {
+            store_dir: Some(runtime.home.clone()),
+            max_line_bytes: None,
+        };
+        keel_acp::serve(runtime.kernel, tokio::io::stdin(), tokio::io::stdout(), options).await;
+        eprintln!("keel acp: stopped (end of input)");
+        0
+    })
+}
