@@ -611,6 +611,12 @@ impl Kernel {
         Ok(session)
     }
 
+    /// A session's whole event log, oldest first, as stored (for hosts that replay a
+    /// session in their own format, e.g. ACP's `session/load`).
+    pub fn session_log(&self, id: &str) -> Result<Vec<Envelope>, ErrorPayload> {
+        Ok(self.inner.ctx.store.load_events(id)?.events)
+    }
+
     /// Stored and open sessions, most recently updated first.
     pub fn list_sessions(&self) -> Result<Vec<SessionInfo>, ErrorPayload> {
         let live: HashMap<String, Arc<Session>> = self

@@ -206,6 +206,9 @@ test("session/cancel during a stalled model stream answers cancelled; the sessio
     const { sessionId } = await agent.conn.newSession({ cwd: fx.workspace, mcpServers: [] });
     const pending = agent.conn.prompt({ sessionId, prompt: text("Take your time.") });
     await until(async () => (await agent.conn.extMethod("_keel/session_state", { sessionId })).activeRequestId);
+    // Let the request reach its model call, so the cancel drops a stalled stream (and the
+    // script's stalled turn is used up) rather than stopping the request before the call.
+    await new Promise((r) => setTimeout(r, 300));
     await agent.conn.cancel({ sessionId });
     const res = await pending;
     assert.equal(res.stopReason, "cancelled");

@@ -18,7 +18,6 @@ use keel_envelope::commands::CommandPayload;
 use keel_envelope::events::ApprovalRequested;
 use keel_envelope::types::{ApprovalDecision, Cursor, PermissionMode, StopReason};
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event};
-use keel_kernel::store::{FileStore, Store};
 use keel_kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -50,8 +49,6 @@ pub mod codes {
 /// Options of an ACP server.
 #[derive(Debug, Clone, Default)]
 pub struct AcpOptions {
-    /// Where the kernel keeps sessions (read to replay history on `session/load`).
-    pub store_dir: Option<PathBuf>,
     /// Largest accepted input line in bytes (default 16 MiB).
     pub max_line_bytes: Option<usize>,
 }
@@ -156,7 +153,6 @@ struct Host {
     next_id: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Result<Value, Value>>>>,
     sessions: Mutex<HashMap<String, Arc<Sess>>>,
-    store: Option<FileStore>,
 }
 
 impl std::fmt::Debug for Host {
@@ -575,13 +571,7 @@ impl Host {
     }
 
     fn log(&self, session_id: &str) -> Result<Vec<Envelope>, RpcError> {
-        let store = self.store.as_ref().ok_or_else(|| {
-            RpcError::new(
-                codes::INTERNAL_ERROR,
-                "no session store to read the log from",
-            )
-        })?;
-        Ok(store.load_events(session_id)?.events)
+        Ok(self.kernel.session_log(session_id)?)
     }
 
     async fn load(self: &Arc<Self>, id: &str, cwd: Option<&str>, replay: bool) -> RpcResult {
@@ -933,7 +923,6 @@ where
         next_id: AtomicU64::new(0),
         pending: Mutex::new(HashMap::new()),
         sessions: Mutex::new(HashMap::new()),
-        store: options.store_dir.as_ref().map(FileStore::new),
     });
     let limit = options.max_line_bytes.unwrap_or(16 * 1024 * 1024);
     let mut reader = BufReader::with_capacity(64 * 1024, input);

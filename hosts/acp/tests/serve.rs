@@ -84,7 +84,6 @@ async fn prompt_tool_call_and_session_deny() {
         agent_in,
         agent_out,
         AcpOptions {
-            store_dir: Some(store),
             max_line_bytes: None,
         },
     ));

@@ -43,7 +43,6 @@ pub fn run(args: &[String]) -> i32 {
             eprintln!("keel acp: no model configured (--model, KEEL_MODEL or config); sessions will fail to start");
         }
         let options = keel_acp::AcpOptions {
-            store_dir: Some(runtime.home.clone()),
             max_line_bytes: None,
         };
         keel_acp::serve(runtime.kernel, tokio::io::stdin(), tokio::io::stdout(), options).await;
