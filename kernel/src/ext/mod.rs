@@ -21,7 +21,7 @@ use keel_envelope::commands::{CommandPayload, NewTaskNode, NodeUpdates};
 use keel_envelope::events::{
     BackgroundEvent, BackgroundHistory, BackgroundList, PatchEvent, PatchSummary, ReviewEvent,
     ReviewStateEvent, SubAgentGet, SubAgentList, TaskGraphAdvanced, TaskGraphEvent,
-    TaskGraphNodeEvent, ToolCallCompleted, ToolCallFailed, ToolCallStarted,
+    TaskGraphNodeEvent, ToolCallStarted,
 };
 use keel_envelope::ext::{NodeStatus, PatchStatus, ReviewState, TaskGraph};
 use keel_envelope::ids::IdKind;
@@ -673,7 +673,7 @@ pub(crate) async fn preview_call(
             }),
         )
         .await;
-    match propose_from_call(session, rid, call) {
+    let result = match propose_from_call(session, rid, call) {
         Ok(p) => {
             session
                 .emitter
@@ -692,35 +692,9 @@ pub(crate) async fn preview_call(
                 "diff": p.files.first().map(|f| f.diff.clone()).unwrap_or_default(),
                 "message": message,
             });
-            session
-                .emitter
-                .emit(
-                    rid,
-                    Event::ToolCallCompleted(ToolCallCompleted {
-                        tool_call_id: tool_call_id.to_owned(),
-                        tool_name: call.name.clone(),
-                        result,
-                        duration_ms: 0,
-                    }),
-                )
-                .await;
-            (message, false)
+            Ok(result)
         }
-        Err(error) => {
-            let content = format!("{}: {}", error.code, error.message);
-            session
-                .emitter
-                .emit(
-                    rid,
-                    Event::ToolCallFailed(ToolCallFailed {
-                        tool_call_id: tool_call_id.to_owned(),
-                        tool_name: call.name.clone(),
-                        error,
-                        duration_ms: 0,
-                    }),
-                )
-                .await;
-            (content, true)
-        }
-    }
+        Err(error) => Err(error),
+    };
+    crate::agent::kernel_tool_done(session, rid, tool_call_id, call, result).await
 }

@@ -8,7 +8,7 @@
 use std::process::Stdio;
 use std::sync::Arc;
 
-use keel_envelope::events::{ToolCallCompleted, ToolCallFailed, ToolCallStarted};
+use keel_envelope::events::ToolCallStarted;
 use keel_envelope::ext::{BackgroundStatus, BackgroundTask};
 use keel_envelope::ids::IdKind;
 use keel_envelope::tools::RunShellArgs;
@@ -193,7 +193,7 @@ pub(crate) async fn run_background(
         .await;
     let started = keel_tools::fs::parse_args::<RunShellArgs>(&call.name, call.arguments.clone())
         .and_then(|a| start(session, &a, elevated));
-    match started {
+    let result = match started {
         Ok(task) => {
             let message = format!(
                 "Started background task {}: `{}`. It keeps running after this call; the user can follow its output and stop it.",
@@ -204,37 +204,11 @@ pub(crate) async fn run_background(
                 "status": "running",
                 "message": message,
             });
-            session
-                .emitter
-                .emit(
-                    rid,
-                    Event::ToolCallCompleted(ToolCallCompleted {
-                        tool_call_id: tool_call_id.to_owned(),
-                        tool_name: call.name.clone(),
-                        result,
-                        duration_ms: 0,
-                    }),
-                )
-                .await;
-            (message, false)
+            Ok(result)
         }
-        Err(error) => {
-            let content = format!("{}: {}", error.code, error.message);
-            session
-                .emitter
-                .emit(
-                    rid,
-                    Event::ToolCallFailed(ToolCallFailed {
-                        tool_call_id: tool_call_id.to_owned(),
-                        tool_name: call.name.clone(),
-                        error,
-                        duration_ms: 0,
-                    }),
-                )
-                .await;
-            (content, true)
-        }
-    }
+        Err(error) => Err(error),
+    };
+    crate::agent::kernel_tool_done(session, rid, tool_call_id, call, result).await
 }
 
 /// Stops a task (if it runs) and waits until it is gone; returns its record.
