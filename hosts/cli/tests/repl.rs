@@ -586,7 +586,13 @@ fn previewed_edits_wait_as_patches() {
     t.expect("patch preview: on");
     t.expect("auto-edit › ");
     t.line("write the notes");
-    t.expect("The change awaits your review.");
+    let turn = t.expect("The change awaits your review.");
+    assert!(
+        turn.contains("NOTES.md not written: proposed as patch_"),
+        "{turn}"
+    );
+    assert!(turn.contains("is pending: see it with /patches"), "{turn}");
+    assert!(!turn.contains("created NOTES.md"), "{turn}");
     t.expect("auto-edit › ");
     assert!(!d.workspace.join("NOTES.md").exists());
 

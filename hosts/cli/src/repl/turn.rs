@@ -322,6 +322,13 @@ impl Repl {
                 );
                 self.screen.line(&line);
             }
+            Event::PatchProposed(p) => {
+                let line = st.dim(&format!(
+                    "patch {} is pending: see it with /patches, write it with /patches apply {}",
+                    p.patch.patch_id, p.patch.patch_id
+                ));
+                self.screen.line(&line);
+            }
             Event::ApprovalRequested(p) => self.approval_prompt(t, &p),
             Event::ApprovalDenied(p) if p.reason != "user" => {
                 let line = st.yellow(&format!("denied: {}", p.reason));
