@@ -260,8 +260,15 @@ impl Repl {
             } else {
                 format!("{} {}", c.name, c.args)
             };
-            self.screen
-                .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
+            if usage.chars().count() > 34 {
+                // Long argument lists get the description on a line of its own.
+                self.screen.line(&format!("  {usage}"));
+                self.screen
+                    .line(&format!("  {:<34} {}", "", st.dim(c.help)));
+            } else {
+                self.screen
+                    .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
+            }
         }
         self.screen.line(&st.bold("keys"));
         for (k, what) in [
@@ -272,7 +279,7 @@ impl Repl {
             ),
             ("Ctrl-D", "exit"),
             ("Up / Down, Ctrl-R", "history"),
-            ("Tab", "complete a command"),
+            ("Tab", "complete a command or its sub-command"),
         ] {
             self.screen.line(&format!("  {k:<34} {}", st.dim(what)));
         }
