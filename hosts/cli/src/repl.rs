@@ -4,6 +4,7 @@
 //! its end (streamed text, tools, approvals, plan decisions, questions); a line
 //! starting with `/` is a slash command (see docs/cli.md).
 
+mod ext;
 mod input;
 mod render;
 mod rules;
@@ -45,6 +46,9 @@ pub(crate) struct Repl {
     rules: rules::RulesFile,
     /// Messages typed while a request ran, by request id (for `/queue`).
     queued_text: std::collections::HashMap<String, String>,
+    /// `/preview`: whether messages propose edits as patches (`None`: the
+    /// configuration decides).
+    patch_preview: Option<bool>,
 }
 
 impl std::fmt::Debug for Repl {
@@ -160,6 +164,7 @@ pub fn run(args: &[String]) -> i32 {
         context: None,
         rules,
         queued_text: Default::default(),
+        patch_preview: None,
     };
     repl.banner();
     repl.apply_saved_rules(None);

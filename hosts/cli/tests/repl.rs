@@ -516,6 +516,202 @@ fn lines_typed_during_a_request_steer_or_queue() {
 }
 
 #[test]
+fn a_blocking_review_holds_messages_until_approved() {
+    let d = dirs(&serde_json::json!({
+        "turns": [{ "text": "Running after the review." }]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("/review");
+    let none = t.expect("ask › ");
+    assert!(none.contains("no review"), "{none}");
+
+    t.line("/review enter release check --blocking");
+    let entered = t.expect("ask › ");
+    assert!(entered.contains("review rev_"), "{entered}");
+    assert!(entered.contains("reason: release check"), "{entered}");
+    assert!(entered.contains("pending"), "{entered}");
+
+    // While it is pending, a message is refused with the stable code.
+    t.line("hello");
+    let refused = t.expect("ask › ");
+    assert!(refused.contains("REVIEW_BLOCKING"), "{refused}");
+    assert!(!refused.contains("Running after the review."), "{refused}");
+
+    t.line("/review comment the changelog is missing");
+    let commented = t.expect("ask › ");
+    assert!(
+        commented.contains("the changelog is missing"),
+        "{commented}"
+    );
+    t.line("/review");
+    let state = t.expect("ask › ");
+    assert!(state.contains("messages are refused"), "{state}");
+
+    t.line("/review approve ship it");
+    let approved = t.expect("ask › ");
+    assert!(approved.contains("approved"), "{approved}");
+
+    // The next message runs.
+    t.line("hello again");
+    t.expect("Running after the review.");
+    t.expect("ask › ");
+
+    // A resolved review cannot be resolved again.
+    t.line("/review reject");
+    let again = t.expect("ask › ");
+    assert!(again.contains("REVIEW_NOT_FOUND"), "{again}");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn previewed_edits_wait_as_patches() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "text": "Writing the notes.",
+                "toolCalls": [{
+                    "name": "write_file",
+                    "arguments": { "path": "NOTES.md", "content": "# Notes\n\n- proposed first\n" }
+                }]
+            },
+            { "whenLastToolResultContains": "NOT written", "text": "The change awaits your review." },
+            { "text": "(unexpected turn)" }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["--mode", "auto-edit"]);
+    t.expect("auto-edit › ");
+    t.line("/preview on");
+    t.expect("patch preview: on");
+    t.expect("auto-edit › ");
+    t.line("write the notes");
+    let turn = t.expect("The change awaits your review.");
+    assert!(
+        turn.contains("NOTES.md not written: proposed as patch_"),
+        "{turn}"
+    );
+    assert!(turn.contains("is pending: see it with /patches"), "{turn}");
+    assert!(!turn.contains("created NOTES.md"), "{turn}");
+    t.expect("auto-edit › ");
+    assert!(!d.workspace.join("NOTES.md").exists());
+
+    t.line("/patches");
+    let listed = t.expect("apply one with /patches apply <id>");
+    assert!(listed.contains("1 pending patch(es)"), "{listed}");
+    assert!(listed.contains("create NOTES.md +3 -0"), "{listed}");
+    assert!(listed.contains("+- proposed first"), "{listed}");
+    let id = listed
+        .split_whitespace()
+        .find(|w| w.starts_with("patch_"))
+        .unwrap()
+        .to_owned();
+    t.expect("auto-edit › ");
+
+    // Unknown ids are refused with the stable code, and nothing breaks.
+    t.line("/patches apply nope");
+    let bad = t.expect("auto-edit › ");
+    assert!(bad.contains("PATCH_NOT_FOUND"), "{bad}");
+    t.line("/patches apply");
+    let usage = t.expect("auto-edit › ");
+    assert!(usage.contains("usage: /patches"), "{usage}");
+
+    t.line(&format!("/patches apply {id}"));
+    let applied = t.expect("auto-edit › ");
+    assert!(
+        applied.contains(&format!("patch {id} applied: NOTES.md")),
+        "{applied}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("NOTES.md")).unwrap(),
+        "# Notes\n\n- proposed first\n"
+    );
+    t.line("/patches");
+    let empty = t.expect("auto-edit › ");
+    assert!(empty.contains("no pending patches (1 resolved)"), "{empty}");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn a_task_graph_from_the_model_is_shown_and_driven() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "toolCalls": [{
+                    "name": "task_graph",
+                    "arguments": {
+                        "action": "create",
+                        "title": "Release",
+                        "nodes": [
+                            { "id": "build", "title": "Build the binaries" },
+                            { "id": "test", "title": "Run the tests", "dependsOn": ["build"] },
+                            { "id": "ship", "title": "Publish", "dependsOn": ["test"] }
+                        ]
+                    }
+                }]
+            },
+            { "text": "The graph is ready." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("/graph");
+    let none = t.expect("ask › ");
+    assert!(none.contains("no task graph"), "{none}");
+    t.line("plan the release");
+    t.expect("The graph is ready.");
+    t.expect("ask › ");
+
+    t.line("/graph");
+    let shown = t.expect("ask › ");
+    assert!(shown.contains("task graph graph_"), "{shown}");
+    assert!(shown.contains("(active): Release"), "{shown}");
+    // Topological order, each node indented under its dependency.
+    let build = shown.find("  - build [").unwrap();
+    let test = shown.find("    - test [").unwrap();
+    let ship = shown.find("      - ship [").unwrap();
+    assert!(build < test && test < ship, "{shown}");
+    assert!(shown.contains("Run the tests (after build)"), "{shown}");
+
+    t.line("/graph advance");
+    let advanced = t.expect("ask › ");
+    assert!(advanced.contains("- build [ready]"), "{advanced}");
+    t.line("/graph done build");
+    let done = t.expect("ask › ");
+    assert!(done.contains("node build is completed"), "{done}");
+    t.line("/graph skip nope");
+    let bad = t.expect("ask › ");
+    assert!(bad.contains("GRAPH_NOT_FOUND"), "{bad}");
+    t.line("/graph advance");
+    let next = t.expect("ask › ");
+    assert!(next.contains("- test [ready]"), "{next}");
+    t.line("/graph done test");
+    t.expect("node test is completed");
+    t.expect("ask › ");
+    t.line("/graph done ship");
+    let last = t.expect("ask › ");
+    assert!(last.contains("node ship is completed"), "{last}");
+    assert!(last.contains("task graph completed"), "{last}");
+
+    // No sub-agents or background tasks in this session.
+    t.line("/agents");
+    let agents = t.expect("ask › ");
+    assert!(agents.contains("no sub-agents"), "{agents}");
+    t.line("/agents sub_nope");
+    let agent = t.expect("ask › ");
+    assert!(agent.contains("SUB_AGENT_NOT_FOUND"), "{agent}");
+    t.line("/background");
+    let bg = t.expect("ask › ");
+    assert!(bg.contains("no background tasks"), "{bg}");
+    t.line("/background log bg_nope");
+    let bg_bad = t.expect("ask › ");
+    assert!(bg_bad.contains("BACKGROUND_TASK_NOT_FOUND"), "{bg_bad}");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
 fn piped_input_gets_plain_output() {
     let d = dirs(&serde_json::json!({
         "turns": [{ "text": "Plain answer.", "usage": { "inputTokens": 7, "outputTokens": 2 } }]

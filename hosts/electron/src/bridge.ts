@@ -22,6 +22,7 @@ import {
   type SessionStart,
   type UnknownEvent,
 } from "./generated/protocol";
+import { BackgroundCalls, PatchCalls, ReviewCalls, SubAgentCalls, TaskGraphCalls } from "./extensions";
 import { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
 import { LineRing, LineSplitter } from "./framing";
 import { AsyncQueue } from "./queue";
@@ -287,12 +288,31 @@ export class KeelSession {
   private lastCursor: { requestId: string; sequence: number } | null = null;
   private isClosed = false;
 
+  /** Review mode: `review.enter`, `review.submit`, `review.resolve`, `review.status`. */
+  readonly review: ReviewCalls;
+  /** Patch preview: `patch.propose`, `patch.apply`, `patch.reject`, `patch.summary`. */
+  readonly patch: PatchCalls;
+  /** The task graph: `task-graph.create`, `add-node`, `update-node`, `advance`, `state`. */
+  readonly taskGraph: TaskGraphCalls;
+  /** Sub-agents: `sub-agent.list`, `sub-agent.get`. */
+  readonly subAgents: SubAgentCalls;
+  /** Background tasks: `background.list`, `get`, `history`, `stop`. */
+  readonly background: BackgroundCalls;
+
   /** @internal Sessions are made by {@link KeelBridge}. */
   constructor(
     readonly bridge: KeelBridge,
     readonly id: string,
     private readonly backlogLimit: number,
-  ) {}
+  ) {
+    const send = <K extends CommandTypeName>(type: K, payload: CommandPayloads[K], options?: SendOptions) =>
+      this.send(type, payload, options);
+    this.review = new ReviewCalls(send);
+    this.patch = new PatchCalls(send);
+    this.taskGraph = new TaskGraphCalls(send);
+    this.subAgents = new SubAgentCalls(send);
+    this.background = new BackgroundCalls(send);
+  }
 
   /** Whether `session.closed` was received (and no resume since). */
   get closed(): boolean {
@@ -619,6 +639,11 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   async startSession(payload: SessionStart = {}, options?: SendOptions): Promise<KeelSession> {
     const ev = (await this.send("session.start", payload, null, options)) as EventOf<"session.started">;
     return this.session(ev.payload.sessionId);
+  }
+
+  /** Open sessions, background tasks and running sub-agents of the whole runtime. */
+  async harnessStatus(): Promise<EventOf<"harness.status">> {
+    return (await this.send("harness.status", {})) as EventOf<"harness.status">;
   }
 
   /** Lists the stored and open sessions. */

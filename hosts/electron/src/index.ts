@@ -12,6 +12,17 @@ export {
   type SendOptions,
   type SpawnOptions,
 } from "./bridge";
+export {
+  BackgroundCalls,
+  PatchCalls,
+  ReviewCalls,
+  SubAgentCalls,
+  TaskGraphCalls,
+  type ReviewEnterOptions,
+  type ReviewSubmission,
+  type TaskNodeChanges,
+  type TaskNodeInput,
+} from "./extensions";
 export { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
 export { LineRing, LineSplitter } from "./framing";
 export { AsyncQueue } from "./queue";

@@ -40,6 +40,9 @@ impl Completer for CommandCompleter {
                 .collect();
             return Ok((0, found));
         }
+        if let Some(found) = super::ext::complete_args(head) {
+            return Ok(found);
+        }
         if let Some(rest) = head.strip_prefix("/mode ") {
             let found = ["ask", "auto-edit", "auto", "plan"]
                 .iter()

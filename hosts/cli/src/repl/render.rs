@@ -370,6 +370,13 @@ pub(crate) fn result_summary(tool: &str, result: &Value) -> String {
             let path = result.get("path").and_then(Value::as_str).unwrap_or("");
             let added = result.pointer("/stats/added").and_then(Value::as_u64);
             let removed = result.pointer("/stats/removed").and_then(Value::as_u64);
+            if let Some(id) = result.get("patchId").and_then(Value::as_str) {
+                return format!(
+                    "{path} not written: proposed as {id} (+{} -{})",
+                    added.unwrap_or(0),
+                    removed.unwrap_or(0)
+                );
+            }
             let verb = if flag("created") {
                 "created"
             } else {

@@ -75,6 +75,36 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "name the session (not supported yet)",
     },
     SlashCommand {
+        name: "/review",
+        args: "[enter <reason> [--blocking] | comment <text> | check <itemId> | approve [summary] | reject [summary]]",
+        help: "show the review, start one, comment, tick a checklist item, or resolve it",
+    },
+    SlashCommand {
+        name: "/patches",
+        args: "[apply <patchId> | reject <patchId> [reason]]",
+        help: "list pending patches with their diffs, or apply or reject one",
+    },
+    SlashCommand {
+        name: "/preview",
+        args: "[on|off]",
+        help: "propose the model's edits as patches instead of writing them",
+    },
+    SlashCommand {
+        name: "/graph",
+        args: "[advance | done <nodeId> | fail <nodeId> | skip <nodeId>]",
+        help: "show the task graph, promote ready nodes, or finish a node",
+    },
+    SlashCommand {
+        name: "/agents",
+        args: "[<subAgentId>]",
+        help: "list sub-agents, or show one",
+    },
+    SlashCommand {
+        name: "/background",
+        args: "[stop <taskId> | log <taskId>]",
+        help: "list background tasks, stop one, or show its output",
+    },
+    SlashCommand {
         name: "/sessions",
         args: "",
         help: "list stored sessions",
@@ -192,6 +222,12 @@ impl Repl {
             "/title" => self.warn_line(
                 "/title is not supported yet: a session's title can only be set when it starts",
             ),
+            "/review" => self.review(arg),
+            "/patches" => self.patches(arg),
+            "/preview" => self.preview(arg),
+            "/graph" => self.graph(arg),
+            "/agents" => self.agents(arg),
+            "/background" => self.background(arg),
             "/sessions" => self.sessions(),
             "/resume" => self.resume(arg),
             "/clear" => {
@@ -224,8 +260,15 @@ impl Repl {
             } else {
                 format!("{} {}", c.name, c.args)
             };
-            self.screen
-                .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
+            if usage.chars().count() > 34 {
+                // Long argument lists get the description on a line of its own.
+                self.screen.line(&format!("  {usage}"));
+                self.screen
+                    .line(&format!("  {:<34} {}", "", st.dim(c.help)));
+            } else {
+                self.screen
+                    .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
+            }
         }
         self.screen.line(&st.bold("keys"));
         for (k, what) in [
@@ -236,7 +279,7 @@ impl Repl {
             ),
             ("Ctrl-D", "exit"),
             ("Up / Down, Ctrl-R", "history"),
-            ("Tab", "complete a command"),
+            ("Tab", "complete a command or its sub-command"),
         ] {
             self.screen.line(&format!("  {k:<34} {}", st.dim(what)));
         }
@@ -246,7 +289,7 @@ impl Repl {
     }
 
     /// Waits (briefly) for the event answering the command `rid`.
-    fn await_reply(&mut self, rid: &str, wait: Duration) -> Option<Envelope> {
+    pub(super) fn await_reply(&mut self, rid: &str, wait: Duration) -> Option<Envelope> {
         let events = &mut self.events;
         self.rt.block_on(async {
             let deadline = tokio::time::Instant::now() + wait;

@@ -75,11 +75,11 @@ impl Repl {
             message: message.to_owned(),
             images: None,
             when_busy,
-            patch_preview: None,
+            patch_preview: self.patch_preview,
         };
         match self.rt.block_on(self.session.send_with(req)) {
             Ok(rid) => self.follow(rid),
-            Err(e) => self.error_line(&e.message),
+            Err(e) => self.error_line(&format!("request refused: {}", super::ext::error_text(&e))),
         }
     }
 
@@ -225,7 +225,7 @@ impl Repl {
             }
             Event::RequestCancelled(p) => Self::done(t, &p.queued_request_id),
             Event::RequestRejected(e) => {
-                self.error_line(&format!("request refused: {}", e.message));
+                self.error_line(&format!("request refused: {}", super::ext::error_text(&e)));
                 Self::done(t, &rid);
             }
             Event::AssistantThoughtSummary(p) => self.screen.thought(&p.text),
@@ -320,6 +320,13 @@ impl Repl {
                         render::first_line(&p.error.message, 120)
                     ))
                 );
+                self.screen.line(&line);
+            }
+            Event::PatchProposed(p) => {
+                let line = st.dim(&format!(
+                    "patch {} is pending: see it with /patches, write it with /patches apply {}",
+                    p.patch.patch_id, p.patch.patch_id
+                ));
                 self.screen.line(&line);
             }
             Event::ApprovalRequested(p) => self.approval_prompt(t, &p),
@@ -537,7 +544,7 @@ impl Repl {
                     message: rest.to_owned(),
                     images: None,
                     when_busy: Some(WhenBusy::Steer),
-                    patch_preview: None,
+                    patch_preview: self.patch_preview,
                 };
                 if let Err(e) = self.rt.block_on(self.session.send_with(req)) {
                     self.error_line(&e.message);
@@ -551,7 +558,7 @@ impl Repl {
                     message: line.to_owned(),
                     images: None,
                     when_busy: Some(WhenBusy::Queue),
-                    patch_preview: None,
+                    patch_preview: self.patch_preview,
                 };
                 match self.rt.block_on(self.session.send_with(req)) {
                     Ok(rid) => {
