@@ -310,7 +310,11 @@ async fn sandbox_is_available_and_blocks_writes_outside_the_workspace() {
     // Outside /tmp, which the sandbox replaces with a private one (a checkout may
     // itself live under /tmp; then use /var/tmp).
     let base = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let base = if base.starts_with("/tmp") { Path::new("/var/tmp") } else { base };
+    let base = if base.starts_with("/tmp") {
+        Path::new("/var/tmp")
+    } else {
+        base
+    };
     let w = ws_in(base);
     let target = w.outside.join("escaped.txt");
     let private_tmp = format!("/tmp/keel-sandbox-test-{}.txt", std::process::id());
