@@ -223,3 +223,76 @@ async fn shutdown_command_stops_with_its_reason() {
     );
     assert_eq!(h.server.await.unwrap(), keel_bridge::StopReason::Shutdown);
 }
+
+/// A host that does not read stdout: the bridge stops reading commands once its
+/// bounded buffers are full (instead of buffering answers without limit), and every
+/// answer still arrives, in order, when the host reads again.
+///
+/// Paused time makes the check deterministic: a sleep only returns once every task is
+/// blocked, that is once the bridge has stopped making progress.
+#[tokio::test(start_paused = true)]
+async fn a_slow_reader_gets_backpressure_not_unbounded_buffering() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const COMMANDS: usize = 10_000;
+    let ws = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .config(keel_kernel::KernelConfig {
+            channel_capacity: 8,
+            ..Default::default()
+        })
+        .workspace(ws.path())
+        .model(Arc::new(Ok))
+        .memory_store()
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    let (mut input, server_in) = tokio::io::duplex(4096);
+    let (server_out, output) = tokio::io::duplex(4096);
+    let server = tokio::spawn(keel_bridge::serve(
+        kernel,
+        server_in,
+        server_out,
+        Default::default(),
+    ));
+    let written = Arc::new(AtomicUsize::new(0));
+    let counter = written.clone();
+    let feeder = tokio::spawn(async move {
+        for i in 0..COMMANDS {
+            let line = format!(
+                "{{\"version\":\"1.0\",\"type\":\"session.list\",\"requestId\":\"r{i}\"}}\n"
+            );
+            input.write_all(line.as_bytes()).await.unwrap();
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+        input
+    });
+    // Nobody reads the output: wait until nothing can move any more.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let accepted = written.load(Ordering::SeqCst);
+    assert!(
+        accepted < COMMANDS / 5,
+        "the bridge kept reading commands ({accepted} of {COMMANDS}) while its output was not read"
+    );
+    // Reading again lets everything through, in order, nothing lost.
+    let mut lines = BufReader::new(output).lines();
+    let ready = lines.next_line().await.unwrap().unwrap();
+    assert!(ready.contains("runtime.ready"));
+    for i in 0..COMMANDS {
+        let line = lines.next_line().await.unwrap().unwrap();
+        let env = codec::decode_envelope(line.as_bytes()).unwrap();
+        assert_eq!(
+            (env.type_name(), env.request_id.as_str()),
+            ("session.list", format!("r{i}").as_str())
+        );
+    }
+    let mut input = feeder.await.unwrap();
+    input.shutdown().await.unwrap();
+    drop(input);
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line.contains("runtime.stopped") {
+            break;
+        }
+    }
+    assert_eq!(server.await.unwrap(), keel_bridge::StopReason::Eof);
+}
