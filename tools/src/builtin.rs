@@ -207,32 +207,6 @@ fn timeout_of(ms: Option<u64>) -> Result<Duration, ErrorPayload> {
 
 static WARNED_UNSANDBOXED: AtomicBool = AtomicBool::new(false);
 
-/// Resolves `cwd` for run_shell: an existing directory inside the workspace.
-fn shell_cwd(ctx: &ToolContext, cwd: Option<&str>) -> Result<std::path::PathBuf, ErrorPayload> {
-    let root = jail::canonical_root(&ctx.workspace);
-    match cwd {
-        None | Some("") => Ok(root),
-        Some(c) => {
-            let r = jail::resolve(&ctx.workspace, c)?;
-            if !r.inside {
-                return Err(ErrorPayload::new(
-                    ErrorCode::PathOutsideWorkspace,
-                    format!("`cwd` `{c}` is outside the workspace"),
-                )
-                .with_detail("field", "cwd"));
-            }
-            if !r.is_dir {
-                return Err(ErrorPayload::new(
-                    ErrorCode::ToolArgumentsInvalid,
-                    format!("`cwd` `{c}` is not an existing directory"),
-                )
-                .with_detail("field", "cwd"));
-            }
-            Ok(r.abs)
-        }
-    }
-}
-
 #[async_trait]
 impl Tool for RunShell {
     fn spec(&self) -> &ToolSpec {
@@ -265,7 +239,7 @@ impl Tool for RunShell {
             .with_detail("field", "command"));
         }
         let timeout = timeout_of(a.timeout_ms)?;
-        let cwd = shell_cwd(&ctx, a.cwd.as_deref())?;
+        let cwd = jail::resolve_cwd(&ctx.workspace, a.cwd.as_deref())?;
         let root = jail::canonical_root(&ctx.workspace);
         let status = if ctx.sandbox.enabled {
             Some(exec::sandbox_status())

@@ -246,6 +246,33 @@ pub fn relative_display(root: &Path, abs: &Path) -> String {
     }
 }
 
+/// Resolves the `cwd` of a shell command: the workspace root when absent, else an
+/// existing directory inside the workspace.
+pub fn resolve_cwd(workspace: &Path, cwd: Option<&str>) -> Result<PathBuf, ErrorPayload> {
+    let root = canonical_root(workspace);
+    match cwd {
+        None | Some("") => Ok(root),
+        Some(c) => {
+            let r = resolve(workspace, c)?;
+            if !r.inside {
+                return Err(ErrorPayload::new(
+                    ErrorCode::PathOutsideWorkspace,
+                    format!("`cwd` `{c}` is outside the workspace"),
+                )
+                .with_detail("field", "cwd"));
+            }
+            if !r.is_dir {
+                return Err(ErrorPayload::new(
+                    ErrorCode::ToolArgumentsInvalid,
+                    format!("`cwd` `{c}` is not an existing directory"),
+                )
+                .with_detail("field", "cwd"));
+            }
+            Ok(r.abs)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

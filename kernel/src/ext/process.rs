@@ -38,30 +38,6 @@ pub(crate) fn is_background(call: &ToolCallRequest) -> bool {
         && call.arguments.get("background") == Some(&serde_json::Value::Bool(true))
 }
 
-fn cwd_of(session: &Session, cwd: Option<&str>) -> Result<std::path::PathBuf, ErrorPayload> {
-    match cwd {
-        None | Some("") => Ok(jail::canonical_root(&session.workspace)),
-        Some(c) => {
-            let r = jail::resolve(&session.workspace, c)?;
-            if !r.inside {
-                return Err(ErrorPayload::new(
-                    ErrorCode::PathOutsideWorkspace,
-                    format!("`cwd` `{c}` is outside the workspace"),
-                )
-                .with_detail("field", "cwd"));
-            }
-            if !r.is_dir {
-                return Err(ErrorPayload::new(
-                    ErrorCode::ToolArgumentsInvalid,
-                    format!("`cwd` `{c}` is not an existing directory"),
-                )
-                .with_detail("field", "cwd"));
-            }
-            Ok(r.abs)
-        }
-    }
-}
-
 fn kill_group(pgid: Option<u32>) {
     if let Some(id) = pgid.and_then(|p| i32::try_from(p).ok()) {
         let _ = killpg(Pid::from_raw(id), Signal::SIGKILL);
@@ -95,7 +71,7 @@ fn start(
         )
         .with_detail("field", "command"));
     }
-    let cwd = cwd_of(session, args.cwd.as_deref())?;
+    let cwd = jail::resolve_cwd(&session.workspace, args.cwd.as_deref())?;
     let root = jail::canonical_root(&session.workspace);
     let (program, argv) = match session
         .kernel
