@@ -15,8 +15,8 @@ use crate::convert::{
     anthropic_tool_id, invalid_json_text, load_image, missing_image_note, normalize_history,
     parse_arguments,
 };
-use crate::error::{classify_stream_error, malformed, model_unavailable, Failure};
-use crate::http::{run, Decoder, HttpCall, HttpOptions};
+use crate::error::{classify_stream_error, malformed, Failure};
+use crate::http::{run, Decoder, Endpoint, HttpCall, HttpOptions};
 use crate::sse::SseEvent;
 
 /// The default base URL.
@@ -26,25 +26,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 const PROVIDER: &str = "Anthropic";
 
 /// A Claude model behind the Messages API (`/v1/messages`).
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct AnthropicModel {
-    model: String,
-    base_url: String,
-    api_key: Option<String>,
-    options: HttpOptions,
-    client: reqwest::Client,
-    context_window: u64,
-}
-
-impl std::fmt::Debug for AnthropicModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicModel")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .field("context_window", &self.context_window)
-            .finish()
-    }
+    ep: Endpoint,
 }
 
 impl AnthropicModel {
@@ -57,34 +41,24 @@ impl AnthropicModel {
         api_key: Option<String>,
         options: HttpOptions,
     ) -> Result<Self, ErrorPayload> {
-        let model = model.into();
-        let base_url = base_url.into().trim_end_matches('/').to_owned();
-        let client = options
-            .client(&base_url)
-            .map_err(|e| model_unavailable(format!("the HTTP client could not be created: {e}")))?;
         Ok(Self {
-            context_window: crate::select::context_window_for(&model),
-            model,
-            base_url,
-            api_key: api_key.filter(|k| !k.is_empty()),
-            options,
-            client,
+            ep: Endpoint::new(model.into(), base_url.into(), api_key, options)?,
         })
     }
 
     /// Overrides the context window.
     pub fn with_context_window(mut self, tokens: u64) -> Self {
-        self.context_window = tokens;
+        self.ep.context_window = tokens;
         self
     }
 
     /// The endpoint called.
     pub fn url(&self) -> String {
-        format!("{}/v1/messages", self.base_url)
+        format!("{}/v1/messages", self.ep.base_url)
     }
 
     fn default_max_tokens(&self) -> u32 {
-        let m = self.model.as_str();
+        let m = self.ep.model.as_str();
         if m.starts_with("claude-3-")
             && !m.starts_with("claude-3-5")
             && !m.starts_with("claude-3-7")
@@ -98,7 +72,7 @@ impl AnthropicModel {
     /// The JSON body sent for `request`.
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         let mut body = json!({
-            "model": self.model,
+            "model": self.ep.model,
             "max_tokens": request.max_output_tokens.unwrap_or_else(|| self.default_max_tokens()),
             "stream": true,
             "messages": convert_messages(&request.messages),
@@ -130,7 +104,7 @@ impl AnthropicModel {
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),
         );
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.ep.api_key {
             if let Ok(v) = HeaderValue::from_str(key) {
                 h.insert(HeaderName::from_static("x-api-key"), v);
             }
@@ -231,11 +205,11 @@ fn convert_messages(messages: &[Message]) -> Vec<Value> {
 
 impl Model for AnthropicModel {
     fn id(&self) -> String {
-        format!("anthropic:{}", self.model)
+        format!("anthropic:{}", self.ep.model)
     }
 
     fn context_window(&self) -> u64 {
-        self.context_window
+        self.ep.context_window
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
@@ -243,11 +217,11 @@ impl Model for AnthropicModel {
         run(
             HttpCall {
                 provider: PROVIDER,
-                client: self.client.clone(),
+                client: self.ep.client.clone(),
                 url: self.url(),
                 headers: self.headers(),
                 body,
-                options: self.options.clone(),
+                options: self.ep.options.clone(),
                 new_decoder: Box::new(|| Box::<AnthropicDecoder>::default()),
             },
             cancel,

@@ -371,6 +371,52 @@ impl Driver {
     }
 }
 
+/// What every HTTP provider holds: the model name, where to call it, the key, the
+/// client and the context window. The key never appears in `Debug` output.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) model: String,
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<String>,
+    pub(crate) options: HttpOptions,
+    pub(crate) client: reqwest::Client,
+    pub(crate) context_window: u64,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("context_window", &self.context_window)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// Builds the client; fails with `MODEL_UNAVAILABLE` if it cannot be built.
+    pub(crate) fn new(
+        model: String,
+        base_url: String,
+        api_key: Option<String>,
+        options: HttpOptions,
+    ) -> Result<Self, keel_envelope::ErrorPayload> {
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        let client = options.client(&base_url).map_err(|e| {
+            crate::error::model_unavailable(format!("the HTTP client could not be created: {e}"))
+        })?;
+        Ok(Self {
+            context_window: crate::select::context_window_for(&model),
+            model,
+            base_url,
+            api_key: api_key.filter(|k| !k.is_empty()),
+            options,
+            client,
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

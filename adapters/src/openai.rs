@@ -16,8 +16,8 @@ use crate::convert::{
     invalid_json_text, load_image, missing_image_note, normalize_history, openai_tool_id,
     parse_arguments,
 };
-use crate::error::{classify_stream_error, malformed, model_unavailable, Failure};
-use crate::http::{run, Decoder, HttpCall, HttpOptions};
+use crate::error::{classify_stream_error, malformed, Failure};
+use crate::http::{run, Decoder, Endpoint, HttpCall, HttpOptions};
 use crate::sse::SseEvent;
 
 /// The default base URL.
@@ -25,25 +25,9 @@ pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const PROVIDER: &str = "OpenAI";
 
 /// A model behind an OpenAI-compatible `/chat/completions` endpoint.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct OpenAiModel {
-    model: String,
-    base_url: String,
-    api_key: Option<String>,
-    options: HttpOptions,
-    client: reqwest::Client,
-    context_window: u64,
-}
-
-impl std::fmt::Debug for OpenAiModel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiModel")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .field("context_window", &self.context_window)
-            .finish()
-    }
+    ep: Endpoint,
 }
 
 impl OpenAiModel {
@@ -56,30 +40,20 @@ impl OpenAiModel {
         api_key: Option<String>,
         options: HttpOptions,
     ) -> Result<Self, ErrorPayload> {
-        let model = model.into();
-        let base_url = base_url.into().trim_end_matches('/').to_owned();
-        let client = options
-            .client(&base_url)
-            .map_err(|e| model_unavailable(format!("the HTTP client could not be created: {e}")))?;
         Ok(Self {
-            context_window: crate::select::context_window_for(&model),
-            model,
-            base_url,
-            api_key: api_key.filter(|k| !k.is_empty()),
-            options,
-            client,
+            ep: Endpoint::new(model.into(), base_url.into(), api_key, options)?,
         })
     }
 
     /// Overrides the context window.
     pub fn with_context_window(mut self, tokens: u64) -> Self {
-        self.context_window = tokens;
+        self.ep.context_window = tokens;
         self
     }
 
     /// The endpoint called.
     pub fn url(&self) -> String {
-        format!("{}/chat/completions", self.base_url)
+        format!("{}/chat/completions", self.ep.base_url)
     }
 
     /// The JSON body sent for `request`.
@@ -97,7 +71,7 @@ impl OpenAiModel {
             messages.push(convert_message(&m));
         }
         let mut body = json!({
-            "model": self.model,
+            "model": self.ep.model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -121,7 +95,7 @@ impl OpenAiModel {
         if let Some(max) = request.max_output_tokens {
             let reasoning = ["o1", "o3", "o4", "gpt-5"]
                 .iter()
-                .any(|p| self.model.starts_with(p));
+                .any(|p| self.ep.model.starts_with(p));
             let key = if reasoning {
                 "max_completion_tokens"
             } else {
@@ -136,7 +110,7 @@ impl OpenAiModel {
         let mut h = HeaderMap::new();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.ep.api_key {
             if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
                 h.insert(AUTHORIZATION, v);
             }
@@ -206,11 +180,11 @@ fn convert_message(m: &Message) -> Value {
 
 impl Model for OpenAiModel {
     fn id(&self) -> String {
-        format!("openai:{}", self.model)
+        format!("openai:{}", self.ep.model)
     }
 
     fn context_window(&self) -> u64 {
-        self.context_window
+        self.ep.context_window
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
@@ -218,11 +192,11 @@ impl Model for OpenAiModel {
         run(
             HttpCall {
                 provider: PROVIDER,
-                client: self.client.clone(),
+                client: self.ep.client.clone(),
                 url: self.url(),
                 headers: self.headers(),
                 body,
-                options: self.options.clone(),
+                options: self.ep.options.clone(),
                 new_decoder: Box::new(|| Box::<OpenAiDecoder>::default()),
             },
             cancel,
