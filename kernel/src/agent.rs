@@ -312,7 +312,7 @@ async fn agent_loop(
             let request = ModelRequest {
                 system: prompt::system_prompt(session, d.state.mode),
                 messages: d.state.history.clone(),
-                tools: prompt::tool_defs(&session.kernel.tools),
+                tools: session.kernel.tool_defs.clone(),
                 max_output_tokens: None,
             };
             (d.model.clone(), request)

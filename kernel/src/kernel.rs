@@ -205,6 +205,7 @@ impl KernelBuilder {
                 config: self.config,
                 default_model,
                 factory,
+                tool_defs: crate::prompt::tool_defs(&tools),
                 tools,
                 ctx,
                 emitter,
@@ -257,6 +258,8 @@ pub(crate) struct KernelInner {
     pub(crate) default_model: Option<Arc<dyn Model>>,
     pub(crate) factory: ModelFactory,
     pub(crate) tools: Vec<Arc<dyn Tool>>,
+    /// The tool definitions offered to the model, built once from `tools`.
+    pub(crate) tool_defs: Vec<crate::model::ToolDef>,
     pub(crate) ctx: EmitCtx,
     emitter: Emitter,
     sessions: Mutex<HashMap<String, Arc<Session>>>,

@@ -1320,3 +1320,88 @@ async fn project_instructions_join_the_system_prompt() {
     let system = model.seen.lock().unwrap()[0].system.clone();
     assert!(system.contains("Always answer in haiku."), "{system}");
 }
+
+/// A second model under another id, for switching.
+#[derive(Debug)]
+struct Named(&'static str, Arc<TestModel>);
+
+impl Model for Named {
+    fn id(&self) -> String {
+        self.0.to_owned()
+    }
+    fn context_window(&self) -> u64 {
+        self.1.context_window()
+    }
+    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
+        self.1.stream(request, cancel)
+    }
+}
+
+#[tokio::test]
+async fn switching_model_while_idle_keeps_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = TestModel::new(vec![
+        say("first answer"),
+        Turn {
+            text: vec!["slow"],
+            delay: Some(Duration::from_secs(3600)),
+            ..Turn::default()
+        },
+    ]);
+    let second = TestModel::new(vec![say("second answer")]);
+    let (a, b) = (first.clone(), second.clone());
+    let kernel = Kernel::builder()
+        .workspace(dir.path())
+        .model(Arc::new(Named("test:first", a.clone())))
+        .model_factory(Arc::new(
+            move |id: &str| -> Result<Arc<dyn Model>, ErrorPayload> {
+                match id {
+                    "test:first" => Ok(Arc::new(Named("test:first", a.clone()))),
+                    "test:second" => Ok(Arc::new(Named("test:second", b.clone()))),
+                    other => Err(ErrorPayload::new(
+                        ErrorCode::ModelUnavailable,
+                        format!("no model {other}"),
+                    )),
+                }
+            },
+        ))
+        .memory_store()
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    s.send("remember the number 42").await.unwrap();
+    until(&mut events, "session.completed").await;
+
+    let rid = s.set_model("test:second").await.unwrap();
+    let changed = until(&mut events, "session.model_changed").await;
+    let env = changed.last().unwrap();
+    assert_eq!(env.request_id, rid);
+    assert!(
+        matches!(&env.event, Event::SessionModelChanged(m) if m.model == "test:second" && m.previous_model == "test:first")
+    );
+    let unknown = s.set_model("test:nope").await.unwrap_err();
+    assert_eq!(unknown.code, ErrorCode::ModelUnavailable);
+
+    s.send("what was the number?").await.unwrap();
+    until(&mut events, "session.completed").await;
+    let seen = second.seen.lock().unwrap().last().unwrap().messages.clone();
+    assert!(seen.iter().any(
+        |m| matches!(m, keel_kernel::model::Message::User { text, .. } if text == "remember the number 42")
+    ));
+    assert!(seen.iter().any(
+        |m| matches!(m, keel_kernel::model::Message::Assistant { text, .. } if text == "first answer")
+    ));
+
+    // Busy: refused, nothing changes.
+    s.set_model("test:first").await.unwrap();
+    until(&mut events, "session.model_changed").await;
+    s.send("slow one").await.unwrap();
+    until(&mut events, "request.accepted").await;
+    let busy = s.set_model("test:second").await.unwrap_err();
+    assert_eq!(busy.code, ErrorCode::SessionBusy);
+    assert_eq!(s.state().session.model, "test:first");
+    s.interrupt().await.unwrap();
+    until(&mut events, "session.interrupted").await;
+    assert!(first.seen.lock().unwrap().len() >= 1);
+}
