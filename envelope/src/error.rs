@@ -94,6 +94,9 @@ error_codes! {
     PathOutsideWorkspace = "PATH_OUTSIDE_WORKSPACE",
     /// A tool's arguments do not match its schema.
     ToolArgumentsInvalid = "TOOL_ARGUMENTS_INVALID",
+    /// Two tools were registered under one name (a builder error; the message names
+    /// both registrations).
+    ToolNameConflict = "TOOL_NAME_CONFLICT",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -132,6 +132,26 @@ pub fn tools_schema() -> Value {
         ("git.args", gen.subschema_for::<GitArgs>()),
         ("git.result", gen.subschema_for::<RunShellResult>()),
         ("policy.verdict", gen.subschema_for::<PolicyVerdict>()),
+        (
+            "propose_plan.args",
+            gen.subschema_for::<crate::kernel_tools::ProposePlanArgs>(),
+        ),
+        (
+            "update_plan.args",
+            gen.subschema_for::<crate::kernel_tools::UpdatePlanArgs>(),
+        ),
+        (
+            "ask_user.args",
+            gen.subschema_for::<crate::kernel_tools::AskUserArgs>(),
+        ),
+        (
+            "task_graph.args",
+            gen.subschema_for::<crate::kernel_tools::TaskGraphArgs>(),
+        ),
+        (
+            "spawn_sub_agent.args",
+            gen.subschema_for::<crate::kernel_tools::SpawnSubAgentArgs>(),
+        ),
     ];
     for (k, v) in pairs {
         props.insert(k.to_owned(), v.to_value());
@@ -140,7 +160,7 @@ pub fn tools_schema() -> Value {
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "keel/tools.schema.json",
-        "title": "Built-in tool arguments and results",
+        "title": "Tool arguments and results (built-in and kernel tools)",
         "properties": props,
         "$defs": defs,
     })
@@ -206,6 +226,11 @@ pub fn typescript() -> String {
     c.visit::<crate::tools::RunShellResult>();
     c.visit::<crate::tools::GitArgs>();
     c.visit::<crate::tools::PolicyVerdict>();
+    c.visit::<crate::kernel_tools::ProposePlanArgs>();
+    c.visit::<crate::kernel_tools::UpdatePlanArgs>();
+    c.visit::<crate::kernel_tools::AskUserArgs>();
+    c.visit::<crate::kernel_tools::TaskGraphArgs>();
+    c.visit::<crate::kernel_tools::SpawnSubAgentArgs>();
 
     let mut out = String::new();
     out.push_str("// Generated from the keel-envelope crate. Do not edit by hand.\n");

@@ -25,6 +25,7 @@ pub mod events;
 pub mod ext;
 pub mod generate;
 pub mod ids;
+pub mod kernel_tools;
 pub mod tools;
 pub mod types;
 

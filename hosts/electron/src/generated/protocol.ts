@@ -208,6 +208,19 @@ askId: string,
 answer: string, };
 
 /**
+ * `ask_user {question, candidates?}`.
+ */
+export type AskUserArgs = { 
+/**
+ * The question.
+ */
+question: string, 
+/**
+ * Suggested answers.
+ */
+candidates: Array<string>, };
+
+/**
  * `assistant.delta`: a streamed piece of text.
  */
 export type AssistantDelta = { 
@@ -530,7 +543,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -1138,6 +1151,23 @@ title: string,
 status: StepStatus, };
 
 /**
+ * One step as the model writes it: every field optional (ids default to `s1`, `s2`, …).
+ */
+export type PlanStepArg = { 
+/**
+ * Stable id within the plan.
+ */
+id?: string | null, 
+/**
+ * What the step does.
+ */
+title?: string | null, 
+/**
+ * Where it stands.
+ */
+status?: StepStatus | null, };
+
+/**
  * `plan.updated`.
  */
 export type PlanUpdated = { 
@@ -1178,6 +1208,19 @@ actionType: string,
  * The approval scope, e.g. `["process:spawn", "filesystem:workspace"]`.
  */
 scope: Array<string>, };
+
+/**
+ * `propose_plan {summary?, steps}`.
+ */
+export type ProposePlanArgs = { 
+/**
+ * One paragraph on what the plan achieves.
+ */
+summary?: string | null, 
+/**
+ * The ordered steps (at least one).
+ */
+steps: Array<PlanStepArg>, };
 
 /**
  * A file in `patch.propose`.
@@ -1986,6 +2029,19 @@ export type Severity = "error" | "warning" | "info";
 export type Source = "runtime" | "tool" | "bridge" | "host" | "renderer" | "desktop-main" | "cli-runtime";
 
 /**
+ * `spawn_sub_agent {task, tools?}`.
+ */
+export type SpawnSubAgentArgs = { 
+/**
+ * The self-contained task.
+ */
+task: string, 
+/**
+ * The tools it may use (a subset of the caller's; default: all registered tools).
+ */
+tools?: Array<string> | null, };
+
+/**
  * The status of a plan step.
  */
 export type StepStatus = "pending" | "in_progress" | "completed";
@@ -2165,6 +2221,11 @@ updatedAt: number,
 completedAt: number | null, };
 
 /**
+ * The `task_graph` tool's action.
+ */
+export type TaskGraphAction = "create" | "add_node" | "update_node" | "advance" | "state";
+
+/**
  * `task-graph.add-node`.
  */
 export type TaskGraphAddNode = { 
@@ -2194,6 +2255,39 @@ becameReady: Array<string>,
  * The graph after the advance.
  */
 graph: TaskGraph, };
+
+/**
+ * `task_graph {action, …}`.
+ */
+export type TaskGraphArgs = { 
+/**
+ * What to do.
+ */
+action: TaskGraphAction, 
+/**
+ * `create`: the graph's title.
+ */
+title?: string | null, 
+/**
+ * `create`: the graph's description.
+ */
+description?: string | null, 
+/**
+ * `create`: the nodes.
+ */
+nodes?: Array<NewTaskNode> | null, 
+/**
+ * `add_node`: the node.
+ */
+node?: NewTaskNode | null, 
+/**
+ * `update_node`: which node.
+ */
+nodeId?: string | null, 
+/**
+ * `update_node`: the changes.
+ */
+updates?: NodeUpdates | null, };
 
 /**
  * `task-graph.create`.
@@ -2328,7 +2422,19 @@ inputTokens: number,
 /**
  * Completion tokens over the request.
  */
-outputTokens: number, };
+outputTokens: number, 
+/**
+ * Prompt tokens served from the provider's cache over the request.
+ */
+cachedInputTokens: number, 
+/**
+ * Estimated tokens of the context sent with the request's last model call.
+ */
+contextTokens: number, 
+/**
+ * The model's context window in tokens (0 when unknown).
+ */
+contextWindow: number, };
 
 /**
  * `tool.call.completed`.
@@ -2426,6 +2532,59 @@ arguments: unknown,
  * The permission level.
  */
 permissionLevel: PermissionLevel, };
+
+/**
+ * `turn.completed`: a model call and the tool calls it asked for are done (seed
+ * 000 `turn_end`). The request's last turn also carries the request's telemetry.
+ */
+export type TurnCompleted = { 
+/**
+ * 1-based index of the model call within the request.
+ */
+index: number, 
+/**
+ * Why the model call ended.
+ */
+stopReason: TurnStopReason, 
+/**
+ * Tool calls the model asked for in this turn.
+ */
+toolCalls: number, 
+/**
+ * This model call's token usage.
+ */
+usage: Usage, 
+/**
+ * Wall time of the turn: the model call and its tool calls.
+ */
+elapsedMs: number, 
+/**
+ * The request's figures; set on the request's last turn only.
+ */
+telemetry: Telemetry | null, };
+
+/**
+ * `turn.started`: one model call of the request begins (seed 000 `turn_start`).
+ */
+export type TurnStarted = { 
+/**
+ * 1-based index of the model call within the request.
+ */
+index: number, };
+
+/**
+ * Why one model call (a turn) of a request ended.
+ */
+export type TurnStopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | "error" | "interrupted";
+
+/**
+ * `update_plan {steps}`: steps matched by id; unknown ids are added.
+ */
+export type UpdatePlanArgs = { 
+/**
+ * The steps whose status or title changes.
+ */
+steps: Array<PlanStepArg>, };
 
 /**
  * Token usage.
@@ -2531,6 +2690,8 @@ export interface EventPayloads {
   "context.compaction.started": CompactionStarted;
   "context.compaction.completed": CompactionCompleted;
   "usage.updated": UsageUpdated;
+  "turn.started": TurnStarted;
+  "turn.completed": TurnCompleted;
   "warning": ErrorPayload;
   "error": ErrorPayload;
   "review.requested": ReviewEvent;
@@ -2608,6 +2769,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "context.compaction.started",
   "context.compaction.completed",
   "usage.updated",
+  "turn.started",
+  "turn.completed",
   "warning",
   "error",
   "review.requested",
@@ -2817,4 +2980,5 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "MAX_TURNS_EXCEEDED",
   "PATH_OUTSIDE_WORKSPACE",
   "TOOL_ARGUMENTS_INVALID",
+  "TOOL_NAME_CONFLICT",
 ];
