@@ -1,11 +1,8 @@
-//! The system prompt, the tool definitions offered to the model, and token estimates.
-
-use std::sync::Arc;
+//! The system prompt, the kernel tools' names, and token estimates.
 
 use keel_envelope::types::PermissionMode;
-use keel_tools::Tool;
 
-use crate::model::{Message, ModelRequest, ToolDef};
+use crate::model::{Message, ModelRequest};
 use crate::session::Session;
 
 /// The kernel's plan tool.
@@ -47,117 +44,6 @@ Investigate, then call propose_plan with the steps and wait for approval before 
         s.push_str(&text);
     }
     s
-}
-
-fn kernel_tool_defs() -> Vec<ToolDef> {
-    let steps = serde_json::json!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string"},
-                "title": {"type": "string"},
-                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-            }
-        }
-    });
-    let node = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "title": {"type": "string"},
-            "description": {"type": "string"},
-            "dependsOn": {"type": "array", "items": {"type": "string"}}
-        },
-        "required": ["id", "title"]
-    });
-    vec![
-        ToolDef {
-            name: PROPOSE_PLAN.into(),
-            description: "Propose a plan (ordered steps with id and title). In plan mode the user must approve it before any write or command runs.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {"summary": {"type": "string"}, "steps": steps},
-                "required": ["steps"]
-            }),
-        },
-        ToolDef {
-            name: UPDATE_PLAN.into(),
-            description: "Update the status of plan steps (pending, in_progress, completed).".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {"steps": steps},
-                "required": ["steps"]
-            }),
-        },
-        ToolDef {
-            name: ASK_USER.into(),
-            description: "Ask the user a question and wait for the answer; give candidate answers when you can.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string"},
-                    "candidates": {"type": "array", "items": {"type": "string"}}
-                },
-                "required": ["question"]
-            }),
-        },
-        ToolDef {
-            name: SPAWN_SUB_AGENT.into(),
-            description: "Delegate a self-contained task to a sub-agent with its own conversation. It may use the given tools (a subset of yours; default all of your registered tools) under the same permissions, and returns only a summary of its work.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string"},
-                    "tools": {"type": "array", "items": {"type": "string"}}
-                },
-                "required": ["task"]
-            }),
-        },
-        ToolDef {
-            name: TASK_GRAPH.into(),
-            description: "Plan multi-step work as a task graph (a DAG kept with the session). Actions: create {title?, description?, nodes: [{id, title, description?, dependsOn?}]}; add_node {node}; update_node {nodeId, updates: {status?, title?, result?, error?, metadata?}} with status pending|ready|running|completed|failed|skipped; advance (marks every node whose dependencies are completed or skipped as ready and returns them); state.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": ["create", "add_node", "update_node", "advance", "state"]},
-                    "title": {"type": "string"},
-                    "description": {"type": "string"},
-                    "nodes": {"type": "array", "items": node},
-                    "node": node,
-                    "nodeId": {"type": "string"},
-                    "updates": {
-                        "type": "object",
-                        "properties": {
-                            "status": {"type": "string", "enum": ["pending", "ready", "running", "completed", "failed", "skipped"]},
-                            "title": {"type": "string"},
-                            "result": {},
-                            "error": {},
-                            "metadata": {"type": "object"}
-                        }
-                    }
-                },
-                "required": ["action"]
-            }),
-        },
-    ]
-}
-
-/// The tools offered to the model: registered tools, then the kernel's own.
-pub(crate) fn tool_defs(tools: &[Arc<dyn Tool>]) -> Vec<ToolDef> {
-    let mut defs: Vec<ToolDef> = tools
-        .iter()
-        .map(|t| {
-            let s = t.spec();
-            ToolDef {
-                name: s.name.clone(),
-                description: s.description.clone(),
-                parameters: s.parameters.clone(),
-            }
-        })
-        .collect();
-    defs.extend(kernel_tool_defs());
-    defs
 }
 
 fn message_chars(m: &Message) -> usize {

@@ -1,7 +1,7 @@
 //! One session: its state, its emitter, and the handling of session commands.
 //!
 //! State lives behind a short-lived lock that is never held across an await. The
-//! running request is a task ([`crate::agent`]) that talks to command handlers through
+//! running request is a task ([`crate::request`]) that talks to command handlers through
 //! one-shot channels registered here (approvals, questions, plan decisions).
 
 use std::collections::{HashMap, VecDeque};
@@ -151,6 +151,13 @@ impl Session {
 
     pub(crate) fn now(&self) -> u64 {
         self.kernel.ctx.clock.now_ms()
+    }
+
+    /// Lets a test probe pause the request at `point`.
+    pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
+        if let Some(p) = &self.kernel.probe {
+            p.reached(point, &self.id, request_id).await;
+        }
     }
 
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
@@ -479,7 +486,7 @@ impl Session {
                         "compaction by hand runs while the session is idle",
                     ));
                 }
-                crate::agent::compact(self, rid, "manual", &CancellationToken::new()).await;
+                crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
                 self.persist(rid).await;
             }
             other if self.handle_ext(rid, other).await? => {}
@@ -556,7 +563,7 @@ impl Session {
         match outcome {
             Outcome::Start(cancel) => {
                 let me = self.clone();
-                let handle = tokio::spawn(crate::agent::run_requests(me, q, cancel));
+                let handle = tokio::spawn(crate::request::run_requests(me, q, cancel));
                 self.data().runner = Some(handle);
             }
             Outcome::Queued(position) => {

@@ -134,18 +134,18 @@ struct TestTool {
 
 fn tool(name: &str, level: PermissionLevel, plan: PlanBehavior) -> Arc<TestTool> {
     Arc::new(TestTool {
-        spec: ToolSpec {
-            name: name.into(),
-            description: format!("test tool {name}"),
-            parameters: serde_json::json!({"type": "object"}),
+        spec: ToolSpec::custom(
+            name,
+            format!("test tool {name}"),
+            serde_json::json!({"type": "object"}),
             level,
             plan,
-            approval: if level == PermissionLevel::Read {
+            if level == PermissionLevel::Read {
                 ApprovalRequirement::Never
             } else {
                 ApprovalRequirement::Always
             },
-        },
+        ),
         calls: Mutex::new(Vec::new()),
     })
 }
@@ -279,24 +279,33 @@ async fn a_plain_answer_streams_and_completes() {
         types(&req),
         [
             "request.accepted",
+            "turn.started",
             "assistant.delta",
             "assistant.delta",
             "usage.updated",
+            "turn.completed",
             "assistant.final",
             "session.completed"
         ]
     );
     assert!(req.iter().all(|e| e.request_id == rid));
     check_sequences(&req);
-    match &req[5].event {
-        Event::SessionCompleted(c) => {
-            assert_eq!(c.stop_reason, StopReason::EndTurn);
-            assert_eq!(c.final_text.as_deref(), Some("Hello"));
-            assert_eq!(c.telemetry.turns, 1);
-            assert_eq!(c.telemetry.input_tokens, 10);
-        }
-        other => panic!("{other:?}"),
-    }
+    let Event::SessionCompleted(c) = &req[7].event else {
+        panic!("{:?}", req[7]);
+    };
+    assert_eq!(c.stop_reason, StopReason::EndTurn);
+    assert_eq!(c.final_text.as_deref(), Some("Hello"));
+    assert_eq!(c.telemetry.turns, 1);
+    assert_eq!(c.telemetry.input_tokens, 10);
+    // The last turn carries the request's telemetry, the same as the terminal event's.
+    let Event::TurnCompleted(t) = &req[5].event else {
+        panic!("{:?}", req[5]);
+    };
+    assert_eq!(t.index, 1);
+    assert_eq!(t.stop_reason, keel_envelope::types::TurnStopReason::EndTurn);
+    assert_eq!(t.tool_calls, 0);
+    assert_eq!(t.usage.input_tokens, 10);
+    assert_eq!(t.telemetry, Some(c.telemetry));
 }
 
 #[tokio::test]
@@ -1157,14 +1166,14 @@ async fn a_panic_inside_a_request_is_reported_and_the_session_goes_on() {
         .model(model)
         .memory_store()
         .builtin_tools(false)
-        .tool(Arc::new(Boom(ToolSpec {
-            name: "boom".into(),
-            description: "panics".into(),
-            parameters: serde_json::json!({"type": "object"}),
-            level: PermissionLevel::Read,
-            plan: PlanBehavior::Allowed,
-            approval: ApprovalRequirement::Never,
-        })))
+        .tool(Arc::new(Boom(ToolSpec::custom(
+            "boom",
+            "panics",
+            serde_json::json!({"type": "object"}),
+            PermissionLevel::Read,
+            PlanBehavior::Allowed,
+            ApprovalRequirement::Never,
+        ))))
         .build()
         .unwrap();
     let (s, mut events) = kernel

@@ -20,7 +20,7 @@ use keel_envelope::tools::DiffStats;
 use keel_envelope::types::{
     ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, HistoryToolCall, HistoryToolResult,
     ModelInfo, PermissionLevel, PermissionMode, Plan, PlanStatus, PlanStep, RiskLevel, Role,
-    SessionInfo, SessionState, StepStatus, StopReason, Telemetry, Usage,
+    SessionInfo, SessionState, StepStatus, StopReason, Telemetry, TurnStopReason, Usage,
 };
 use keel_envelope::{
     Command, CommandType, Envelope, ErrorCode, ErrorPayload, Event, Meta, Sequencer, Source,
@@ -242,6 +242,19 @@ pub fn tool_call_completed() -> ev::ToolCallCompleted {
 }
 
 /// A representative value of `t`.
+fn telemetry() -> Telemetry {
+    Telemetry {
+        elapsed_ms: 1830,
+        turns: 2,
+        tool_calls: 1,
+        input_tokens: 2400,
+        output_tokens: 160,
+        cached_input_tokens: 1024,
+        context_tokens: 2560,
+        context_window: 200_000,
+    }
+}
+
 pub fn sample_event(t: EventType) -> Event {
     match t {
         EventType::RuntimeReady => Event::RuntimeReady(ev::RuntimeReady {
@@ -289,13 +302,7 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::SessionCompleted => Event::SessionCompleted(ev::SessionCompleted {
             stop_reason: StopReason::EndTurn,
             final_text: Some(s("The test passes now.")),
-            telemetry: Telemetry {
-                elapsed_ms: 1830,
-                turns: 2,
-                tool_calls: 1,
-                input_tokens: 2400,
-                output_tokens: 160,
-            },
+            telemetry: telemetry(),
         }),
         EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed {
             reason: s("requested"),
@@ -463,6 +470,15 @@ pub fn sample_event(t: EventType) -> Event {
             session: usage(9600, 640),
             context_tokens: 2560,
             context_window: 200_000,
+        }),
+        EventType::TurnStarted => Event::TurnStarted(ev::TurnStarted { index: 2 }),
+        EventType::TurnCompleted => Event::TurnCompleted(ev::TurnCompleted {
+            index: 2,
+            stop_reason: TurnStopReason::EndTurn,
+            tool_calls: 0,
+            usage: usage(1200, 80),
+            elapsed_ms: 640,
+            telemetry: Some(telemetry()),
         }),
         EventType::Warning => Event::Warning(
             ErrorPayload::new(

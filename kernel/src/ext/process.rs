@@ -8,14 +8,15 @@
 use std::process::Stdio;
 use std::sync::Arc;
 
-use keel_envelope::events::ToolCallStarted;
+use async_trait::async_trait;
 use keel_envelope::ext::{BackgroundStatus, BackgroundTask};
 use keel_envelope::ids::IdKind;
 use keel_envelope::tools::RunShellArgs;
-use keel_envelope::types::PermissionLevel;
-use keel_envelope::{ErrorCode, ErrorPayload, Event};
+use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::exec::{self, SandboxStatus};
 use keel_tools::jail;
+use keel_tools::spec::Analysis;
+use keel_tools::ToolSpec;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -23,6 +24,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolCallRequest;
+use crate::pipeline::CallCx;
+use crate::registry::Stage;
 use crate::session::Session;
 
 /// A running task's stop switch and the task that waits for it.
@@ -30,12 +33,6 @@ use crate::session::Session;
 pub(crate) struct Running {
     stop: CancellationToken,
     waiter: JoinHandle<()>,
-}
-
-/// Whether a call asks for a background task.
-pub(crate) fn is_background(call: &ToolCallRequest) -> bool {
-    call.name == "run_shell"
-        && call.arguments.get("background") == Some(&serde_json::Value::Bool(true))
 }
 
 fn kill_group(pgid: Option<u32>) {
@@ -146,45 +143,32 @@ fn start(
     Ok(task)
 }
 
-/// `run_shell {…, background: true}` after the gate allowed it.
-pub(crate) async fn run_background(
-    session: &Arc<Session>,
-    rid: &str,
-    tool_call_id: &str,
-    call: &ToolCallRequest,
-    level: PermissionLevel,
-    elevated: bool,
-) -> (String, bool) {
-    session
-        .emitter
-        .emit(
-            rid,
-            Event::ToolCallStarted(ToolCallStarted {
-                tool_call_id: tool_call_id.to_owned(),
-                tool_name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                permission_level: level,
-            }),
-        )
-        .await;
-    let started = keel_tools::fs::parse_args::<RunShellArgs>(&call.name, call.arguments.clone())
-        .and_then(|a| start(session, &a, elevated));
-    let result = match started {
-        Ok(task) => {
-            let message = format!(
-                "Started background task {}: `{}`. It keeps running after this call; the user can follow its output and stop it.",
-                task.task_id, task.command
-            );
-            let result = serde_json::json!({
-                "taskId": task.task_id,
-                "status": "running",
-                "message": message,
-            });
-            Ok(result)
-        }
-        Err(error) => Err(error),
-    };
-    crate::agent::kernel_tool_done(session, rid, tool_call_id, call, result).await
+/// `run_shell {…, background: true}` after the gate allowed it: the task starts and
+/// the call returns at once.
+#[derive(Debug)]
+pub(crate) struct Background;
+
+#[async_trait]
+impl Stage for Background {
+    fn claims(&self, _session: &Session, spec: &ToolSpec, call: &ToolCallRequest) -> bool {
+        spec.analysis == Analysis::Shell
+            && call.arguments.get("background") == Some(&serde_json::Value::Bool(true))
+    }
+
+    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
+        let args =
+            keel_tools::fs::parse_args::<RunShellArgs>(&cx.call.name, cx.call.arguments.clone())?;
+        let task = start(cx.session, &args, cx.verdict.elevated())?;
+        let message = format!(
+            "Started background task {}: `{}`. It keeps running after this call; the user can follow its output and stop it.",
+            task.task_id, task.command
+        );
+        Ok(serde_json::json!({
+            "taskId": task.task_id,
+            "status": "running",
+            "message": message,
+        }))
+    }
 }
 
 /// Stops a task (if it runs) and waits until it is gone; returns its record.
