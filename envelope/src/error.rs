@@ -94,6 +94,8 @@ error_codes! {
     PathOutsideWorkspace = "PATH_OUTSIDE_WORKSPACE",
     /// A tool's arguments do not match its schema.
     ToolArgumentsInvalid = "TOOL_ARGUMENTS_INVALID",
+    /// A shell command must run in an OS sandbox and none can run on this machine.
+    SandboxUnavailable = "SANDBOX_UNAVAILABLE",
 }
 
 impl std::fmt::Display for ErrorCode {
