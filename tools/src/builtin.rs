@@ -246,7 +246,7 @@ impl Tool for RunShell {
             command: a.command.clone(),
             network: ctx.sandbox.network || ctx.elevated,
         };
-        let child = exec::spawn_shell(&shell, &ctx.sandbox).await?;
+        let child = exec::spawn_shell(&shell, &ctx.sandbox)?;
         if let Some(reason) = child.unsandboxed_reason() {
             if !WARNED_UNSANDBOXED.swap(true, Ordering::SeqCst) {
                 (ctx.progress)(

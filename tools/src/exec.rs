@@ -17,9 +17,8 @@
 //! cannot be reused meanwhile, and the exit of the root is seen through its pidfd
 //! without reaping it.
 //!
-//! - Before the sandbox is exec'd: `spawn` returns only after the exec, so there is
-//!   nothing else to kill; a Landlock spawn whose caller is gone kills its child on the
-//!   spawning thread.
+//! - Before the sandbox is exec'd: `spawn_shell` returns only after the exec (it is
+//!   synchronous, so no caller can be dropped half-way), and nothing else exists yet.
 //! - During bubblewrap's set-up: bwrap's first process forks the sandbox's pid 1, which
 //!   calls `setsid` (leaving our group) before it is tied to its parent. It still has
 //!   the marker in its environment and bwrap as its frozen parent, so it is found;
@@ -136,9 +135,11 @@ fn command(program: &str, args: &[String], cwd: &PathBuf, marker: &str) -> tokio
 
 /// Starts `sh -c command` in the sandbox `config` chooses. Refuses with
 /// `SANDBOX_UNAVAILABLE` when none can run, the mode is not `off` and
-/// `config.require_sandbox` is set. Call it from a task of a tokio runtime (with
-/// bubblewrap the sandbox dies when the spawning thread does).
-pub async fn spawn_shell(
+/// `config.require_sandbox` is set. Call it inside a tokio runtime, from a thread that
+/// outlives the command (a runtime worker: with bubblewrap the sandbox dies with the
+/// thread that spawned it). It blocks briefly: the first call probes the sandboxes,
+/// and a Landlock spawn waits for its spawning thread.
+pub fn spawn_shell(
     shell: &ShellCommand,
     config: &SandboxConfig,
 ) -> Result<ShellChild, ErrorPayload> {
@@ -164,8 +165,7 @@ pub async fn spawn_shell(
         Choice::Landlock(_) => {
             let cmd = command("/bin/sh", &sh_args, &shell.cwd, &marker);
             (
-                spawn_landlocked(cmd, shell.workspace.clone(), shell.network, marker.clone())
-                    .await?,
+                spawn_landlocked(cmd, shell.workspace.clone(), shell.network)?,
                 None,
             )
         }
@@ -182,37 +182,34 @@ pub async fn spawn_shell(
 
 /// Starts the command from a thread restricted by Landlock: Landlock and
 /// `no_new_privs` belong to a thread and pass to the processes it forks, so the rest of
-/// this process stays unrestricted. If the caller is gone when the child exists, the
-/// thread kills it.
-async fn spawn_landlocked(
+/// this process stays unrestricted. The thread ends right after the spawn.
+fn spawn_landlocked(
     mut cmd: tokio::process::Command,
     workspace: PathBuf,
     network: bool,
-    marker: String,
 ) -> Result<tokio::process::Child, ErrorPayload> {
-    let handle = tokio::runtime::Handle::current();
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::runtime::Handle::try_current().map_err(|e| {
+        ErrorPayload::new(
+            ErrorCode::RuntimeInternalError,
+            format!("shell commands need a tokio runtime: {e}"),
+        )
+    })?;
     std::thread::Builder::new()
         .name("keel-landlock-spawn".into())
         .spawn(move || {
             let _runtime = handle.enter();
-            let spawned = sandbox::restrict_thread(&workspace, network)
+            sandbox::restrict_thread(&workspace, network)
                 .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))
-                .and_then(|()| cmd.spawn().map_err(|e| start_error("/bin/sh", e)));
-            if let Err(Ok(child)) = tx.send(spawned) {
-                if let Some(pid) = child.id() {
-                    Tree::new(pid, MARKER_VAR, &marker).kill_all(true);
-                }
-                drop(child);
-            }
+                .and_then(|()| cmd.spawn().map_err(|e| start_error("/bin/sh", e)))
         })
-        .map_err(|e| start_error("/bin/sh", e))?;
-    rx.await.map_err(|_| {
-        ErrorPayload::new(
-            ErrorCode::RuntimeInternalError,
-            "the Landlock spawning thread ended without an answer",
-        )
-    })?
+        .map_err(|e| start_error("/bin/sh", e))?
+        .join()
+        .map_err(|_| {
+            ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                "the Landlock spawning thread panicked",
+            )
+        })?
 }
 
 /// Starts `spec` unsandboxed, in its own process group (the `git` tool).

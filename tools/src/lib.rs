@@ -31,7 +31,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_envelope::ErrorPayload;
 
-pub use builtin::builtin_tools;
+pub use builtin::{builtin_tools, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
 pub use keel_envelope::tools::SandboxKind;
 pub use policy::canonical_key;
 pub use sandbox::{
