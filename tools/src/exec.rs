@@ -306,8 +306,7 @@ impl ShellChild {
                 }
             }
             // The root is not reaped unless pidfds are missing: its group is ours.
-            let killed = self.tree.kill_all(self.status.is_none());
-            self.finished = true;
+            let killed = self.kill_tree().await;
             wait_gone(&killed).await;
         }
         let status = match self.status {
@@ -323,8 +322,7 @@ impl ShellChild {
     /// command was reaped.
     pub async fn kill_all(&mut self) -> Option<ExitStatus> {
         if !self.finished {
-            let killed = self.tree.kill_all(self.status.is_none());
-            self.finished = true;
+            let killed = self.kill_tree().await;
             if self.status.is_none() {
                 if let Ok(Ok(s)) = tokio::time::timeout(KILL_GRACE, self.child.wait()).await {
                     self.status = Some(s);
@@ -335,7 +333,20 @@ impl ShellChild {
         self.status
     }
 
-    /// Kills everything at once without waiting (for `Drop` and synchronous callers);
+    /// Freezes and kills the tree on a blocking thread (it waits for the freeze).
+    async fn kill_tree(&mut self) -> Vec<Killed> {
+        let tree = self.tree.clone();
+        let group = self.status.is_none();
+        let killed = match tokio::task::spawn_blocking(move || tree.kill_all(group)).await {
+            Ok(k) => k,
+            // No blocking thread (the runtime is shutting down): kill from here.
+            Err(_) => self.tree.kill_all(group),
+        };
+        self.finished = true;
+        killed
+    }
+
+    /// Kills everything from the calling thread (for `Drop` and synchronous callers);
     /// returns how many processes were signalled.
     pub fn kill_all_now(&mut self) -> usize {
         if self.finished {

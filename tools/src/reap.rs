@@ -99,7 +99,7 @@ fn signal(pid: u32, start: u64, fd: &mut Option<OwnedFd>, sig: Signal) -> bool {
 }
 
 /// The processes of one call.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Tree {
     root: u32,
     root_start: u64,
@@ -113,9 +113,18 @@ pub(crate) struct Killed {
     pub(crate) start: u64,
 }
 
-/// Rounds of freezing before the kill (a tree that still grows after that many rounds
-/// is killed as found; each round freezes all it finds, so growth needs new escapes).
-const MAX_ROUNDS: usize = 64;
+/// How long [`Tree::kill_all`] waits for its `SIGSTOP`s to take effect (a process
+/// in uninterruptible sleep stops only when it leaves it); then it kills what it found.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// Whether a process we sent `SIGSTOP` has stopped (or is gone): only then can it no
+/// longer be in the middle of a `fork` whose child the next scan would miss.
+fn settled(pid: u32, start: u64) -> bool {
+    match stat(pid) {
+        None => true,
+        Some(s) => s.is_dead() || s.start != start || matches!(s.state, 'T' | 't'),
+    }
+}
 
 impl Tree {
     /// The tree rooted at our child `root`, whose processes carry `marker`.
@@ -130,11 +139,24 @@ impl Tree {
 
     /// Freezes, then kills, every process of the call. `group` says whether the root
     /// is not reaped yet (so its process group id still names this call's group).
-    /// Returns what was killed; never blocks beyond reading `/proc`.
+    /// Returns what was killed. Blocks while the frozen processes stop (at most
+    /// [`STOP_GRACE`]).
     pub(crate) fn kill_all(&self, group: bool) -> Vec<Killed> {
         let me = std::process::id();
+        let deadline = std::time::Instant::now() + STOP_GRACE;
         let mut members: HashMap<u32, (u64, Option<OwnedFd>)> = HashMap::new();
-        for _ in 0..MAX_ROUNDS {
+        let group_id = i32::try_from(self.root).ok().and_then(Pid::from_raw);
+        // Scans in a row that found nothing new with every frozen process stopped.
+        let mut quiet = 0;
+        loop {
+            // The group is frozen by one signal, which also reaches a child being
+            // forked at that moment; the scan finds the rest.
+            if let (true, Some(g)) = (group, group_id) {
+                let _ = rustix::process::kill_process_group(g, Signal::STOP);
+            }
+            let settled_before = members
+                .iter()
+                .all(|(pid, (start, _))| *start == u64::MAX || settled(*pid, *start));
             let procs = all_processes();
             let mut new: Vec<Stat> = Vec::new();
             // Children may be listed before their parents: repeat until nothing joins.
@@ -163,9 +185,20 @@ impl Tree {
                     break;
                 }
             }
+            let out_of_time = std::time::Instant::now() >= deadline;
             if new.is_empty() {
-                break;
+                // A scan lists the pids first and reads them after: a process that
+                // forked and died in between shows only its death. Stable once two
+                // scans in a row, each begun with every frozen process stopped (so
+                // none is half-way through a fork), find nothing new.
+                quiet = if settled_before { quiet + 1 } else { 0 };
+                if quiet >= 2 || out_of_time {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+                continue;
             }
+            quiet = 0;
             for p in new {
                 let mut fd = None;
                 if signal(p.pid, p.start, &mut fd, Signal::STOP) {
@@ -176,6 +209,12 @@ impl Tree {
                     members.insert(p.pid, (u64::MAX, None));
                 }
             }
+            if out_of_time {
+                break;
+            }
+        }
+        if let (true, Some(g)) = (group, group_id) {
+            let _ = rustix::process::kill_process_group(g, Signal::KILL);
         }
         let mut killed = Vec::new();
         for (pid, (start, mut fd)) in members {

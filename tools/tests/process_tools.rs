@@ -13,6 +13,11 @@ use keel_tools::{
 };
 use serde_json::{json, Value};
 
+#[path = "process_tools/kill.rs"]
+mod kill;
+#[path = "process_tools/sandbox.rs"]
+mod sandbox;
+
 struct Ws {
     _dir: tempfile::TempDir,
     root: PathBuf,
