@@ -65,6 +65,12 @@ force.
 was approved at the `elevated` level, and for every call when the configuration says
 so (`SandboxConfig.network`; config key `sandboxNetwork = true`).
 
+**Background tasks.** `run_shell {background: true}` starts the same way, in the same
+sandbox, and is refused the same way. Its `timeoutMs` defaults to the maximum, one
+hour (a foreground call's default is two minutes); when it passes, the task is stopped
+and its output ends with a `[timed out after … ms …]` line. Its output is kept line by
+line, each line cut at 8 KiB, and read to the end whatever bytes it holds.
+
 **Stopping.** On timeout, cancellation, or after the command exits, everything it
 started is killed: with bubblewrap the PID namespace dies with its first process; in
 every mode each process carrying the call's marker (`KEEL_RUN_ID` in its environment),
