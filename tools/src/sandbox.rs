@@ -611,8 +611,10 @@ mod tests {
         }
         assert_eq!(SandboxMode::parse("yes"), None);
         assert_eq!(SandboxConfig::off().effective_mode(), SandboxMode::Off);
-        let mut c = SandboxConfig::default();
-        c.enabled = false;
+        let c = SandboxConfig {
+            enabled: false,
+            ..SandboxConfig::default()
+        };
         assert_eq!(c.effective_mode(), SandboxMode::Off);
     }
 
