@@ -10,26 +10,37 @@
 //! per-call marker in its environment (`KEEL_RUN_ID`), inherited by everything it
 //! starts. [`ShellChild::kill_all`] (on timeout and cancellation), [`ShellChild::wait`]
 //! (after the command exits, for what it left behind) and dropping a `ShellChild` that
-//! was not finished all end in `reap::Tree::kill_all`: it freezes (`SIGSTOP`) the
-//! root, its process group, every process with the marker and every child of those,
-//! scan after scan of `/proc` until no new one appears, then kills them all
-//! (`SIGKILL`, through pidfds). The root is reaped only after that, so the group id
-//! cannot be reused meanwhile, and the exit of the root is seen through its pidfd
-//! without reaping it.
+//! was not finished all end in `reap::Tree::kill_all`, which:
+//!
+//! 1. freezes the whole process group with one `SIGSTOP` (a group signal also reaches
+//!    a child being forked at that moment);
+//! 2. scans `/proc` and freezes every process that carries the marker, is in the
+//!    group, or is a child of a frozen process (a frozen parent keeps its children
+//!    findable, and cannot fork);
+//! 3. repeats until two scans in a row, each begun once every frozen process had
+//!    really stopped, find nothing new (a process still on its way to stopping may be
+//!    finishing a fork; a scan reads `/proc` over time, so one scan is not enough);
+//! 4. kills the group and every frozen process with `SIGKILL`, through pidfds checked
+//!    against each process's start time (a recycled pid is never signalled).
+//!
+//! The root is reaped only after that (its exit is seen through its pidfd without
+//! reaping it), so the group id cannot be reused meanwhile.
 //!
 //! - Before the sandbox is exec'd: `spawn_shell` returns only after the exec (it is
 //!   synchronous, so no caller can be dropped half-way), and nothing else exists yet.
 //! - During bubblewrap's set-up: bwrap's first process forks the sandbox's pid 1, which
-//!   calls `setsid` (leaving our group) before it is tied to its parent. It still has
-//!   the marker in its environment and bwrap as its frozen parent, so it is found;
-//!   killing it makes the kernel kill every process of the sandbox's PID namespace.
+//!   calls `setsid` (leaving our group) before it is tied to its parent
+//!   (`--die-with-parent` is set late). It still carries the marker and has bwrap as
+//!   its frozen parent, so it is found; killing it makes the kernel kill every process
+//!   of the sandbox's PID namespace, whatever they did to their group or environment.
 //! - After the command forked grandchildren, or a grandchild called `setsid`: the
-//!   marker (and the parent links) find them; with bubblewrap the PID namespace holds
-//!   them anyway.
+//!   marker and the parent links find them. Without a PID namespace (Landlock, none),
+//!   a process that leaves the group, clears its environment and is orphaned before
+//!   the kill cannot be found.
 //!
-//! After a kill every wait is bounded by [`KILL_GRACE`]: the root's reaping, the
-//! processes' disappearance and the output pipes (a pipe still held open after that
-//! is abandoned, keeping what was read).
+//! After a kill every wait is bounded by [`KILL_GRACE`] (and the freeze by 300 ms):
+//! the root's reaping, the processes' disappearance and the output pipes (a pipe still
+//! held open after that is abandoned, keeping what was read).
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
