@@ -164,7 +164,7 @@ async fn interrupt_latency() {
     let store = tempfile::tempdir().unwrap();
     let kernel = Kernel::builder()
         .config(KernelConfig {
-            sandbox: SandboxConfig { enabled: false },
+            sandbox: SandboxConfig::off(),
             ..KernelConfig::default()
         })
         .workspace(ws.path())

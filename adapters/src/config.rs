@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use keel_envelope::error::{ErrorCategory, ErrorCode, ErrorPayload, Severity};
 use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
 use crate::http::RetryPolicy;
@@ -68,8 +69,9 @@ pub struct Config {
     pub approval_timeout_secs: u64,
     /// Shell-command policy additions.
     pub shell: ShellConfig,
-    /// Whether shell commands run in the sandbox.
-    pub sandbox: bool,
+    /// The sandbox of shell commands (`sandbox`) and whether it lets the network
+    /// through (`sandboxNetwork`).
+    pub sandbox: SandboxConfig,
     /// Fraction of the context window at which the history is compacted.
     pub compaction_threshold: f64,
     /// Maximum model turns per request.
@@ -90,7 +92,7 @@ impl Default for Config {
             permission_mode: PermissionMode::Ask,
             approval_timeout_secs: 60,
             shell: ShellConfig::default(),
-            sandbox: true,
+            sandbox: SandboxConfig::default(),
             compaction_threshold: 0.8,
             max_turns: 50,
             retry: RetryPolicy::default(),
@@ -108,11 +110,42 @@ struct RawConfig {
     permission_mode: Option<PermissionMode>,
     approval_timeout_secs: Option<u64>,
     shell: Option<RawShell>,
-    sandbox: Option<bool>,
+    sandbox: Option<SandboxSetting>,
+    sandbox_network: Option<bool>,
     compaction_threshold: Option<f64>,
     max_turns: Option<u32>,
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
+}
+
+/// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
+/// `false` (= `"off"`).
+#[derive(Debug, Clone, Copy)]
+struct SandboxSetting(SandboxMode);
+
+impl<'de> Deserialize<'de> for SandboxSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = SandboxSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"auto\", \"bubblewrap\", \"landlock\", \"off\", true or false")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(SandboxSetting(if v {
+                    SandboxMode::Auto
+                } else {
+                    SandboxMode::Off
+                }))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                SandboxMode::parse(v)
+                    .map(SandboxSetting)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -281,8 +314,12 @@ impl Config {
                 self.shell.high_risk = h;
             }
         }
-        if let Some(s) = raw.sandbox {
-            self.sandbox = s;
+        if let Some(SandboxSetting(mode)) = raw.sandbox {
+            self.sandbox.mode = mode;
+            self.sandbox.enabled = mode != SandboxMode::Off;
+        }
+        if let Some(network) = raw.sandbox_network {
+            self.sandbox.network = network;
         }
         if let Some(c) = raw.compaction_threshold {
             if !(c > 0.0 && c <= 1.0) {

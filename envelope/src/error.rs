@@ -97,6 +97,8 @@ error_codes! {
     /// Two tools were registered under one name (a builder error; the message names
     /// both registrations).
     ToolNameConflict = "TOOL_NAME_CONFLICT",
+    /// A shell command must run in an OS sandbox and none can run on this machine.
+    SandboxUnavailable = "SANDBOX_UNAVAILABLE",
 }
 
 impl std::fmt::Display for ErrorCode {

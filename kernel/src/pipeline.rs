@@ -25,6 +25,7 @@ use keel_envelope::events::{
 };
 use keel_envelope::ids::IdKind;
 use keel_envelope::tools::Decision;
+use keel_envelope::types::PermissionMode;
 use keel_envelope::{ErrorCode, ErrorPayload, Event, Meta, Source};
 use keel_tools::{ProgressStream, ToolContext};
 use tokio::sync::mpsc;
@@ -56,6 +57,8 @@ pub(crate) struct CallCx<'a> {
     pub(crate) verdict: &'a GateVerdict,
     /// The tools the caller may use (`None`: every entry).
     pub(crate) scope: Option<&'a [String]>,
+    /// The session's permission mode when the gate decided.
+    pub(crate) mode: PermissionMode,
 }
 
 /// The content the model sees for a call, and whether it is an error.
@@ -85,9 +88,10 @@ pub(crate) async fn run_call(
     };
     session.probe(Point::BeforeGate, rid).await;
     // 2. Gate.
-    let verdict = {
+    let (verdict, mode) = {
         let d = session.data();
-        gate::decide(session, &d, &entry.spec, &call.arguments)
+        let v = gate::decide(session, &d, &entry.spec, &call.arguments);
+        (v, d.state.mode)
     };
     match verdict.decision() {
         Decision::Deny => {
@@ -131,6 +135,7 @@ pub(crate) async fn run_call(
         cancel: &call_cancel,
         verdict: &verdict,
         scope,
+        mode,
     };
     run(&cx, &entry).await
 }
@@ -226,7 +231,13 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
                         let _ = ptx.send((stream, chunk));
                     }),
                     elevated: cx.verdict.elevated(),
-                    sandbox: session.kernel.config.sandbox.clone(),
+                    // In `auto` mode nobody reviews a command: no sandbox, no command.
+                    sandbox: session
+                        .kernel
+                        .config
+                        .sandbox
+                        .clone()
+                        .required(cx.mode == PermissionMode::Auto),
                 };
                 tool.run(cx.call.arguments.clone(), ctx).await
             }
@@ -335,7 +346,8 @@ async fn emit_progress(
 /// Says once per session that shell commands run without the OS sandbox although
 /// it is enabled (bubblewrap missing or unusable).
 async fn warn_unsandboxed(session: &Session, rid: &str, result: &serde_json::Value) {
-    if !session.kernel.config.sandbox.enabled
+    let config = &session.kernel.config.sandbox;
+    if config.effective_mode() == keel_tools::SandboxMode::Off
         || result.get("sandboxed") != Some(&serde_json::Value::Bool(false))
     {
         return;
@@ -345,10 +357,7 @@ async fn warn_unsandboxed(session: &Session, rid: &str, result: &serde_json::Val
         !std::mem::replace(&mut d.sandbox_warned, true)
     };
     if first {
-        let reason = match keel_tools::sandbox_status() {
-            keel_tools::SandboxStatus::Unavailable { reason } => reason,
-            _ => "the sandbox could not be used".to_owned(),
-        };
+        let reason = keel_tools::sandbox_report(config).reason;
         let warning = ErrorPayload::new(
             ErrorCode::ToolExecutionFailed,
             format!("shell commands run without the OS sandbox: {reason}"),

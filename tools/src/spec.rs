@@ -407,5 +407,6 @@ pub fn permissions_markdown() -> String {
         out.push_str(&format!("- `{}`: {}\n", s.name, s.description));
     }
     out.push_str(crate::policy::POLICY_DOC);
+    out.push_str(crate::sandbox::SANDBOX_DOC);
     out
 }

@@ -18,6 +18,22 @@ fn permissions_doc_is_fresh() {
 }
 
 #[test]
+fn permissions_doc_explains_the_sandbox() {
+    let doc = permissions_markdown();
+    assert!(doc.ends_with(keel_tools::sandbox::SANDBOX_DOC));
+    for needle in [
+        "## Sandbox",
+        "`auto` (default)",
+        "SANDBOX_UNAVAILABLE",
+        "sandboxNetwork = true",
+        "`elevated`",
+        "Landlock",
+    ] {
+        assert!(doc.contains(needle), "{needle}");
+    }
+}
+
+#[test]
 fn permissions_doc_lists_every_row_of_the_table() {
     let doc = permissions_markdown();
     for s in builtin_specs().into_iter().chain(kernel_specs()) {

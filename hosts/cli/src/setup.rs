@@ -11,7 +11,6 @@ use keel_envelope::types::PermissionMode;
 use keel_envelope::ErrorPayload;
 use keel_kernel::{Kernel, KernelConfig};
 use keel_tools::policy::ShellPolicy;
-use keel_tools::SandboxConfig;
 
 /// Flags shared by `bridge`, `exec`, the REPL and `acp`.
 #[derive(Debug, Clone, Default)]
@@ -116,9 +115,7 @@ pub fn runtime(common: &Common) -> Result<Runtime, ErrorPayload> {
             whitelist: config.shell.whitelist.clone(),
             high_risk: config.shell.high_risk.clone(),
         },
-        sandbox: SandboxConfig {
-            enabled: config.sandbox,
-        },
+        sandbox: config.sandbox.clone(),
         available_models: config.available_models(model_spec.as_deref()),
         ..KernelConfig::default()
     };

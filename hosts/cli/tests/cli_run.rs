@@ -292,10 +292,15 @@ fn bridge_stdout_carries_envelopes_only() {
     );
 }
 
-#[test]
-fn a_missing_sandbox_is_reported_once_as_a_warning() {
+/// Runs two `echo`s with bubblewrap forced and off the PATH (so no sandbox can run).
+fn run_without_a_sandbox(mode: &str) -> (Option<i32>, Vec<keel_envelope::Envelope>) {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "sandbox = \"bubblewrap\"\n",
+    )
+    .unwrap();
     // A PATH with a shell but without bubblewrap.
     let bin = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
@@ -310,24 +315,26 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         ]}),
     );
     let out = keel()
-        .args(["exec", "run", "--json", "--mode", "auto", "--workspace"])
+        .args(["exec", "run", "--json", "--mode", mode, "--workspace"])
         .arg(ws.path())
         .args(["--model", &model])
         .env("KEEL_HOME", home.path())
         .env("PATH", bin.path())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let envs: Vec<_> = String::from_utf8(out.stdout)
+    let envs = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| codec::decode_envelope(l.as_bytes()).unwrap())
         .collect();
+    (out.status.code(), envs)
+}
+
+#[test]
+fn a_missing_sandbox_is_reported_once_as_a_warning() {
+    // In `ask` mode a command the gate allows runs unsandboxed, with one warning.
+    let (code, envs) = run_without_a_sandbox("ask");
+    assert_eq!(code, Some(0));
     let warnings: Vec<_> = envs
         .iter()
         .filter(|e| matches!(&e.event, Event::Warning(w) if w.details["reason"] == "sandbox_unavailable"))
@@ -338,6 +345,30 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         .filter(|e| e.type_name() == "tool.call.completed")
         .count();
     assert_eq!(completed, 2);
+}
+
+#[test]
+fn auto_mode_refuses_commands_when_no_sandbox_can_run() {
+    let (code, envs) = run_without_a_sandbox("auto");
+    assert_eq!(code, Some(0));
+    let failed: Vec<_> = envs
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolCallFailed(f) => Some(f.error.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for f in &failed {
+        assert_eq!(f.code, keel_envelope::ErrorCode::SandboxUnavailable);
+        assert!(f.message.contains("sandbox = \"off\""), "{}", f.message);
+    }
+    assert_eq!(
+        envs.iter()
+            .filter(|e| e.type_name() == "tool.call.completed")
+            .count(),
+        0
+    );
 }
 
 #[test]

@@ -199,3 +199,136 @@ async fn background_tasks_run_report_and_stop() {
         .collect();
     assert_eq!(statuses, ["stopped", "exited", "stopped"]);
 }
+
+#[tokio::test]
+async fn background_output_survives_invalid_utf8_and_long_lines() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    // Invalid UTF-8 on the second line, then a 20,000-byte line, then more lines: the
+    // whole output is read (no SIGPIPE), long lines are cut, bad bytes replaced.
+    let script = "printf 'one\\n\\377\\376bad\\n'; head -c 20000 /dev/zero | tr '\\0' x; echo; \
+                  i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done; echo done\n";
+    std::fs::write(ws.path().join("gen.sh"), script).unwrap();
+    let turns = vec![
+        Turn::Call(
+            "run_shell",
+            serde_json::json!({"command": "sh gen.sh", "background": true}),
+        ),
+        Turn::Say("started"),
+    ];
+    let mut h = H::new(
+        ws.path(),
+        store.path(),
+        turns,
+        true,
+        Some(PermissionMode::Auto),
+    )
+    .await;
+    let (rid, _) = h.run(send("run it", None)).await;
+    let evs = h.finish(&rid).await;
+    let ids = started_task(&evs);
+    assert_eq!(ids.len(), 1, "{:?}", types(&evs));
+    let (task, lines) = wait_task(&mut h, &ids[0], |t, _| {
+        t.status != BackgroundStatus::Running
+    })
+    .await;
+    assert_eq!(
+        (task.status, task.exit_code),
+        (BackgroundStatus::Exited, Some(0)),
+        "{lines:?}"
+    );
+    assert_eq!(lines[0], "one");
+    assert_eq!(lines[1], "\u{fffd}\u{fffd}bad");
+    assert!(
+        lines[2].starts_with(&"x".repeat(8192)),
+        "{}",
+        &lines[2][..20]
+    );
+    assert!(
+        lines[2].ends_with("[line truncated at 8192 bytes; 11808 more dropped]"),
+        "{}",
+        &lines[2][8000..]
+    );
+    assert_eq!(lines[3], "line0");
+    assert_eq!(lines.last().map(String::as_str), Some("done"));
+    assert_eq!(lines.len(), 3 + 300 + 1);
+}
+
+#[tokio::test]
+async fn background_tasks_stop_at_their_time_limit() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let token = format!("6{}.25", std::process::id());
+    let command = format!("echo started; sleep {token} & sleep {token}");
+    let turns = vec![
+        Turn::Call(
+            "run_shell",
+            serde_json::json!({"command": command, "background": true, "timeoutMs": 500}),
+        ),
+        Turn::Call(
+            "run_shell",
+            serde_json::json!({"command": "true", "background": true, "timeoutMs": 3_600_001}),
+        ),
+        Turn::Say("started"),
+    ];
+    let mut h = H::new(
+        ws.path(),
+        store.path(),
+        turns,
+        true,
+        Some(PermissionMode::Auto),
+    )
+    .await;
+    let (rid, _) = h.run(send("run it", None)).await;
+    let evs = h.finish(&rid).await;
+    let ids = started_task(&evs);
+    assert_eq!(ids.len(), 1, "the second call has a bad time limit");
+    let failed: Vec<&ErrorPayload> = evs
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolCallFailed(f) => Some(&f.error),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].code, ErrorCode::ToolArgumentsInvalid);
+    assert_eq!(failed[0].details["field"], "timeoutMs");
+    let (task, lines) = wait_task(&mut h, &ids[0], |t, _| {
+        t.status != BackgroundStatus::Running
+    })
+    .await;
+    assert_eq!(task.status, BackgroundStatus::Stopped);
+    assert_eq!(lines.first().map(String::as_str), Some("started"));
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.contains("timed out after 500 ms")),
+        "{lines:?}"
+    );
+    // Nothing it started survives (a SIGKILL'd process may take a moment to go).
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let p = e.path();
+                let cmd = std::fs::read(p.join("cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(p.join("stat")).unwrap_or_default();
+                String::from_utf8_lossy(&cmd).contains(&token)
+                    && !stat
+                        .rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+            })
+            .count()
+    };
+    for _ in 0..500 {
+        if alive() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(alive(), 0, "a process of the timed-out task survived");
+}
