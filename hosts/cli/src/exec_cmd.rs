@@ -9,6 +9,7 @@ use keel_envelope::types::{ApprovalDecision, StopReason};
 use keel_envelope::{codec, ErrorCode, Event};
 use keel_kernel::SessionOptions;
 
+use crate::interrupt::CtrlC;
 use crate::render::{colors, Renderer};
 use crate::setup;
 
@@ -75,6 +76,9 @@ pub fn run(args: &[String]) -> i32 {
 }
 
 async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
+    // One listener for the whole run: a Ctrl-C that arrives while an envelope is
+    // written is kept for the next turn of the loop below.
+    let mut ctrlc = CtrlC::install();
     let runtime = match setup::runtime(&common) {
         Ok(r) => r,
         Err(e) => {
@@ -112,7 +116,7 @@ async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
     loop {
         let env = tokio::select! {
             e = events.recv() => match e { Some(e) => e, None => break },
-            _ = tokio::signal::ctrl_c(), if !interrupted => {
+            _ = ctrlc.recv(), if !interrupted => {
                 interrupted = true;
                 let _ = session.interrupt().await;
                 continue;

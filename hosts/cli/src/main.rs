@@ -4,6 +4,7 @@ mod acp_cmd;
 mod bridge_cmd;
 mod demo_cmd;
 mod exec_cmd;
+mod interrupt;
 mod policy_cmd;
 mod render;
 mod repl;

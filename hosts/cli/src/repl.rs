@@ -17,8 +17,9 @@ use std::time::Duration;
 use keel_kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
 use rustyline::error::ReadlineError;
 
+use crate::interrupt::CtrlC;
 use crate::setup;
-use input::{CtrlC, LineEditor, TypeAhead};
+use input::{LineEditor, TypeAhead};
 use render::Screen;
 use slash::Flow;
 

@@ -222,16 +222,88 @@ fn exec_interrupted_by_ctrl_c_exits_130() {
             break;
         }
     }
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    interrupt(child.id());
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     assert!(
         rest.iter().any(|l| l.contains("\"session.interrupted\"")),
         "{rest:?}"
     );
     assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Ctrl-C pressed while `keel exec` is busy writing envelopes (here: blocked on a full
+/// stdout pipe that nobody reads) is not lost: the request is interrupted once the
+/// output drains. Several runs, several Ctrl-C each, with the cores kept busy.
+#[test]
+fn exec_keeps_a_ctrl_c_that_arrives_while_it_writes() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect();
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // A long answer: thousands of deltas, far more output than a pipe holds.
+    let long = "lorem ipsum dolor sit amet ".repeat(8000);
+    let model = script(home.path(), serde_json::json!({"turns": [{"text": long}]}));
+    let mut seed = std::process::id() as u64;
+    let mut rand = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for run in 0..3 {
+        let mut child = keel()
+            .args(["exec", "talk", "--json", "--workspace"])
+            .arg(ws.path())
+            .args(["--model", &model])
+            .env("KEEL_HOME", home.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        loop {
+            let line = lines.next().unwrap().unwrap();
+            if codec::decode_envelope(line.as_bytes()).unwrap().type_name() == "assistant.delta" {
+                break;
+            }
+        }
+        // Stop reading: the pipe fills and `keel exec` blocks in a write. Press
+        // Ctrl-C a few times at random moments meanwhile.
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(100 + rand(300)));
+            interrupt(child.id());
+        }
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        let code = child.wait().unwrap().code();
+        assert!(
+            rest.iter().any(|l| l.contains("\"session.interrupted\"")),
+            "run {run}: the request was not interrupted ({} lines after, exit {code:?})",
+            rest.len()
+        );
+        assert_eq!(code, Some(130), "run {run}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
 }
 
 #[test]
