@@ -39,11 +39,7 @@ fn write_project(root: &Path) -> std::io::Result<()> {
 }
 
 /// Runs the demo; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    if let Some(a) = args.first() {
-        eprintln!("keel demo: takes no arguments (got {a:?})");
-        return 2;
-    }
+pub fn run() -> i32 {
     let base = std::env::temp_dir().join(
         UlidGen::default()
             .next_id(IdKind::Session)

@@ -2,6 +2,7 @@
 
 mod acp_cmd;
 mod bridge_cmd;
+mod cli;
 mod demo_cmd;
 mod exec_cmd;
 mod interrupt;
@@ -12,33 +13,51 @@ mod sessions_cmd;
 mod setup;
 mod tool_cmd;
 
+use clap::{CommandFactory, FromArgMatches};
+
+use cli::{Cli, Command};
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("--version") | Some("-V") => println!("keel {}", env!("CARGO_PKG_VERSION")),
-        Some("policy") => std::process::exit(policy_cmd::run(&args[1..])),
-        Some("tool") => std::process::exit(tool_cmd::run(&args[1..])),
-        Some("acp") => std::process::exit(acp_cmd::run(&args[1..])),
-        Some("bridge") => std::process::exit(bridge_cmd::run(&args[1..])),
-        Some("exec") => std::process::exit(exec_cmd::run(&args[1..])),
-        Some("demo") => std::process::exit(demo_cmd::run(&args[1..])),
-        Some("sessions") => std::process::exit(sessions_cmd::run(&args[1..])),
-        Some("resume") => {
-            // `keel resume <id> [flags]` is the REPL on a stored session.
-            let mut rest: Vec<String> = Vec::new();
-            match args.get(1) {
-                Some(id) if !id.starts_with('-') => {
-                    rest.push("--resume".into());
-                    rest.push(id.clone());
-                    rest.extend(args[2..].iter().cloned());
-                }
-                _ => {
-                    eprintln!("usage: keel resume <session-id> [--workspace DIR] [--model M] [--mode MODE]");
-                    std::process::exit(2);
-                }
-            }
-            std::process::exit(repl::run(&rest))
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match Cli::command()
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(usage_error(&args, e)),
+    };
+    std::process::exit(run(cli))
+}
+
+/// Reports a command-line error (or prints the help or version asked for); returns
+/// the exit code: 0 for help and version, 2 for a usage error.
+fn usage_error(args: &[String], e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    let asked = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    let json = cli::command_name(args).is_some_and(|c| cli::JSON_ERROR_COMMANDS.contains(&c));
+    if json && !asked {
+        return policy_cmd::usage_error(&e);
+    }
+    let _ = e.print();
+    e.exit_code()
+}
+
+fn run(cli: Cli) -> i32 {
+    match cli.command {
+        Some(Command::Exec(a)) => exec_cmd::run(a),
+        Some(Command::Resume(a)) => repl::run(a.session, Some(a.session_id)),
+        Some(Command::Demo) => demo_cmd::run(),
+        Some(Command::Sessions(a)) => sessions_cmd::run(a),
+        Some(Command::Bridge(a)) => bridge_cmd::run(a),
+        Some(Command::Acp(a)) => acp_cmd::run(a),
+        Some(Command::Policy(a)) => policy_cmd::run(a),
+        Some(Command::Tool(a)) => tool_cmd::run(a),
+        Some(Command::Doctor(_)) => 0,
+        Some(Command::Completions(a)) => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(a.shell, &mut cmd, "keel", &mut std::io::stdout());
+            0
         }
-        _ => std::process::exit(repl::run(&args)),
+        None => repl::run(cli.repl.session, cli.repl.resume),
     }
 }
