@@ -80,6 +80,24 @@ pub enum Command {
     Completions(CompletionsArgs),
 }
 
+impl Command {
+    /// The command's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Exec(_) => "exec",
+            Command::Resume(_) => "resume",
+            Command::Demo => "demo",
+            Command::Sessions(_) => "sessions",
+            Command::Bridge(_) => "bridge",
+            Command::Acp(_) => "acp",
+            Command::Policy(_) => "policy",
+            Command::Tool(_) => "tool",
+            Command::Doctor(_) => "doctor",
+            Command::Completions(_) => "completions",
+        }
+    }
+}
+
 /// `--workspace`, the same for every command that takes it.
 #[derive(Debug, Clone, Default, Args)]
 pub struct WorkspaceArg {

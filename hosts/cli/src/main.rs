@@ -6,6 +6,7 @@ mod cli;
 mod demo_cmd;
 mod exec_cmd;
 mod interrupt;
+mod logging;
 mod policy_cmd;
 mod render;
 mod repl;
@@ -43,6 +44,25 @@ fn usage_error(args: &[String], e: clap::Error) -> i32 {
 }
 
 fn run(cli: Cli) -> i32 {
+    if let Some(Command::Completions(a)) = &cli.command {
+        let mut cmd = Cli::command();
+        clap_complete::generate(a.shell, &mut cmd, "keel", &mut std::io::stdout());
+        return 0;
+    }
+    let log = logging::init(cli.global.log_stderr);
+    let name = cli.command.as_ref().map_or("repl", Command::name);
+    tracing::info!(
+        command = name,
+        version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
+        "keel started"
+    );
+    let code = dispatch(cli, log);
+    tracing::info!(command = name, code, "keel finished");
+    code
+}
+
+fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
     match cli.command {
         Some(Command::Exec(a)) => exec_cmd::run(a),
         Some(Command::Resume(a)) => repl::run(a.session, Some(a.session_id)),
@@ -52,12 +72,11 @@ fn run(cli: Cli) -> i32 {
         Some(Command::Acp(a)) => acp_cmd::run(a),
         Some(Command::Policy(a)) => policy_cmd::run(a),
         Some(Command::Tool(a)) => tool_cmd::run(a),
-        Some(Command::Doctor(_)) => 0,
-        Some(Command::Completions(a)) => {
-            let mut cmd = Cli::command();
-            clap_complete::generate(a.shell, &mut cmd, "keel", &mut std::io::stdout());
+        Some(Command::Doctor(_)) => {
+            let _ = log;
             0
         }
+        Some(Command::Completions(_)) => 0,
         None => repl::run(cli.repl.session, cli.repl.resume),
     }
 }

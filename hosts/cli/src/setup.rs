@@ -61,6 +61,13 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         &config,
     )
     .ok();
+    tracing::info!(
+        workspace = %workspace.display(),
+        home = %home.display(),
+        model = model_spec.as_deref().unwrap_or("(none)"),
+        config_files = config.sources.len(),
+        "runtime configured"
+    );
     let default_model = match &model_spec {
         Some(spec) => Some(build_model(spec, &config)?),
         None => None,
@@ -101,7 +108,8 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     })
 }
 
-/// Prints an error payload as one JSON line on stderr.
+/// Prints an error's message on stderr, and logs it.
 pub fn report(error: &ErrorPayload) {
+    tracing::error!(code = error.code.as_str(), message = %error.message, "command failed");
     eprintln!("keel: {}", error.message);
 }
