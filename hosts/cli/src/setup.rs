@@ -86,6 +86,7 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
             enabled: config.sandbox,
         },
         available_models: config.available_models(model_spec.as_deref()),
+        patch_preview: config.patch_preview,
         ..KernelConfig::default()
     };
     let factory_config = config.clone();

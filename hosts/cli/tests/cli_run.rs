@@ -470,3 +470,58 @@ fn resume_opens_a_stored_session() {
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sess_nope"));
 }
+
+#[test]
+fn patch_preview_in_the_config_turns_edits_into_patches() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = write_script(home.path());
+    let run = |config: &str| {
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        let out = keel()
+            .args([
+                "exec",
+                "write it",
+                "--json",
+                "--mode",
+                "auto-edit",
+                "--workspace",
+            ])
+            .arg(ws.path())
+            .args(["--model", &model])
+            .env("KEEL_HOME", home.path())
+            .output()
+            .unwrap();
+        let types: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                codec::decode_envelope(l.as_bytes())
+                    .unwrap()
+                    .type_name()
+                    .to_owned()
+            })
+            .collect();
+        (out.status.code(), types)
+    };
+    let (code, types) = run("patchPreview = true\n");
+    assert_eq!(code, Some(0));
+    assert!(types.iter().any(|t| t == "patch.proposed"), "{types:?}");
+    assert!(!ws.path().join("out.txt").exists(), "nothing written");
+    let (code, types) = run("patchPreview = false\n");
+    assert_eq!(code, Some(0));
+    assert!(!types.iter().any(|t| t == "patch.proposed"), "{types:?}");
+    assert!(ws.path().join("out.txt").exists());
+    // A bad value is a set-up error that names the key and its line.
+    std::fs::write(home.path().join("config.toml"), "\npatchPreview = 1\n").unwrap();
+    let out = keel()
+        .args(["exec", "x", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("patchPreview") && err.contains(":2:"), "{err}");
+}
