@@ -4,6 +4,7 @@ mod acp_cmd;
 mod bridge_cmd;
 mod cli;
 mod demo_cmd;
+mod doctor_cmd;
 mod exec_cmd;
 mod interrupt;
 mod logging;
@@ -72,10 +73,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
         Some(Command::Acp(a)) => acp_cmd::run(a),
         Some(Command::Policy(a)) => policy_cmd::run(a),
         Some(Command::Tool(a)) => tool_cmd::run(a),
-        Some(Command::Doctor(_)) => {
-            let _ = log;
-            0
-        }
+        Some(Command::Doctor(a)) => doctor_cmd::run(a, &log),
         Some(Command::Completions(_)) => 0,
         None => repl::run(cli.repl.session, cli.repl.resume),
     }
