@@ -11,7 +11,7 @@ use keel_kernel::SessionOptions;
 
 use crate::cli::{ExecArgs, SessionArgs};
 use crate::interrupt::CtrlC;
-use crate::render::{colors, Renderer};
+use crate::render::{colors, width, Renderer};
 use crate::setup;
 
 /// Exit code: success.
@@ -77,7 +77,7 @@ async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut renderer = Renderer::new(colors());
+    let mut renderer = Renderer::new(colors(), width());
     let rid = match session.send(prompt).await {
         Ok(r) => r,
         Err(e) => {

@@ -8,6 +8,7 @@ mod doctor_cmd;
 mod exec_cmd;
 mod interrupt;
 mod logging;
+mod markdown;
 mod policy_cmd;
 mod render;
 mod repl;

@@ -6,7 +6,7 @@
 
 mod ext;
 mod input;
-mod render;
+pub(crate) mod render;
 mod rules;
 mod slash;
 mod turn;

@@ -525,3 +525,43 @@ fn patch_preview_in_the_config_turns_edits_into_patches() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("patchPreview") && err.contains(":2:"), "{err}");
 }
+
+#[test]
+fn exec_renders_the_model_s_markdown_as_plain_text_off_a_terminal() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let text = "# Result\n\nThe **answer** is *here*:\n\n- one\n- two\n\n| k | v |\n|---|---|\n| a | 1 |\n\n```rust\nfn main() {}\n```\nBye \u{1b}]0;pwned\u{7}\u{1b}[2Jnow.";
+    let model = script(home.path(), serde_json::json!({"turns": [{"text": text}]}));
+    let out = keel()
+        .args(["exec", "show me", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no escapes off a terminal: {stdout:?}"
+    );
+    assert!(
+        !stdout.contains("pwned"),
+        "the OSC string is removed whole: {stdout:?}"
+    );
+    for gone in ["**", "# Result", "```", "|---|"] {
+        assert!(!stdout.contains(gone), "{gone:?} left in:\n{stdout}");
+    }
+    for kept in [
+        "Result\n",
+        "The answer is here:",
+        "- one\n- two",
+        "k | v",
+        "a | 1",
+        "    fn main() {}",
+        "Bye now.",
+    ] {
+        assert!(stdout.contains(kept), "{kept:?} missing from:\n{stdout}");
+    }
+}
