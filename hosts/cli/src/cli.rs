@@ -17,7 +17,6 @@ use keel_envelope::types::PermissionMode;
     long_about = "Keel: an agent runtime.\n\nWithout a command, `keel` starts an interactive \
                   session (the REPL) in the workspace. Type a message and press Enter; /help \
                   lists the slash commands; Ctrl-D exits.",
-    args_conflicts_with_subcommands = true,
     disable_help_subcommand = false,
     after_help = "Run `keel help <command>` or `keel <command> --help` for the details of a command."
 )]
@@ -320,6 +319,38 @@ impl TypedValueParser for ModeParser {
                 .into_iter()
                 .map(|m| clap::builder::PossibleValue::new(m.as_str())),
         ))
+    }
+}
+
+impl Cli {
+    /// Refuses the REPL's flags before a command (`keel --model m exec …`): they
+    /// would be ignored, since each command takes its own.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        if self.command.is_none() {
+            return Ok(());
+        }
+        let r = &self.repl;
+        let given: Vec<&str> = [
+            ("--workspace", r.session.workspace.workspace.is_some()),
+            ("--model", r.session.model.model.is_some()),
+            ("--mode", r.session.mode.mode.is_some()),
+            ("--resume", r.resume.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
+        match given.first() {
+            None => Ok(()),
+            Some(flag) => {
+                use clap::CommandFactory;
+                Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{flag} is given before the command; put it after the command's name (e.g. `keel exec --model M \"prompt\"`)"
+                    ),
+                ))
+            }
+        }
     }
 }
 

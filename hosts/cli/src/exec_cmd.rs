@@ -85,6 +85,7 @@ async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
             return EXIT_FAILED;
         }
     };
+    tracing::info!(session_id = %session.id(), request_id = %rid, json, "exec request sent");
     let mut denied = false;
     let mut code = EXIT_FAILED;
     let mut interrupted = false;
@@ -92,6 +93,7 @@ async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
         let env = tokio::select! {
             e = events.recv() => match e { Some(e) => e, None => break },
             _ = ctrlc.recv(), if !interrupted => {
+                tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
                 interrupted = true;
                 let _ = session.interrupt().await;
                 continue;

@@ -76,17 +76,13 @@ pub fn init(log_stderr: bool) -> LogSetup {
             None
         }
     };
-    let file_layer = file.map(|f| {
-        tracing_subscriber::fmt::layer()
-            .with_ansi(false)
-            .with_writer(f)
-            .boxed()
-    });
+    let file_layer = file.map(|f| line_format(f, false).boxed());
     let stderr_layer = log_stderr.then(|| {
-        tracing_subscriber::fmt::layer()
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_writer(std::io::stderr)
-            .boxed()
+        line_format(
+            std::io::stderr,
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        )
+        .boxed()
     });
     if let (true, Some(p)) = (log_stderr, &setup.problem) {
         eprintln!("keel: {p}");
@@ -97,6 +93,20 @@ pub fn init(log_stderr: bool) -> LogSetup {
         .with(stderr_layer)
         .try_init();
     setup
+}
+
+/// The line format: UTC time, level, the spans the event is in with their fields
+/// (`session{session_id=…}:request{request_id=…}:`), the module, the message and its
+/// fields.
+fn line_format<S, W>(writer: W, ansi: bool) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
+        .with_target(true)
+        .with_writer(writer)
 }
 
 /// A log file per UTC day, `keel-YYYY-MM-DD.log`, appended to; when a new day's file
@@ -242,6 +252,31 @@ fn date_of(unix_secs: u64) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_carry_the_fields_of_their_spans() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = DailyFile::open(dir.path(), 2).unwrap();
+        let subscriber = tracing_subscriber::registry().with(line_format(file, false));
+        tracing::subscriber::with_default(subscriber, || {
+            let session = tracing::info_span!("session", session_id = "sess_1");
+            let _s = session.enter();
+            let request = tracing::info_span!("request", request_id = "req_9");
+            let _r = request.enter();
+            tracing::info!(tool = "read_file", "tool ran");
+        });
+        let text =
+            std::fs::read_to_string(dir.path().join(DailyFile::file_name(&today()))).unwrap();
+        assert!(
+            text.contains("session{session_id=\"sess_1\"}:request{request_id=\"req_9\"}:"),
+            "{text}"
+        );
+        assert!(
+            text.contains("INFO") && text.contains("tool ran tool=\"read_file\""),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'));
+    }
 
     #[test]
     fn dates_are_utc_calendar_dates() {

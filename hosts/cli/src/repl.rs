@@ -133,6 +133,11 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
         queued_text: Default::default(),
         patch_preview: None,
     };
+    tracing::info!(
+        session_id = %repl.session.id(),
+        resumed = resume.is_some(),
+        "REPL session opened"
+    );
     repl.banner();
     repl.apply_saved_rules(None);
     let code = repl.main_loop();

@@ -139,9 +139,25 @@ fn shared_flags_are_spelt_the_same_everywhere() {
         assert!(help.contains("--json"), "{c:?}");
     }
     // The global flag goes anywhere.
-    let out = keel(&["sessions", "list", "--json", "--log-stderr"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), "[]");
+    for args in [
+        vec!["sessions", "list", "--json", "--log-stderr"],
+        vec!["--log-stderr", "sessions", "list", "--json"],
+        vec!["sessions", "--log-stderr", "list", "--json"],
+    ] {
+        let out = keel(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout).trim(), "[]");
+        assert!(text(&out.stderr).contains("keel started"), "{args:?}");
+    }
+    // The REPL's flags before a command are refused, not ignored.
+    let out = keel(&["--model", "scripted:x", "sessions", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--model is given before the command"));
 }
 
 #[test]
