@@ -80,6 +80,9 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// HTTP provider settings.
     pub providers: ProvidersConfig,
+    /// Whether new sessions propose edits as patches instead of writing them
+    /// (`patchPreview`).
+    pub patch_preview: bool,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
 }
@@ -97,6 +100,7 @@ impl Default for Config {
             max_turns: 50,
             retry: RetryPolicy::default(),
             providers: ProvidersConfig::default(),
+            patch_preview: false,
             sources: Vec::new(),
         }
     }
@@ -116,6 +120,7 @@ struct RawConfig {
     max_turns: Option<u32>,
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
+    patch_preview: Option<bool>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -246,6 +251,59 @@ fn parse_raw(text: &str, file: &Path) -> Result<RawConfig, ErrorPayload> {
     })
 }
 
+/// Adds the line of the error's `key` (when it can be found in `text`) to an error
+/// about a value: `file:line: …` in the message, and `line` in the details.
+fn with_key_line(mut err: ErrorPayload, text: &str, file: &Path) -> ErrorPayload {
+    let Some(key) = err.details.get("key").and_then(|k| k.as_str()) else {
+        return err;
+    };
+    let Some(line) = key_line(text, key) else {
+        return err;
+    };
+    let shown = file.display().to_string();
+    if let Some(rest) = err.message.strip_prefix(&shown) {
+        err.message = format!("{shown}:{line}{rest}");
+    }
+    err.with_detail("line", line)
+}
+
+/// The 1-based line where `key` is set: `name = …` at the top level for `name`,
+/// `name = …` under `[table]` (or `table.name = …`) for `table.name`. Keys inside
+/// arrays of tables (`availableModels[1].id`) are not looked up.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    if key.contains('[') {
+        return None;
+    }
+    let (table, name) = match key.rsplit_once('.') {
+        Some((t, n)) => (Some(t), n),
+        None => (None, key),
+    };
+    let mut current: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_start_matches('[');
+            let end = header.find(']').unwrap_or(header.len());
+            current = Some(header[..end].trim().to_owned());
+            continue;
+        }
+        let Some((lhs, _)) = line.split_once('=') else {
+            continue;
+        };
+        let lhs = lhs.trim().trim_matches('"');
+        let hit = match (&current, table) {
+            (None, None) => lhs == name,
+            (Some(c), Some(t)) => c == t && lhs == name,
+            (None, Some(t)) => lhs == format!("{t}.{name}"),
+            (Some(_), None) => false,
+        };
+        if hit {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 impl Config {
     /// Loads `keel_home/config.toml`, then `workspace/.keel/config.toml` over it key
     /// by key. Missing files are skipped; an unreadable file, malformed TOML (with its
@@ -276,7 +334,8 @@ impl Config {
     /// Applies one file's text over this configuration (`file` names it in errors).
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
-        self.apply(raw, file)?;
+        self.apply(raw, file)
+            .map_err(|e| with_key_line(e, text, file))?;
         self.sources.push(file.to_owned());
         Ok(())
     }
@@ -347,6 +406,9 @@ impl Config {
                 self.retry.max_delay_ms = v;
             }
         }
+        if let Some(p) = raw.patch_preview {
+            self.patch_preview = p;
+        }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {
                 self.providers.openai.base_url = Some(url);
@@ -406,6 +468,62 @@ pub fn default_keel_home(env: &EnvMap) -> Option<PathBuf> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patch_preview_is_a_key() {
+        let mut c = Config::default();
+        assert!(!c.patch_preview);
+        c.apply_toml("patchPreview = true\n", Path::new("config.toml"))
+            .unwrap();
+        assert!(c.patch_preview);
+        // A project file may turn it off again.
+        c.apply_toml("patchPreview = false\n", Path::new(".keel/config.toml"))
+            .unwrap();
+        assert!(!c.patch_preview);
+        let e = c
+            .apply_toml(
+                "# preview\npatchPreview = \"yes\"\n",
+                Path::new("config.toml"),
+            )
+            .unwrap_err();
+        assert_eq!(e.details["key"], "patchPreview");
+        assert_eq!(e.details["line"], 2);
+    }
+
+    #[test]
+    fn bad_values_name_their_key_and_line() {
+        let mut c = Config::default();
+        let text = "model = \"openai:gpt-4o\"\n\n[retry]\nmaxRetries = 2\n\n[shell]\n\ncompactionThreshold = 3.0\n";
+        // compactionThreshold sits under [shell] here: an unknown key of that table.
+        let e = c.apply_toml(text, Path::new("c.toml")).unwrap_err();
+        assert_eq!(e.details["key"], "shell.compactionThreshold");
+        let text = "model = \"openai:gpt-4o\"\ncompactionThreshold = 3.0\n";
+        let e = c.apply_toml(text, Path::new("c.toml")).unwrap_err();
+        assert_eq!(e.details["key"], "compactionThreshold");
+        assert_eq!(e.details["line"], 2);
+        assert!(
+            e.message.starts_with("c.toml:2: invalid value"),
+            "{}",
+            e.message
+        );
+        let e = c
+            .apply_toml("maxTurns = 0\n", Path::new("c.toml"))
+            .unwrap_err();
+        assert_eq!(e.details["line"], 1);
+    }
+
+    #[test]
+    fn keys_are_found_in_tables() {
+        let text = "a = 1\n[retry]\nmaxRetries = 2\n[[availableModels]]\nid = \"x\"\n";
+        assert_eq!(key_line(text, "a"), Some(1));
+        assert_eq!(key_line(text, "retry.maxRetries"), Some(3));
+        assert_eq!(
+            key_line("retry.maxRetries = 1\n", "retry.maxRetries"),
+            Some(1)
+        );
+        assert_eq!(key_line(text, "model"), None);
+        assert_eq!(key_line(text, "availableModels[0].id"), None);
+    }
 
     #[test]
     fn line_and_column_are_one_based() {

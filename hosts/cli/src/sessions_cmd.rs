@@ -1,28 +1,12 @@
 //! `keel sessions list [--json]`: the sessions in the store (`KEEL_HOME`).
 
+use crate::cli::{SessionArgs, SessionsArgs, SessionsCommand};
 use crate::setup;
 
-const USAGE: &str = "usage: keel sessions list [--json]";
-
 /// Runs `keel sessions`; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    let mut json = false;
-    match args.first().map(String::as_str) {
-        Some("list") => {}
-        _ => {
-            eprintln!("{USAGE}");
-            return 2;
-        }
-    }
-    for a in &args[1..] {
-        match a.as_str() {
-            "--json" => json = true,
-            other => {
-                eprintln!("keel sessions: unknown argument {other:?}\n{USAGE}");
-                return 2;
-            }
-        }
-    }
+pub fn run(args: SessionsArgs) -> i32 {
+    let SessionsCommand::List { json } = args.command;
+    let json = json.json;
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -34,7 +18,7 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     rt.block_on(async move {
-        let runtime = match setup::runtime(&setup::Common::default()) {
+        let runtime = match setup::runtime(&SessionArgs::default()) {
             Ok(r) => r,
             Err(e) => {
                 setup::report(&e);
