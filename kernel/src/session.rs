@@ -237,8 +237,11 @@ impl Session {
             .await;
     }
 
+    /// Emits `session.resumed` and the replay under `g`, this session's emitter held,
+    /// so no event of the session slips between the log that was read and the answer.
     pub(crate) async fn emit_resumed(
         &self,
+        g: &mut crate::emit::EmitGuard<'_>,
         request_id: &str,
         log: &[Envelope],
         after: Option<&Cursor>,
@@ -298,10 +301,8 @@ impl Session {
                 replayed: replay.len() as u32,
             }
         };
-        self.emitter
-            .emit(request_id, Event::SessionResumed(payload))
-            .await;
-        self.emitter.replay(replay).await;
+        g.emit(request_id, Event::SessionResumed(payload)).await;
+        g.replay(request_id, replay).await;
         Ok(())
     }
 

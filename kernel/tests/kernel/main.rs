@@ -306,3 +306,4 @@ mod plans;
 mod registry;
 mod requests;
 mod stop;
+mod watch;
