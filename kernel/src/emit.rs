@@ -82,6 +82,8 @@ pub(crate) struct WatchShared {
     /// Live events queued and not yet read.
     queued: AtomicUsize,
     capacity: usize,
+    /// Cancelled when delivery stops (cut off, closed, reader gone).
+    ended: tokio_util::sync::CancellationToken,
 }
 
 impl WatchShared {
@@ -97,6 +99,7 @@ impl WatchShared {
             }),
             queued: AtomicUsize::new(0),
             capacity: capacity.max(1),
+            ended: tokio_util::sync::CancellationToken::new(),
         });
         (shared, rx)
     }
@@ -132,12 +135,17 @@ impl WatchShared {
         self.state().tx.is_none()
     }
 
+    pub(crate) fn ended(&self) -> tokio_util::sync::CancellationToken {
+        self.ended.clone()
+    }
+
     /// Stops delivery; what is queued can still be read.
     pub(crate) fn close(&self, why: WatchEnd) {
         let mut st = self.state();
         if st.tx.take().is_some() {
             st.end = Some(why);
         }
+        self.ended.cancel();
     }
 
     pub(crate) fn read_one(&self, item: &WatchItem) {
@@ -154,6 +162,7 @@ impl WatchShared {
                 st.end = Some(WatchEnd::Overflow {
                     capacity: self.capacity,
                 });
+                self.ended.cancel();
                 return;
             }
             self.queued.fetch_add(1, Ordering::AcqRel);
@@ -167,6 +176,7 @@ impl WatchShared {
         {
             // The reader is gone.
             st.tx = None;
+            self.ended.cancel();
             if live {
                 self.queued.fetch_sub(1, Ordering::AcqRel);
             }

@@ -82,6 +82,12 @@ impl Watcher {
         self.shared.end()
     }
 
+    /// A token cancelled once delivery to this watcher has stopped (cut off, closed,
+    /// or its stream dropped).
+    pub fn ended(&self) -> tokio_util::sync::CancellationToken {
+        self.shared.ended()
+    }
+
     /// Stops delivery to this watcher (what is queued can still be read).
     pub fn close(&self) {
         self.shared.close(WatchEnd::Closed);
