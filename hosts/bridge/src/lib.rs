@@ -189,7 +189,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     .with_detail("reason", "line_too_long")
                     .with_detail("limit", limit as u64)
                     .with_detail("size", size as u64);
-                    tracing::warn!(size, limit, "line too long");
+                    tracing::warn!(size, limit, "bridge line too long");
                     return Incoming::Refused {
                         session_id: None,
                         request_id: codec::scan_request_id(&prefix),
@@ -207,7 +207,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                         code = e.error.code.as_str(),
                         reason = e.error.details.get("reason").and_then(|r| r.as_str()).unwrap_or(""),
                         message = %e.error.message,
-                        "line refused"
+                        "bridge line refused"
                     );
                     Incoming::Refused {
                         session_id: e.session_id,

@@ -1,11 +1,32 @@
-//! `keel sessions list [--json]`: the sessions in the store (`KEEL_HOME`).
+//! `keel sessions list [--json]`: the sessions of the daemon when one answers on the
+//! socket, else those in the store (`KEEL_HOME`).
+
+use keel_envelope::commands::{CommandPayload, SessionListCmd};
+use keel_envelope::types::SessionInfo;
+use keel_envelope::{ErrorPayload, Event};
 
 use crate::cli::{SessionArgs, SessionsArgs, SessionsCommand};
 use crate::setup;
 
+/// The daemon's list, when a daemon answers on `socket`.
+async fn from_daemon(socket: &std::path::Path) -> Option<Result<Vec<SessionInfo>, ErrorPayload>> {
+    let (client, _ready, _events) = keel_serve::Client::connect(socket).await.ok()?;
+    let answer = client
+        .query(None, CommandPayload::SessionList(SessionListCmd {}))
+        .await;
+    client.close().await;
+    Some(answer.and_then(|env| match env.event {
+        Event::SessionList(l) => Ok(l.sessions),
+        other => Err(ErrorPayload::new(
+            keel_envelope::ErrorCode::RuntimeInternalError,
+            format!("unexpected answer {}", other.type_name()),
+        )),
+    }))
+}
+
 /// Runs `keel sessions`; returns the exit code.
 pub fn run(args: SessionsArgs) -> i32 {
-    let SessionsCommand::List { json } = args.command;
+    let SessionsCommand::List { json, socket } = args.command;
     let json = json.json;
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -18,18 +39,28 @@ pub fn run(args: SessionsArgs) -> i32 {
         }
     };
     rt.block_on(async move {
-        let runtime = match setup::runtime(&SessionArgs::default()) {
-            Ok(r) => r,
-            Err(e) => {
+        let path = keel_serve::resolve_socket_path(socket.socket.as_deref());
+        let (sessions, place) = match from_daemon(&path).await {
+            Some(Ok(s)) => (s, format!("the daemon on {}", path.display())),
+            Some(Err(e)) => {
                 setup::report(&e);
                 return 1;
             }
-        };
-        let sessions = match runtime.kernel.list_sessions() {
-            Ok(s) => s,
-            Err(e) => {
-                setup::report(&e);
-                return 1;
+            None => {
+                let runtime = match setup::runtime(&SessionArgs::default()) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        setup::report(&e);
+                        return 1;
+                    }
+                };
+                match runtime.kernel.list_sessions() {
+                    Ok(s) => (s, runtime.home.display().to_string()),
+                    Err(e) => {
+                        setup::report(&e);
+                        return 1;
+                    }
+                }
             }
         };
         if json {
@@ -38,7 +69,7 @@ pub fn run(args: SessionsArgs) -> i32 {
                 serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into())
             );
         } else if sessions.is_empty() {
-            println!("no sessions in {}", runtime.home.display());
+            println!("no sessions in {place}");
         } else {
             for s in &sessions {
                 println!(
