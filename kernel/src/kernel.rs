@@ -328,6 +328,7 @@ impl Kernel {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), session.clone());
+        tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
         Ok(session)
     }

@@ -170,6 +170,7 @@ impl Session {
             d.state.clone()
         };
         if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
+            tracing::warn!(session_id = %self.id, code = %e.code, message = %e.message, "saving the session state failed");
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
     }
