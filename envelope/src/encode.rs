@@ -12,8 +12,9 @@
 //!   `serde_json::Value` trees are written by hand; every other payload goes through
 //!   its derived `Serialize` into the same buffer.
 //!
-//! Equality with `serde_json` is checked by a property test (`tests/it/codec.rs` in the
-//! workspace facade) and by the envelope benchmark.
+//! Equality with `serde_json` (driving the envelope's own `Serialize`, which stays the
+//! reference) is checked by a property test over random envelopes
+//! (`envelope/tests/encode.rs`) and asserted by the envelope benchmark.
 
 use serde_json::Value;
 
