@@ -12,6 +12,10 @@
 //!
 //! Targets: at least 5 M envelopes/s for `assistant.delta` and 2.5 M/s for
 //! `tool.call.completed` with a structured result, on one core.
+//!
+//! `-- --profile <keel|serde> <delta|completed> <n>` encodes one envelope `n` times
+//! with one encoder and prints nothing: run the bench binary that way under
+//! `valgrind --tool=callgrind` to count instructions per envelope.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -254,6 +258,32 @@ fn decode_row<P: for<'de> Deserialize<'de>>(name: &str, line: &[u8]) -> Row {
     }
 }
 
+/// `--profile <keel|serde> <delta|completed> <n>`: encodes one envelope `n` times and
+/// nothing else, for an instruction count under `valgrind --tool=callgrind` (repeatable
+/// on a loaded machine, unlike a clock).
+fn profile_mode() -> Option<(bool, bool, u64)> {
+    let args: Vec<String> = std::env::args().collect();
+    let at = args.iter().position(|a| a == "--profile")?;
+    let keel = args.get(at + 1)? == "keel";
+    let delta = args.get(at + 2)? == "delta";
+    let n = args.get(at + 3)?.parse().ok()?;
+    Some((keel, delta, n))
+}
+
+fn profile((keel, delta, n): (bool, bool, u64), d: &Envelope, c: &Envelope) {
+    let env = if delta { d } else { c };
+    let mut buf = Vec::with_capacity(4096);
+    for _ in 0..n {
+        buf.clear();
+        if keel {
+            encode_into(black_box(env), &mut buf);
+        } else if serde_json::to_writer(&mut buf, black_box(env)).is_ok() {
+            buf.push(b'\n');
+        }
+        black_box(&buf);
+    }
+}
+
 fn main() {
     let started = Instant::now();
     let mut rows = Vec::new();
@@ -270,7 +300,6 @@ fn main() {
             text: "Reading the test file to find the failing assertion. ".into(),
         },
     );
-    rows.extend(encode_rows("assistant.delta", &delta, &plain));
 
     let result = json!({
         "path": "src/parser.rs",
@@ -294,7 +323,7 @@ fn main() {
             ..Meta::default()
         },
     );
-    let plain = plain_of(
+    let plain_completed = plain_of(
         &completed,
         PlainToolCompleted {
             tool_call_id: "tool_01JQ3Z5W8K4V2N6M9P0R7T1X41".into(),
@@ -303,7 +332,16 @@ fn main() {
             duration_ms: 3,
         },
     );
-    rows.extend(encode_rows("tool.call.completed", &completed, &plain));
+    if let Some(mode) = profile_mode() {
+        profile(mode, &delta, &completed);
+        return;
+    }
+    rows.extend(encode_rows("assistant.delta", &delta, &plain));
+    rows.extend(encode_rows(
+        "tool.call.completed",
+        &completed,
+        &plain_completed,
+    ));
 
     rows.push(decode_row::<PlainRequestSend>(
         "request.send",
