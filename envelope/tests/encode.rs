@@ -188,7 +188,7 @@ fn with_serde_json(env: &Envelope) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(500))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn encoder_writes_what_serde_json_writes(env in envelope(), prefix in text()) {
