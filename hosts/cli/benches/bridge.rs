@@ -9,10 +9,11 @@
 //! `"text": "word ", "textRepeat": 100000`, so 100,000 `assistant.delta` events), opens
 //! a session, sends one `request.send` and reads the envelopes from the bridge's stdout
 //! until `session.completed`. It reports events per second over that stretch and the
-//! CPU time the bridge process spent in it (utime + stime from `/proc/<pid>/stat`, all
-//! threads), per event. The first round's output is recorded to a file; then `cat`
-//! pipes that file into the same reader, timed the same way, as the floor a pipe of
-//! those bytes costs. The best of five rounds counts for each.
+//! time the bridge process spent on a CPU in it (all threads, from
+//! `/proc/<pid>/task/*/schedstat`), per event. The first round's output is recorded to
+//! a file; then `cat` pipes that file into the same reader, timed the same way, as the
+//! floor a pipe of those bytes costs. Five rounds each; the highest rate and the least
+//! CPU per event count.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -69,45 +70,46 @@ fn read_stream(
     seen
 }
 
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|t| *t > 0.0)
-        .unwrap_or(100.0)
+/// Time a process has spent on a CPU, all its threads together, in seconds (Linux:
+/// the first field of `/proc/<pid>/task/*/schedstat`, nanoseconds).
+fn cpu_seconds(pid: u32) -> f64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("read /proc tasks");
+    let mut ns = 0u64;
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) {
+            ns += text
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    ns as f64 / 1e9
 }
 
-/// utime + stime of a process (all its threads), in clock ticks, and its state letter.
-fn cpu_ticks(pid: u32) -> (u64, char) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields[0].chars().next().unwrap_or('?');
-    let utime: u64 = fields[11].parse().expect("utime");
-    let stime: u64 = fields[12].parse().expect("stime");
-    (utime + stime, state)
+/// Whether a process has ended (a zombie not yet reaped).
+fn ended(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rfind(')')
+        .and_then(|i| stat[i + 1..].split_whitespace().next())
+        .is_none_or(|state| state == "Z")
 }
 
-/// The CPU ticks of a child that has ended, read before it is reaped.
-fn final_cpu_ticks(child: &mut Child) -> u64 {
+/// The CPU time of a child that has ended, read before it is reaped.
+fn final_cpu_seconds(child: &mut Child) -> f64 {
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (ticks, state) = cpu_ticks(pid);
-        if state == 'Z' || Instant::now() > deadline {
-            child.wait().expect("wait");
-            return ticks;
-        }
+    while !ended(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
+    let cpu = cpu_seconds(pid);
+    child.wait().expect("wait");
+    cpu
 }
 
-fn own_cpu_ticks() -> u64 {
-    cpu_ticks(std::process::id()).0
+fn own_cpu_seconds() -> f64 {
+    cpu_seconds(std::process::id())
 }
 
 struct Run {
@@ -137,7 +139,7 @@ fn send(stdin: &mut impl Write, line: &str) {
     stdin.flush().expect("flush command");
 }
 
-fn bridge_round(dir: &Path, script: &Path, round: usize, record: Option<&Path>, tck: f64) -> Run {
+fn bridge_round(dir: &Path, script: &Path, round: usize, record: Option<&Path>) -> Run {
     let ws = dir.join("ws");
     let home = dir.join(format!("home-{round}"));
     std::fs::create_dir_all(&ws).expect("mkdir");
@@ -188,8 +190,8 @@ fn bridge_round(dir: &Path, script: &Path, round: usize, record: Option<&Path>, 
     }
     let session_id = session_id.unwrap_or_default();
 
-    let bridge_before = cpu_ticks(child.id()).0;
-    let reader_before = own_cpu_ticks();
+    let bridge_before = cpu_seconds(child.id());
+    let reader_before = own_cpu_seconds();
     let start = Instant::now();
     send(
         &mut stdin,
@@ -199,8 +201,8 @@ fn bridge_round(dir: &Path, script: &Path, round: usize, record: Option<&Path>, 
     );
     let seen = read_stream(&mut out, true, file.as_mut());
     let seconds = start.elapsed().as_secs_f64();
-    let bridge_after = cpu_ticks(child.id()).0;
-    let reader_after = own_cpu_ticks();
+    let bridge_after = cpu_seconds(child.id());
+    let reader_after = own_cpu_seconds();
 
     // End of input: the bridge closes the session, says `runtime.stopped` and exits.
     drop(stdin);
@@ -208,19 +210,19 @@ fn bridge_round(dir: &Path, script: &Path, round: usize, record: Option<&Path>, 
     if let Some(mut f) = file {
         f.flush().expect("record");
     }
-    let _ = final_cpu_ticks(&mut child);
+    let _ = final_cpu_seconds(&mut child);
     assert_eq!(seen.deltas, DELTAS, "every delta arrives");
     assert_eq!(rest.deltas, 0);
     Run {
         seconds,
-        producer_cpu: (bridge_after - bridge_before) as f64 / tck,
-        reader_cpu: (reader_after - reader_before) as f64 / tck,
+        producer_cpu: bridge_after - bridge_before,
+        reader_cpu: reader_after - reader_before,
         seen,
     }
 }
 
-fn cat_round(recorded: &Path, tck: f64) -> Run {
-    let reader_before = own_cpu_ticks();
+fn cat_round(recorded: &Path) -> Run {
+    let reader_before = own_cpu_seconds();
     let start = Instant::now();
     let mut child = Command::new("cat")
         .arg(recorded)
@@ -230,28 +232,63 @@ fn cat_round(recorded: &Path, tck: f64) -> Run {
     let mut out = BufReader::with_capacity(64 * 1024, child.stdout.take().expect("stdout"));
     let seen = read_stream(&mut out, false, None);
     let seconds = start.elapsed().as_secs_f64();
-    let reader_after = own_cpu_ticks();
+    let reader_after = own_cpu_seconds();
     let mut rest = Vec::new();
     let _ = out.read_to_end(&mut rest);
-    let cat_cpu = final_cpu_ticks(&mut child);
+    let cat_cpu = final_cpu_seconds(&mut child);
     assert_eq!(seen.deltas, DELTAS, "cat pipes every delta");
     Run {
         seconds,
-        producer_cpu: cat_cpu as f64 / tck,
-        reader_cpu: (reader_after - reader_before) as f64 / tck,
+        producer_cpu: cat_cpu,
+        reader_cpu: reader_after - reader_before,
         seen,
     }
 }
 
-fn best(runs: Vec<Run>) -> Run {
-    runs.into_iter()
-        .min_by(|a, b| a.seconds.total_cmp(&b.seconds))
-        .expect("at least one round")
+/// The best of several rounds: the highest rate and, separately, the least CPU per
+/// event (the rounds least disturbed by other processes).
+struct Best {
+    per_second: f64,
+    seconds: f64,
+    producer_us: f64,
+    reader_us: f64,
+}
+
+fn best(runs: &[Run]) -> Best {
+    let fold = |f: &dyn Fn(&Run) -> f64, max: bool| {
+        runs.iter()
+            .map(f)
+            .fold(if max { 0.0 } else { f64::INFINITY }, |a, b| {
+                if max {
+                    a.max(b)
+                } else {
+                    a.min(b)
+                }
+            })
+    };
+    Best {
+        per_second: fold(&Run::per_second, true),
+        seconds: fold(&|r: &Run| r.seconds, false),
+        producer_us: fold(&Run::producer_us_per_event, false),
+        reader_us: fold(&Run::reader_us_per_event, false),
+    }
+}
+
+fn rounds(runs: &[Run]) -> String {
+    runs.iter()
+        .map(|r| {
+            format!(
+                "{:.0}/s {:.2} µs",
+                r.per_second(),
+                r.producer_us_per_event()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn main() {
     let started = Instant::now();
-    let tck = clock_ticks_per_second();
     let dir = tempfile::tempdir().expect("tempdir");
     let script: PathBuf = dir.path().join("stream.json");
     std::fs::write(
@@ -264,49 +301,34 @@ fn main() {
     let mut bridge = Vec::new();
     for round in 0..ROUNDS {
         let record = (round == 0).then_some(recorded.as_path());
-        bridge.push(bridge_round(dir.path(), &script, round, record, tck));
+        bridge.push(bridge_round(dir.path(), &script, round, record));
     }
-    let cat: Vec<Run> = (0..ROUNDS).map(|_| cat_round(&recorded, tck)).collect();
-    let bridge_rounds: Vec<String> = bridge
-        .iter()
-        .map(|r| format!("{:.0}", r.per_second()))
-        .collect();
-    let cat_rounds: Vec<String> = cat
-        .iter()
-        .map(|r| format!("{:.0}", r.per_second()))
-        .collect();
-    let bridge = best(bridge);
-    let cat = best(cat);
+    let cat: Vec<Run> = (0..ROUNDS).map(|_| cat_round(&recorded)).collect();
+    let (lines, bytes) = (bridge[0].seen.lines, bridge[0].seen.bytes);
+    let (b, c) = (best(&bridge), best(&cat));
 
     println!(
-        "{DELTAS} assistant.delta events, {} lines, {:.1} MB through the pipe\n",
-        bridge.seen.lines,
-        bridge.seen.bytes as f64 / 1e6
+        "{DELTAS} assistant.delta events, {lines} lines, {:.1} MB through the pipe\n",
+        bytes as f64 / 1e6
     );
     println!(
-        "{:<14} {:>12} {:>10} {:>22} {:>22}",
+        "{:<12} {:>10} {:>8} {:>23} {:>21}",
         "source", "events/s", "wall s", "producer CPU µs/event", "reader CPU µs/event"
     );
-    for (name, r) in [("keel bridge", &bridge), ("cat", &cat)] {
+    for (name, r) in [("keel bridge", &b), ("cat", &c)] {
         println!(
-            "{:<14} {:>12.0} {:>10.3} {:>22.2} {:>22.2}",
-            name,
-            r.per_second(),
-            r.seconds,
-            r.producer_us_per_event(),
-            r.reader_us_per_event()
+            "{:<12} {:>10.0} {:>8.3} {:>23.3} {:>21.3}",
+            name, r.per_second, r.seconds, r.producer_us, r.reader_us
         );
     }
+    println!("\nrounds, bridge: {}", rounds(&bridge));
+    println!("rounds, cat:    {}", rounds(&cat));
     println!(
-        "\nrounds (events/s): bridge {}, cat {}",
-        bridge_rounds.join(", "),
-        cat_rounds.join(", ")
-    );
-    println!(
-        "bridge / cat: {:.1}x the wall time; bridge CPU per event {:.2} µs (clock tick {:.0} µs)\ntotal {:.1} s",
-        bridge.seconds / cat.seconds,
-        bridge.producer_us_per_event(),
-        1e6 / tck,
+        "\nbest of {ROUNDS} rounds (highest rate; least CPU per event); CPU is time on a CPU \
+         from /proc/<pid>/task/*/schedstat\nbridge / cat: {:.1}x the wall time, {:.0}x the \
+         producer CPU per event\ntotal {:.1} s",
+        b.seconds / c.seconds,
+        b.producer_us / c.producer_us,
         started.elapsed().as_secs_f64()
     );
 }
