@@ -1,7 +1,7 @@
 //! Envelope codec throughput beside plain `serde_json` on equivalent structs.
 //!
 //! Run with `cargo bench --bench envelope`. Each case runs for a fixed time budget a few
-//! times, taking turns, and the best round is kept; the whole run takes about 30 s. Encoding is
+//! times, taking turns, and the best round is kept; the whole run takes about 20 s. Encoding is
 //! measured three ways on the same envelope, after asserting that all three write the
 //! same bytes:
 //!
