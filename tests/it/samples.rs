@@ -336,6 +336,14 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::SessionHistoryLoaded => {
             Event::SessionHistoryLoaded(ev::SessionHistoryLoaded { message_count: 4 })
         }
+        EventType::SessionTitleChanged => Event::SessionTitleChanged(ev::SessionTitleChanged {
+            title: s("Fix the failing parser test"),
+            previous_title: Some(s("Fix the failing test")),
+            source: s("host"),
+        }),
+        EventType::SessionDeleted => Event::SessionDeleted(ev::SessionDeleted {
+            session_id: s(SESSION),
+        }),
         EventType::RequestAccepted => Event::RequestAccepted(ev::RequestAccepted {
             message: s("Why does the test fail?"),
             from_queue: false,
@@ -633,6 +641,13 @@ pub fn sample_event(t: EventType) -> Event {
             b.ended_at = Some(T0 + 3_000);
             Event::BackgroundStopped(ev::BackgroundEvent { task: b })
         }
+        EventType::BackgroundExited => {
+            let mut b = background();
+            b.status = BackgroundStatus::Exited;
+            b.exit_code = Some(0);
+            b.ended_at = Some(T0 + 4_000);
+            Event::BackgroundExited(ev::BackgroundEvent { task: b })
+        }
     }
 }
 
@@ -652,6 +667,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::SessionModelChanged => C::SessionSetModel,
         E::SessionRulesUpdated => C::SessionSetRules,
         E::SessionHistoryLoaded => C::SessionLoadHistory,
+        E::SessionTitleChanged => C::SessionSetTitle,
+        E::SessionDeleted => C::SessionDelete,
         E::RequestCancelled => C::RequestCancelQueued,
         E::ReviewRequested => C::ReviewEnter,
         E::ReviewUpdated => C::ReviewSubmit,
@@ -776,6 +793,12 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionSetRules => CommandPayload::SessionSetRules(c::SetRules {
             always_allow_global: vec![s("read_file")],
             always_allow_project: vec![s("run_shell(cargo test:*)")],
+        }),
+        CommandType::SessionSetTitle => CommandPayload::SessionSetTitle(c::SetTitle {
+            title: s("Fix the failing parser test"),
+        }),
+        CommandType::SessionDelete => CommandPayload::SessionDelete(c::SessionDelete {
+            session_id: s(SESSION),
         }),
         CommandType::SessionLoadHistory => CommandPayload::SessionLoadHistory(c::LoadHistory {
             messages: vec![
