@@ -228,13 +228,15 @@ pub fn tool_call_completed() -> ev::ToolCallCompleted {
     ev::ToolCallCompleted {
         tool_call_id: s("tool_0001"),
         tool_name: s("read_file"),
+        // Keys in sorted order: the wire keeps a map's order when a dependency turns
+        // on `serde_json`'s `preserve_order`, and sorts it otherwise.
         result: json!({
-            "path": "src/lib.rs",
             "content": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
-            "startLine": 1,
             "lineCount": 3,
-            "totalLines": 3,
+            "path": "src/lib.rs",
             "sizeBytes": 48,
+            "startLine": 1,
+            "totalLines": 3,
             "truncated": false
         }),
         duration_ms: 3,

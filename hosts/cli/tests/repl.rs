@@ -410,6 +410,67 @@ fn a_denied_write_leaves_the_workspace_alone() {
 }
 
 #[test]
+fn titles_are_set_and_background_exits_show_while_idle() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "text": "Starting the watcher.",
+                "toolCalls": [{
+                    "name": "run_shell",
+                    "arguments": {
+                        "command": "while [ ! -e go ]; do sleep 0.05; done; echo finished",
+                        "background": true
+                    }
+                }]
+            },
+            { "text": "It runs in the background." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("/title");
+    t.expect("no title yet");
+    t.expect("ask › ");
+
+    t.line("Watch for the go file\\");
+    t.line("and say when");
+    t.expect("allow? [y/s/a/n]");
+    t.line("y");
+    t.expect("It runs in the background.");
+    t.expect("ask › ");
+    // The task is still waiting for `go`; it ends while the REPL waits at its prompt,
+    // and the line shows up there without a key pressed.
+    std::fs::write(d.workspace.join("go"), "").unwrap();
+    let shown = t.expect("exited with code 0");
+    assert!(shown.contains("background task bg_"), "{shown}");
+
+    // The first line of the first message became the title; /title renames it.
+    t.line("/title");
+    t.expect("title: Watch for the go file");
+    t.line("/title   Release checks  ");
+    let renamed = t.expect("(was Watch for the go file)");
+    assert!(renamed.contains("title: Release checks"), "{renamed}");
+    t.line(&format!("/title {}", "x".repeat(201)));
+    t.expect("title not changed: the title has 201 characters");
+    t.expect("ask › ");
+    t.line("/status");
+    t.expect("Release checks");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+    let sessions = std::fs::read_dir(d.home.join("sessions")).unwrap();
+    let titles: Vec<String> = sessions
+        .flatten()
+        .map(|e| {
+            let state: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(e.path().join("state.json")).unwrap())
+                    .unwrap();
+            state["title"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(titles, ["Release checks"]);
+}
+
+#[test]
 fn always_allow_is_kept_for_the_project() {
     let d = dirs(&serde_json::json!({
         "turns": [
