@@ -341,7 +341,11 @@ async fn background_tasks_stop_at_their_time_limit() {
     assert_eq!(lines.first().map(String::as_str), Some("started"));
     // Nobody stopped it: the time limit is reported like an exit, without a code.
     let stream = h.until(&rid, "background.exited").await;
-    match &stream.last().unwrap().event {
+    let exited = stream
+        .iter()
+        .find(|e| e.type_name() == "background.exited")
+        .unwrap();
+    match &exited.event {
         Event::BackgroundExited(b) => {
             assert_eq!(b.task.task_id, ids[0]);
             assert_eq!(
