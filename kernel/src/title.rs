@@ -77,7 +77,7 @@ pub fn generate(message: &str) -> Option<String> {
 impl Session {
     /// Sets the title and reports it on `request_id`'s stream; persists the session.
     pub(crate) async fn set_title(&self, request_id: &str, title: String, source: &str) {
-        let previous = std::mem::replace(&mut self.data().state.title, Some(title.clone()));
+        let previous = self.data().state.title.replace(title.clone());
         self.emitter
             .emit(
                 request_id,

@@ -362,7 +362,7 @@ async fn delete_a_stored_session_from_a_new_kernel_and_refuse_bad_ids() {
         .into_iter()
         .map(|s| s.session_id)
         .collect();
-    assert_eq!(ids, [keep.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&keep));
     for bad in ["sess_unknown", "", "../outside", "..", "sess/../../outside"] {
         let (r, evs) = command(&kernel, &mut all, None, delete(bad)).await;
         assert_eq!(r.unwrap_err().code, ErrorCode::SessionNotFound, "{bad:?}");
