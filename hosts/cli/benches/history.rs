@@ -116,7 +116,14 @@ fn run(n: usize) -> (Duration, usize, Duration) {
     let before = children_cpu();
     let started = Instant::now();
     let status = Command::new(binary())
-        .args(["exec", "read them all", "--json", "--mode", "auto", "--workspace"])
+        .args([
+            "exec",
+            "read them all",
+            "--json",
+            "--mode",
+            "auto",
+            "--workspace",
+        ])
         .arg(ws.path())
         .args(["--model", "openai:bench-model"])
         .env("KEEL_HOME", home.path())
@@ -136,11 +143,14 @@ fn run(n: usize) -> (Duration, usize, Duration) {
 /// `serde_json` serialising the conversation once per call, as OpenAI messages.
 fn baseline(n: usize) -> Duration {
     let content = "x".repeat(FILE_BYTES - 1) + "\n";
-    let mut messages = vec![serde_json::json!({"role": "system", "content": "You are Keel."}),
-        serde_json::json!({"role": "user", "content": "read them all"})];
+    let mut messages = vec![
+        serde_json::json!({"role": "system", "content": "You are Keel."}),
+        serde_json::json!({"role": "user", "content": "read them all"}),
+    ];
     let started = Instant::now();
     for i in 0..=n {
-        let body = serde_json::json!({"model": "bench-model", "stream": true, "messages": messages});
+        let body =
+            serde_json::json!({"model": "bench-model", "stream": true, "messages": messages});
         std::hint::black_box(serde_json::to_vec(&body).expect("encode"));
         messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": format!("call_{i}"), "type": "function",
@@ -160,10 +170,7 @@ fn main() {
     let mut per_call = Vec::new();
     for n in SIZES {
         // Best of two runs: the least CPU.
-        let (cpu, calls, wall) = (0..2)
-            .map(|_| run(n))
-            .min_by_key(|r| r.0)
-            .expect("runs");
+        let (cpu, calls, wall) = (0..2).map(|_| run(n)).min_by_key(|r| r.0).expect("runs");
         let base = baseline(n);
         let each = cpu / calls as u32;
         per_call.push(each);
