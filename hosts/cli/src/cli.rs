@@ -57,7 +57,7 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Run an offline demo session on the built-in scripted model.
     Demo,
-    /// List the sessions in the store (KEEL_HOME).
+    /// List or delete the sessions in the store (KEEL_HOME).
     Sessions(SessionsArgs),
     /// Serve the stdio JSON-lines bridge for desktop hosts.
     Bridge(BridgeArgs),
@@ -209,6 +209,14 @@ pub enum SessionsCommand {
     List {
         #[command(flatten)]
         json: JsonArg,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Delete a session: its event log and state are removed for good (through the daemon when one runs).
+    Delete {
+        /// The session's id (as `keel sessions list` shows it).
+        #[arg(value_name = "ID")]
+        session_id: String,
         #[command(flatten)]
         socket: SocketArg,
     },
@@ -631,6 +639,7 @@ pub mod docs {
                 "keel resume",
                 "keel demo",
                 "keel sessions list",
+                "keel sessions delete",
                 "keel bridge",
                 "keel serve",
                 "keel attach",

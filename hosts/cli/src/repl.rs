@@ -7,6 +7,7 @@
 mod ext;
 mod input;
 pub(crate) mod link;
+mod notices;
 pub(crate) mod render;
 mod rules;
 mod slash;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use keel_kernel::SessionOptions;
 use rustyline::error::ReadlineError;
+use tokio::sync::mpsc;
 
 use crate::cli::SessionArgs;
 use crate::interrupt::CtrlC;
@@ -46,6 +48,8 @@ pub(crate) struct Repl {
     /// `/preview`: whether messages propose edits as patches (`None`: the
     /// configuration decides).
     patch_preview: Option<bool>,
+    /// Lines that come on their own (a background task that exited).
+    notices: notices::Notices,
 }
 
 impl std::fmt::Debug for Repl {
@@ -157,6 +161,25 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
     if let Some((cols, _)) = editor.dimensions() {
         screen.set_width(usize::from(cols));
     }
+    let printer = editor
+        .create_external_printer()
+        .ok()
+        .map(|p| Box::new(p) as notices::Printer);
+    let (notices, events) = match (&backend, events) {
+        (Backend::Local(k), events) => (
+            notices::Notices::start(&rt, k.subscribe(), printer, screen.style),
+            events,
+        ),
+        (Backend::Remote(_), Events::Remote(rx)) => {
+            let (n, rx) = notices::Notices::start_remote(&rt, rx, printer, screen.style);
+            (n, Events::Remote(rx))
+        }
+        (Backend::Remote(_), events) => (
+            notices::Notices::start_remote(&rt, mpsc::unbounded_channel().1, printer, screen.style)
+                .0,
+            events,
+        ),
+    };
     let mut repl = Repl {
         rt,
         kernel: backend,
@@ -171,6 +194,7 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         rules,
         queued_text: Default::default(),
         patch_preview: None,
+        notices,
     };
     tracing::info!(
         session_id = %repl.session.id(),
@@ -235,7 +259,12 @@ impl Repl {
             // Answers to earlier commands nobody waited for.
             while self.events.try_recv().is_some() {}
             let (raw, styled) = self.prompt();
-            match self.editor.readline(&(raw.as_str(), styled.as_str())) {
+            for line in self.notices.at_prompt() {
+                self.screen.line(&line);
+            }
+            let read = self.editor.readline(&(raw.as_str(), styled.as_str()));
+            self.notices.busy();
+            match read {
                 Ok(line) => {
                     ctrl_c_at_prompt = 0;
                     let private = line.starts_with(' ');

@@ -1,33 +1,33 @@
-//! `keel sessions list [--json]`: the sessions of the daemon when one answers on the
-//! socket, else those in the store (`KEEL_HOME`).
+//! `keel sessions list [--json]` and `keel sessions delete <id>`: through the daemon
+//! when one answers on the socket, else on the store (`KEEL_HOME`).
 
-use keel_envelope::commands::{CommandPayload, SessionListCmd};
+use keel_envelope::commands::{CommandPayload, SessionDelete, SessionListCmd};
 use keel_envelope::types::SessionInfo;
 use keel_envelope::{ErrorPayload, Event};
 
 use crate::cli::{SessionArgs, SessionsArgs, SessionsCommand};
 use crate::setup;
 
-/// The daemon's list, when a daemon answers on `socket`.
-async fn from_daemon(socket: &std::path::Path) -> Option<Result<Vec<SessionInfo>, ErrorPayload>> {
+/// The daemon's answer to `payload`, when a daemon answers on `socket`.
+async fn ask_daemon(
+    socket: &std::path::Path,
+    payload: CommandPayload,
+) -> Option<Result<Event, ErrorPayload>> {
     let (client, _ready, _events) = keel_serve::Client::connect(socket).await.ok()?;
-    let answer = client
-        .query(None, CommandPayload::SessionList(SessionListCmd {}))
-        .await;
+    let answer = client.query(None, payload).await;
     client.close().await;
-    Some(answer.and_then(|env| match env.event {
-        Event::SessionList(l) => Ok(l.sessions),
-        other => Err(ErrorPayload::new(
-            keel_envelope::ErrorCode::RuntimeInternalError,
-            format!("unexpected answer {}", other.type_name()),
-        )),
-    }))
+    Some(answer.map(|env| env.event))
+}
+
+fn unexpected(ev: &Event) -> ErrorPayload {
+    ErrorPayload::new(
+        keel_envelope::ErrorCode::RuntimeInternalError,
+        format!("unexpected answer {}", ev.type_name()),
+    )
 }
 
 /// Runs `keel sessions`; returns the exit code.
 pub fn run(args: SessionsArgs) -> i32 {
-    let SessionsCommand::List { json, socket } = args.command;
-    let json = json.json;
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -39,49 +39,103 @@ pub fn run(args: SessionsArgs) -> i32 {
         }
     };
     rt.block_on(async move {
-        let path = keel_serve::resolve_socket_path(socket.socket.as_deref());
-        let (sessions, place) = match from_daemon(&path).await {
-            Some(Ok(s)) => (s, format!("the daemon on {}", path.display())),
-            Some(Err(e)) => {
-                setup::report(&e);
-                return 1;
+        match args.command {
+            SessionsCommand::List { json, socket } => {
+                list(socket.socket.as_deref(), json.json).await
             }
-            None => {
-                let runtime = match setup::runtime(&SessionArgs::default()) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        setup::report(&e);
-                        return 1;
-                    }
-                };
-                match runtime.kernel.list_sessions() {
-                    Ok(s) => (s, runtime.home.display().to_string()),
-                    Err(e) => {
-                        setup::report(&e);
-                        return 1;
-                    }
-                }
-            }
-        };
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into())
-            );
-        } else if sessions.is_empty() {
-            println!("no sessions in {place}");
-        } else {
-            for s in &sessions {
-                println!(
-                    "{}  {:<8} {:<9} {}  {}",
-                    s.session_id,
-                    format!("{:?}", s.state).to_lowercase(),
-                    s.permission_mode.as_str(),
-                    s.title.as_deref().unwrap_or("-"),
-                    s.workspace
-                );
+            SessionsCommand::Delete { session_id, socket } => {
+                delete(socket.socket.as_deref(), &session_id).await
             }
         }
-        0
     })
+}
+
+async fn list(socket: Option<&std::path::Path>, json: bool) -> i32 {
+    let path = keel_serve::resolve_socket_path(socket);
+    let asked = ask_daemon(&path, CommandPayload::SessionList(SessionListCmd {})).await;
+    let (sessions, place): (Vec<SessionInfo>, String) = match asked {
+        Some(Ok(Event::SessionList(l))) => {
+            (l.sessions, format!("the daemon on {}", path.display()))
+        }
+        Some(Ok(other)) => {
+            setup::report(&unexpected(&other));
+            return 1;
+        }
+        Some(Err(e)) => {
+            setup::report(&e);
+            return 1;
+        }
+        None => {
+            let runtime = match setup::runtime(&SessionArgs::default()) {
+                Ok(r) => r,
+                Err(e) => {
+                    setup::report(&e);
+                    return 1;
+                }
+            };
+            match runtime.kernel.list_sessions() {
+                Ok(s) => (s, runtime.home.display().to_string()),
+                Err(e) => {
+                    setup::report(&e);
+                    return 1;
+                }
+            }
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into())
+        );
+    } else if sessions.is_empty() {
+        println!("no sessions in {place}");
+    } else {
+        for s in &sessions {
+            println!(
+                "{}  {:<8} {:<9} {}  {}",
+                s.session_id,
+                format!("{:?}", s.state).to_lowercase(),
+                s.permission_mode.as_str(),
+                s.title.as_deref().unwrap_or("-"),
+                s.workspace
+            );
+        }
+    }
+    0
+}
+
+/// Deletes one session (`session.delete`), through the daemon when one runs (it closes
+/// the session if open): exit 0, or 1 with the reason on stderr.
+async fn delete(socket: Option<&std::path::Path>, id: &str) -> i32 {
+    let path = keel_serve::resolve_socket_path(socket);
+    let payload = CommandPayload::SessionDelete(SessionDelete {
+        session_id: id.to_owned(),
+    });
+    let result = match ask_daemon(&path, payload).await {
+        Some(Ok(Event::SessionDeleted(_))) => Ok(()),
+        Some(Ok(other)) => Err(unexpected(&other)),
+        Some(Err(e)) => Err(e),
+        None => {
+            let runtime = match setup::runtime(&SessionArgs::default()) {
+                Ok(r) => r,
+                Err(e) => {
+                    setup::report(&e);
+                    return 1;
+                }
+            };
+            let result = runtime.kernel.delete_session(id).await;
+            runtime.kernel.shutdown("exit").await;
+            result
+        }
+    };
+    match result {
+        Ok(()) => {
+            println!("deleted {id}");
+            0
+        }
+        Err(e) => {
+            eprintln!("keel sessions delete: {}", e.message);
+            1
+        }
+    }
 }

@@ -252,7 +252,7 @@ fn an_unsafe_socket_directory_is_refused() {
 }
 
 #[test]
-fn sessions_list_asks_the_daemon_when_one_runs() {
+fn sessions_list_and_delete_ask_the_daemon_when_one_runs() {
     let d = dirs(serde_json::json!([{ "text": "hi" }]));
     let mut daemon = serve(&d, &["--idle-exit", "0"]).spawn().unwrap();
     let _stop = Stop(daemon.id());
@@ -283,6 +283,31 @@ fn sessions_list_asks_the_daemon_when_one_runs() {
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["sessionId"], sid.as_str());
     assert_eq!(listed[0]["title"], "held by the daemon");
+    // Deleting goes through the daemon too: it closes the open session (the watching
+    // client sees why), and the session is gone from its list.
+    let delete = |id: &str| {
+        Command::new(env!("CARGO_BIN_EXE_keel"))
+            .args(["sessions", "delete", id])
+            .env("KEEL_HOME", &other_home)
+            .env("KEEL_SOCKET", &d.socket)
+            .output()
+            .unwrap()
+    };
+    let out = delete("sess_unknown");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("sess_unknown"));
+    let out = delete(&sid);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let closed = c.until(|e| e.type_name() == "session.closed");
+    match &closed.last().unwrap().event {
+        Event::SessionClosed(p) => assert_eq!(p.reason, "deleted"),
+        _ => unreachable!(),
+    }
+    assert!(list(&d.socket).is_empty());
     drop(c);
     terminate(daemon.id());
     assert_eq!(wait_exit(&mut daemon).code(), Some(0));

@@ -29,7 +29,9 @@ impl Model for Quiet {
         100_000
     }
     fn stream(&self, _r: ModelRequest, _c: CancellationToken) -> ModelStream {
-        Box::pin(stream::iter(vec![Ok(ModelEvent::Finished(FinishReason::EndTurn))]))
+        Box::pin(stream::iter(vec![Ok(ModelEvent::Finished(
+            FinishReason::EndTurn,
+        ))]))
     }
 }
 
@@ -115,7 +117,9 @@ async fn run(followers: usize, watchers_on: usize, watchers_off: usize) -> f64 {
                 }
             }));
         } else {
-            drains.push(tokio::spawn(async move { while s.recv().await.is_some() {} }));
+            drains.push(tokio::spawn(
+                async move { while s.recv().await.is_some() {} },
+            ));
         }
         watchers.push(w);
     }

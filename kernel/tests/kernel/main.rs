@@ -305,5 +305,6 @@ mod persistence;
 mod plans;
 mod registry;
 mod requests;
+mod sessions;
 mod stop;
 mod watch;
