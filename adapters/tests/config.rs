@@ -50,7 +50,7 @@ fn defaults_without_files() {
     assert_eq!(c.sandbox, SandboxConfig::new(SandboxMode::Auto));
     assert!(!c.sandbox.network);
     assert_eq!(c.compaction_threshold, 0.8);
-    assert_eq!(c.max_turns, 50);
+    assert_eq!(c.max_turns, 1000);
     assert_eq!(c.retry.max_retries, 3);
     assert!(c.sources.is_empty());
 }

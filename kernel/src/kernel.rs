@@ -47,6 +47,8 @@ pub(crate) struct KernelInner {
     pub(crate) factory: ModelFactory,
     /// Every tool the model can call, and the pipeline's stages.
     pub(crate) registry: Registry,
+    /// Hooks, in the order they run.
+    pub(crate) hooks: Vec<Arc<dyn crate::hooks::Hooks>>,
     /// A test probe, called at every point of a request's life.
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
@@ -302,6 +304,7 @@ impl Kernel {
     ) -> Result<Arc<Session>, ErrorPayload> {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
+        let extensions = crate::budget::session_extensions(&opts)?;
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -319,7 +322,7 @@ impl Kernel {
             created_at: now,
             updated_at: now,
             closed: false,
-            extensions: Default::default(),
+            extensions,
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
@@ -329,6 +332,7 @@ impl Kernel {
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), session.clone());
         session.emit_started(request_id).await;
+        crate::hooks::session_start(&session, request_id, "startup").await;
         Ok(session)
     }
 
@@ -397,6 +401,7 @@ impl Kernel {
                 )
                 .await;
         }
+        crate::hooks::session_start(&session, request_id, "resume").await;
         Ok(session)
     }
 

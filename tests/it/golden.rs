@@ -83,6 +83,7 @@ async fn run_scenario(scenario: &Value) -> Vec<String> {
             permission_mode: None,
             model: None,
             title: Some("golden".into()),
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -130,6 +131,7 @@ async fn run_step(
                     images: None,
                     when_busy: Some(when),
                     patch_preview: None,
+                    ..Default::default()
                 })
                 .await;
         }

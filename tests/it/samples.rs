@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use keel_envelope::budget::{BudgetLimit, BudgetLimits, BudgetScope, BudgetStatus, SessionBudget};
 use keel_envelope::commands::{
     self, ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, ProposedFile, ReviewDecision,
     WhenBusy,
@@ -303,6 +304,7 @@ pub fn sample_event(t: EventType) -> Event {
             stop_reason: StopReason::EndTurn,
             final_text: Some(s("The test passes now.")),
             telemetry: telemetry(),
+            budget: None,
         }),
         EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed {
             reason: s("requested"),
@@ -479,6 +481,13 @@ pub fn sample_event(t: EventType) -> Event {
             usage: usage(1200, 80),
             elapsed_ms: 640,
             telemetry: Some(telemetry()),
+        }),
+        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus {
+            scope: BudgetScope::Request,
+            limit: BudgetLimit::Tokens,
+            tool_name: None,
+            used: 161_000.0,
+            max: 200_000.0,
         }),
         EventType::Warning => Event::Warning(
             ErrorPayload::new(
@@ -756,6 +765,18 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             permission_mode: Some(PermissionMode::Ask),
             model: Some(s("scripted:demo")),
             title: Some(s("Fix the failing test")),
+            budget: Some(SessionBudget {
+                request: Some(BudgetLimits {
+                    model_calls: Some(200),
+                    wall_time_secs: Some(1800),
+                    ..BudgetLimits::default()
+                }),
+                session: Some(BudgetLimits {
+                    cost_usd: Some(5.0),
+                    ..BudgetLimits::default()
+                }),
+            }),
+            max_output_tokens: Some(8192),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -812,6 +833,12 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             images: None,
             when_busy: Some(WhenBusy::Queue),
             patch_preview: Some(false),
+            budget: Some(BudgetLimits {
+                tokens: Some(200_000),
+                tool_calls: Some(BTreeMap::from([(s("run_shell"), 50)])),
+                ..BudgetLimits::default()
+            }),
+            max_output_tokens: Some(4096),
         }),
         CommandType::RequestInterrupt => CommandPayload::RequestInterrupt(c::RequestInterrupt {}),
         CommandType::RequestCancelQueued => CommandPayload::RequestCancelQueued(c::CancelQueued {

@@ -402,6 +402,7 @@ impl Host {
                         permission_mode: None,
                         model: None,
                         title: None,
+                        ..Default::default()
                     })
                     .await?;
                 let sess = self.attach(handle, stream);

@@ -227,6 +227,7 @@ async fn start(f: &Fixture) -> (SessionHandle, EventStream) {
             permission_mode: None,
             model: None,
             title: Some("t".into()),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -296,6 +297,7 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
+        ..Default::default()
     }
 }
 

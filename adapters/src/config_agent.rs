@@ -1,0 +1,293 @@
+//! The configuration of how requests run: budgets (`[budget.request]`,
+//! `[budget.session]`), model prices (`[prices."provider:model"]`), the output cap
+//! (`maxOutputTokens`) and hooks (`[hooks]`, `[[hooks.PreToolUse]]`, …).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use keel_envelope::budget::BudgetLimits;
+use keel_envelope::error::ErrorPayload;
+use keel_kernel::config::{BudgetConfig, CommandHookConfig, HooksConfig, ModelPrice};
+use keel_kernel::hooks::{HookEvent, DEFAULT_HOOK_TIMEOUT};
+use serde::Deserialize;
+
+use crate::select::parse_model_spec;
+
+/// `[budget]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    request: Option<RawLimits>,
+    session: Option<RawLimits>,
+}
+
+/// `[budget.request]`, `[budget.session]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    model_calls: Option<u32>,
+    tokens: Option<u64>,
+    cost_usd: Option<f64>,
+    wall_time_secs: Option<u64>,
+    tool_calls: Option<BTreeMap<String, u32>>,
+}
+
+/// `[prices."provider:model"]`, US dollars per million tokens.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RawPrice {
+    input: f64,
+    output: f64,
+    cached_input: Option<f64>,
+}
+
+/// `[hooks]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHooks {
+    #[serde(rename = "timeoutSecs")]
+    timeout_secs: Option<u64>,
+    #[serde(rename = "allowProjectHooks")]
+    allow_project_hooks: Option<bool>,
+    #[serde(rename = "PreToolUse")]
+    pre_tool_use: Option<Vec<RawHook>>,
+    #[serde(rename = "PostToolUse")]
+    post_tool_use: Option<Vec<RawHook>>,
+    #[serde(rename = "UserPromptSubmit")]
+    user_prompt_submit: Option<Vec<RawHook>>,
+    #[serde(rename = "Stop")]
+    stop: Option<Vec<RawHook>>,
+    #[serde(rename = "SessionStart")]
+    session_start: Option<Vec<RawHook>>,
+}
+
+impl RawHooks {
+    fn entries(self) -> Vec<(HookEvent, Vec<RawHook>)> {
+        [
+            (HookEvent::PreToolUse, self.pre_tool_use),
+            (HookEvent::PostToolUse, self.post_tool_use),
+            (HookEvent::UserPromptSubmit, self.user_prompt_submit),
+            (HookEvent::Stop, self.stop),
+            (HookEvent::SessionStart, self.session_start),
+        ]
+        .into_iter()
+        .filter_map(|(e, v)| v.map(|v| (e, v)))
+        .collect()
+    }
+}
+
+/// `[[hooks.<Point>]]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RawHook {
+    command: String,
+    matcher: Option<String>,
+    timeout_secs: Option<u64>,
+}
+
+/// How requests run, as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// `[budget.request]` and `[budget.session]`.
+    pub budget: BudgetConfig,
+    /// `[prices."provider:model"]`.
+    pub prices: BTreeMap<String, ModelPrice>,
+    /// `maxOutputTokens`.
+    pub max_output_tokens: Option<u32>,
+    /// `[hooks]` and the hooks, the user's first, then the project's.
+    pub hooks: HooksConfig,
+    /// `hooks.allowProjectHooks` (only from the user's own file).
+    pub allow_project_hooks: bool,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            budget: BudgetConfig::default(),
+            prices: BTreeMap::new(),
+            max_output_tokens: None,
+            hooks: HooksConfig::default(),
+            allow_project_hooks: false,
+        }
+    }
+}
+
+/// The raw keys of one file this module reads.
+#[derive(Debug, Default)]
+pub(crate) struct RawAgent {
+    pub(crate) budget: Option<RawBudget>,
+    pub(crate) prices: Option<BTreeMap<String, RawPrice>>,
+    pub(crate) max_output_tokens: Option<u32>,
+    pub(crate) hooks: Option<RawHooks>,
+}
+
+type Invalid<'a> = &'a dyn Fn(&str, String) -> ErrorPayload;
+
+fn limits(raw: RawLimits, key: &str, invalid: Invalid<'_>) -> Result<BudgetLimits, ErrorPayload> {
+    if let Some(c) = raw.cost_usd {
+        if !c.is_finite() || c < 0.0 {
+            return Err(invalid(
+                &format!("{key}.costUsd"),
+                format!("{c} is not a non-negative number of US dollars"),
+            ));
+        }
+    }
+    if let Some(map) = &raw.tool_calls {
+        if let Some(k) = map.keys().find(|k| k.trim().is_empty()) {
+            return Err(invalid(
+                &format!("{key}.toolCalls"),
+                format!("{k:?} is not a tool name (or \"*\")"),
+            ));
+        }
+    }
+    Ok(BudgetLimits {
+        model_calls: raw.model_calls,
+        tokens: raw.tokens,
+        cost_usd: raw.cost_usd,
+        wall_time_secs: raw.wall_time_secs,
+        tool_calls: raw.tool_calls,
+    })
+}
+
+/// Lays `over` on `base` key by key (`toolCalls` tool by tool).
+fn merge(base: &mut BudgetLimits, over: BudgetLimits) {
+    base.model_calls = over.model_calls.or(base.model_calls);
+    base.tokens = over.tokens.or(base.tokens);
+    base.cost_usd = over.cost_usd.or(base.cost_usd);
+    base.wall_time_secs = over.wall_time_secs.or(base.wall_time_secs);
+    if let Some(tools) = over.tool_calls {
+        base.tool_calls
+            .get_or_insert_with(BTreeMap::new)
+            .extend(tools);
+    }
+}
+
+impl AgentConfig {
+    /// Sets the kernel's budgets, prices, output cap and hooks from this configuration.
+    pub fn apply_to(&self, kernel: &mut keel_kernel::KernelConfig) {
+        kernel.budget = self.budget.clone();
+        kernel.prices = self.prices.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        kernel.max_output_tokens = self.max_output_tokens;
+        kernel.hooks = self.hooks.clone();
+    }
+
+    /// Applies one file's keys. `project`: the file is a workspace's
+    /// `.keel/config.toml`, whose hooks run only when the user's own file allows it.
+    /// Returns whether the file set `budget.request.modelCalls`.
+    pub(crate) fn apply(
+        &mut self,
+        raw: RawAgent,
+        project: bool,
+        invalid: Invalid<'_>,
+    ) -> Result<bool, ErrorPayload> {
+        let mut sets_model_calls = false;
+        if let Some(n) = raw.max_output_tokens {
+            if n == 0 {
+                return Err(invalid("maxOutputTokens", "must be at least 1".into()));
+            }
+            self.max_output_tokens = Some(n);
+        }
+        if let Some(b) = raw.budget {
+            if let Some(r) = b.request {
+                let l = limits(r, "budget.request", invalid)?;
+                sets_model_calls = l.model_calls.is_some();
+                merge(&mut self.budget.request, l);
+            }
+            if let Some(s) = b.session {
+                let l = limits(s, "budget.session", invalid)?;
+                merge(&mut self.budget.session, l);
+            }
+        }
+        if let Some(prices) = raw.prices {
+            for (model, p) in prices {
+                let key = format!("prices.\"{model}\"");
+                parse_model_spec(&model).map_err(|e| invalid(&key, e.message))?;
+                for (name, v) in [("input", Some(p.input)), ("output", Some(p.output))]
+                    .into_iter()
+                    .chain([("cachedInput", p.cached_input)])
+                {
+                    if let Some(v) = v {
+                        if !v.is_finite() || v < 0.0 {
+                            return Err(invalid(
+                                &format!("{key}.{name}"),
+                                format!("{v} is not a non-negative price"),
+                            ));
+                        }
+                    }
+                }
+                self.prices.insert(
+                    model,
+                    ModelPrice {
+                        input: p.input,
+                        output: p.output,
+                        cached_input: p.cached_input,
+                    },
+                );
+            }
+        }
+        if let Some(h) = raw.hooks {
+            self.apply_hooks(h, project, invalid)?;
+        }
+        Ok(sets_model_calls)
+    }
+
+    fn apply_hooks(
+        &mut self,
+        h: RawHooks,
+        project: bool,
+        invalid: Invalid<'_>,
+    ) -> Result<(), ErrorPayload> {
+        if let Some(allow) = h.allow_project_hooks {
+            if project {
+                return Err(invalid(
+                    "hooks.allowProjectHooks",
+                    "can only be set in your own config.toml, not in a project's".into(),
+                ));
+            }
+            self.allow_project_hooks = allow;
+        }
+        if let Some(t) = h.timeout_secs {
+            if t == 0 {
+                return Err(invalid("hooks.timeoutSecs", "must be at least 1".into()));
+            }
+            self.hooks.timeout = Duration::from_secs(t);
+        }
+        for (event, list) in h.entries() {
+            if project && !list.is_empty() && !self.allow_project_hooks {
+                return Err(invalid(
+                    &format!("hooks.{}", event.as_str()),
+                    "hooks run commands on this machine, so a project's hooks run only when \
+                     your own config.toml sets `hooks.allowProjectHooks = true`"
+                        .into(),
+                ));
+            }
+            for (i, raw) in list.into_iter().enumerate() {
+                let key = format!("hooks.{}[{i}]", event.as_str());
+                if raw.timeout_secs == Some(0) {
+                    return Err(invalid(
+                        &format!("{key}.timeoutSecs"),
+                        "must be at least 1".into(),
+                    ));
+                }
+                let hook = CommandHookConfig {
+                    command: raw.command,
+                    matcher: raw.matcher,
+                    timeout: raw.timeout_secs.map(Duration::from_secs),
+                };
+                // The same checks as the kernel's, named by key here.
+                if let Err(why) =
+                    keel_kernel::hooks::CommandHook::new(event, &hook, DEFAULT_HOOK_TIMEOUT)
+                {
+                    let field = if why.contains("matcher") {
+                        "matcher"
+                    } else {
+                        "command"
+                    };
+                    return Err(invalid(&format!("{key}.{field}"), why));
+                }
+                self.hooks.of_mut(event).push(hook);
+            }
+        }
+        Ok(())
+    }
+}
