@@ -86,7 +86,7 @@ pub(crate) struct RawHook {
 }
 
 /// How requests run, as configured.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct AgentConfig {
     /// `[budget.request]` and `[budget.session]`.
     pub budget: BudgetConfig,
@@ -98,18 +98,6 @@ pub struct AgentConfig {
     pub hooks: HooksConfig,
     /// `hooks.allowProjectHooks` (only from the user's own file).
     pub allow_project_hooks: bool,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        Self {
-            budget: BudgetConfig::default(),
-            prices: BTreeMap::new(),
-            max_output_tokens: None,
-            hooks: HooksConfig::default(),
-            allow_project_hooks: false,
-        }
-    }
 }
 
 /// The raw keys of one file this module reads.

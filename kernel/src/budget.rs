@@ -140,6 +140,7 @@ pub(crate) fn session_extensions(
         budget: opts.budget.clone(),
         max_output_tokens: opts.max_output_tokens,
         used: Used::default(),
+        warned: Vec::new(),
     };
     let mut map = serde_json::Map::new();
     if stored != Stored::default() {
@@ -164,6 +165,34 @@ pub(crate) struct Stored {
     pub(crate) max_output_tokens: Option<u32>,
     #[serde(default)]
     pub(crate) used: Used,
+    /// The session limits already announced by `budget.warning` (`tokens`,
+    /// `toolCalls:run_shell`, …), so that each is announced once per session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) warned: Vec<String>,
+}
+
+fn warned_key(limit: BudgetLimit, tool: Option<&str>) -> String {
+    match tool {
+        Some(t) => format!("{}:{t}", limit.as_str()),
+        None => limit.as_str().to_owned(),
+    }
+}
+
+fn parse_warned_key(key: &str) -> Option<(BudgetLimit, Option<String>)> {
+    let (name, tool) = match key.split_once(':') {
+        Some((n, t)) => (n, Some(t.to_owned())),
+        None => (key, None),
+    };
+    let limit = [
+        BudgetLimit::ModelCalls,
+        BudgetLimit::Tokens,
+        BudgetLimit::CostUsd,
+        BudgetLimit::WallTimeSecs,
+        BudgetLimit::ToolCalls,
+    ]
+    .into_iter()
+    .find(|l| l.as_str() == name)?;
+    Some((limit, tool))
 }
 
 impl Stored {
@@ -289,9 +318,16 @@ impl Budget {
         ]);
         let session_limits =
             Limits::resolve(&[Some(&config.budget.session), started.session.as_ref()]);
+        let warned = stored
+            .warned
+            .iter()
+            .filter_map(|k| parse_warned_key(k))
+            .map(|(l, t)| (BudgetScope::Session, l, t))
+            .collect();
         let state = State {
             session_wall_before: stored.used.wall_time_ms,
             session: stored.used,
+            warned,
             ..State::default()
         };
         Budget {
@@ -516,14 +552,22 @@ impl Budget {
         if self.session == Limits::default() {
             return;
         }
-        let used = {
+        let (used, mut warned) = {
             let mut s = self.state();
             self.tick(&mut s);
-            s.session.clone()
+            let warned: Vec<String> = s
+                .warned
+                .iter()
+                .filter(|(scope, _, _)| *scope == BudgetScope::Session)
+                .map(|(_, l, t)| warned_key(*l, t.as_deref()))
+                .collect();
+            (s.session.clone(), warned)
         };
+        warned.sort();
         let mut d = session.data();
         let mut stored = Stored::load(&d);
         stored.used = used;
+        stored.warned = warned;
         stored.save(&mut d);
     }
 }

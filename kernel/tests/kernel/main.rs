@@ -301,7 +301,9 @@ fn opts() -> SessionOptions {
     }
 }
 
+mod budget;
 mod context;
+mod hooks;
 mod interrupts;
 mod persistence;
 mod plans;
