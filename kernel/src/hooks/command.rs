@@ -43,9 +43,13 @@ pub fn compile_matcher(matcher: &str) -> Result<Option<Regex>, String> {
     if m.is_empty() || m == "*" {
         return Ok(None);
     }
-    Regex::new(&format!("^(?:{m})$"))
-        .map(Some)
-        .map_err(|e| format!("matcher {m:?} is not a valid regular expression: {e}"))
+    Regex::new(&format!("^(?:{m})$")).map(Some).map_err(|e| {
+        // The parser's message spans lines (the pattern, a caret, the error).
+        let text = e.to_string();
+        let why = text.lines().last().unwrap_or_default().trim();
+        let why = why.strip_prefix("error: ").unwrap_or(why);
+        format!("matcher {m:?} is not a valid regular expression ({why})")
+    })
 }
 
 /// One configured command hook.
