@@ -533,7 +533,7 @@ fn budget_figure(b: &keel_envelope::budget::BudgetStatus) -> String {
 
 /// The line for `budget.warning`.
 pub(crate) fn budget_warning(b: &keel_envelope::budget::BudgetStatus) -> String {
-    format!("budget: {} (80 % used)", budget_figure(b))
+    format!("budget: {} (80 % reached)", budget_figure(b))
 }
 
 /// The line for a request stopped by a limit (`stopReason: "max_turns"`).
