@@ -76,6 +76,13 @@ fn every_documented_key_is_parsed_and_the_project_overrides_key_by_key() {
     assert!(!c.sandbox.network);
     assert_eq!(c.compaction_threshold, 0.75);
     assert_eq!(c.max_turns, 40);
+    assert_eq!(c.agent.max_output_tokens, Some(8192));
+    assert_eq!(c.agent.budget.request.tokens, Some(2_000_000));
+    assert_eq!(c.agent.budget.session.cost_usd, Some(25.0));
+    assert_eq!(c.agent.prices["anthropic:claude-sonnet-4-5"].output, 15.0);
+    assert_eq!(c.agent.hooks.pre_tool_use.len(), 1);
+    assert_eq!(c.agent.hooks.stop.len(), 1);
+    assert_eq!(c.agent.hooks.timeout, std::time::Duration::from_secs(30));
     assert_eq!(c.available_models.len(), 3);
     assert_eq!(
         c.available_models[2],

@@ -609,3 +609,56 @@ async fn bad_hook_configuration_is_refused_by_the_builder() {
         assert_eq!(err.details["field"], format!("hooks.{event}[0]"));
     }
 }
+
+/// The example hook of docs/configuration.md does what the page says.
+#[tokio::test]
+async fn the_documented_hook_script_denies_rm_rf() {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
+    )
+    .unwrap();
+    let script = doc
+        .split("```sh\n")
+        .skip(1)
+        .find(|b| b.contains("PreToolUse"))
+        .and_then(|b| b.split("```").next())
+        .expect("the documented hook")
+        .to_owned();
+    let s = Scripts::new();
+    let mut hooks = HooksConfig::default();
+    hooks
+        .pre_tool_use
+        .push(entry(s.hook("documented", &script), Some("run_shell")));
+    let ws = tempfile::tempdir().unwrap();
+    let shell = tool("run_shell", PermissionLevel::Read, PlanBehavior::Allowed);
+    let kernel = Kernel::builder()
+        .config(KernelConfig {
+            hooks,
+            ..KernelConfig::default()
+        })
+        .workspace(ws.path())
+        .model(TestModel::new(vec![
+            call("run_shell", json!({"command": "rm -rf build"})),
+            call("run_shell", json!({"command": "ls build"})),
+            say("ok"),
+        ]))
+        .memory_store()
+        .builtin_tools(false)
+        .tool(shell.clone())
+        .build()
+        .unwrap();
+    let (sess, mut events) = kernel.start_session(opts()).await.unwrap();
+    sess.send("clean up").await.unwrap();
+    let all = until(&mut events, "session.completed").await;
+    let skips = skipped(&all);
+    assert_eq!(skips.len(), 1, "{skips:?}");
+    assert!(
+        skips[0].message.contains("rm -rf is not allowed here"),
+        "{}",
+        skips[0].message
+    );
+    assert_eq!(
+        *shell.calls.lock().unwrap(),
+        vec![json!({"command": "ls build"})]
+    );
+}
