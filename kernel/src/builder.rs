@@ -195,6 +195,7 @@ impl KernelBuilder {
                 factory,
                 registry,
                 hooks,
+                session_starts: Default::default(),
                 probe: self.probe,
                 ctx,
                 emitter,

@@ -474,9 +474,57 @@ fn join(parts: Vec<String>) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
-/// `SessionStart`: runs the hooks and keeps their context for the system prompt
-/// (replacing an earlier one). Warnings go on `rid`.
-pub(crate) async fn session_start(session: &Session, rid: &str, source: &str) {
+/// Sessions whose `SessionStart` hooks run, with the signal that they are done.
+pub(crate) type Starting =
+    std::sync::Mutex<std::collections::HashMap<String, tokio::sync::watch::Receiver<bool>>>;
+
+/// `SessionStart`: runs the hooks in the background, so that `session.start` (and the
+/// commands after it) are answered at once; the session's first request waits for
+/// them ([`wait_session_start`]). Warnings go on `rid`, after `session.started`.
+pub(crate) fn spawn_session_start(session: &Arc<Session>, rid: &str, source: &'static str) {
+    if hooks_for(session, HookEvent::SessionStart, None).is_empty() {
+        return;
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    session
+        .kernel
+        .session_starts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(session.id.clone(), rx);
+    let (session, rid) = (session.clone(), rid.to_owned());
+    tokio::spawn(async move {
+        session_start(&session, &rid, source).await;
+        session
+            .kernel
+            .session_starts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&session.id);
+        let _ = tx.send(true);
+    });
+}
+
+/// Waits until the session's `SessionStart` hooks are done (or `cancel` fires).
+pub(crate) async fn wait_session_start(session: &Session, cancel: &CancellationToken) {
+    let rx = session
+        .kernel
+        .session_starts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&session.id)
+        .cloned();
+    if let Some(mut rx) = rx {
+        tokio::select! {
+            _ = rx.wait_for(|done| *done) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+}
+
+/// Runs the `SessionStart` hooks and keeps their context for the system prompt
+/// (replacing an earlier one).
+async fn session_start(session: &Session, rid: &str, source: &str) {
     let hooks = hooks_for(session, HookEvent::SessionStart, None);
     if hooks.is_empty() {
         return;
@@ -526,6 +574,9 @@ pub(crate) async fn user_prompt_submit(
     cancel: &CancellationToken,
 ) -> Result<Option<String>, ErrorPayload> {
     let hooks = hooks_for(session, HookEvent::UserPromptSubmit, None);
+    if hooks.is_empty() {
+        return Ok(None);
+    }
     let mut i = input(session, HookEvent::UserPromptSubmit, Some(rid), cancel);
     i.prompt = Some(prompt.to_owned());
     let mut parts = Vec::new();

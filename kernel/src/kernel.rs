@@ -49,6 +49,8 @@ pub(crate) struct KernelInner {
     pub(crate) registry: Registry,
     /// Hooks, in the order they run.
     pub(crate) hooks: Vec<Arc<dyn crate::hooks::Hooks>>,
+    /// Sessions whose `SessionStart` hooks still run (their first request waits).
+    pub(crate) session_starts: crate::hooks::Starting,
     /// A test probe, called at every point of a request's life.
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
@@ -332,7 +334,7 @@ impl Kernel {
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), session.clone());
         session.emit_started(request_id).await;
-        crate::hooks::session_start(&session, request_id, "startup").await;
+        crate::hooks::spawn_session_start(&session, request_id, "startup");
         Ok(session)
     }
 
@@ -401,7 +403,7 @@ impl Kernel {
                 )
                 .await;
         }
-        crate::hooks::session_start(&session, request_id, "resume").await;
+        crate::hooks::spawn_session_start(&session, request_id, "resume");
         Ok(session)
     }
 

@@ -104,6 +104,7 @@ async fn run_request<'s>(
             }),
         )
         .await;
+    hooks::wait_session_start(session, cancel).await;
     let b = Budget::start(session, &q.overrides);
     let mut c = Counters::new();
     let outcome = match hooks::user_prompt_submit(session, rid, &q.message, cancel).await {

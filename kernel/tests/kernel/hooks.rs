@@ -403,13 +403,25 @@ async fn session_start_context_goes_into_the_system_prompt() {
     hooks.session_start.push(entry(
         s.hook(
             "start",
-            "cat > \"$OUT/start.json\"\necho \"Codename Falcon; event $KEEL_HOOK_EVENT\"",
+            "cat > \"$OUT/start.json\"\nwhile [ ! -f \"$OUT/go\" ]; do sleep 0.02; done\necho \"Codename Falcon; event $KEEL_HOOK_EVENT\"",
         ),
         None,
     ));
     let h = hooked(vec![say("hi")], hooks);
+    // `session.start` is answered while the hook still runs (it waits for `go`)…
     let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
     sess.send("hello").await.unwrap();
+    // …and the first request waits for it before calling the model.
+    let guard = std::time::Instant::now();
+    while !s.file("start.json").exists() {
+        assert!(
+            guard.elapsed() < Duration::from_secs(60),
+            "the hook never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(h.model.seen.lock().unwrap().is_empty());
+    std::fs::write(s.file("go"), "").unwrap();
     until(&mut events, "session.completed").await;
     let system = h.model.seen.lock().unwrap()[0].system.clone();
     assert!(
