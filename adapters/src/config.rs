@@ -300,7 +300,7 @@ impl Config {
                 }
             };
             // The second file is the workspace's.
-            config.apply_file(&text, &file, i == 1)?;
+            config.apply_file(&text, &file, workspace.filter(|_| i == 1))?;
         }
         Ok(config)
     }
@@ -308,17 +308,28 @@ impl Config {
     /// Applies one file's text over this configuration (`file` names it in errors),
     /// as the user's own file.
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
-        self.apply_file(text, file, false)
+        self.apply_file(text, file, None)
     }
 
-    /// Applies a project's `.keel/config.toml` over this configuration: like
-    /// [`Config::apply_toml`], but its hooks need `hooks.allowProjectHooks` from the
-    /// user's own file.
+    /// Applies a project's `.keel/config.toml` (`file`, in the workspace folder's
+    /// `.keel`) over this configuration: like [`Config::apply_toml`], but its
+    /// `[hooks]` count only when the user's own `hooks.allowProjectHooks` trusts the
+    /// workspace.
     pub fn apply_project_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
-        self.apply_file(text, file, true)
+        let ws = file
+            .parent()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        self.apply_file(text, file, Some(ws))
     }
 
-    fn apply_file(&mut self, text: &str, file: &Path, project: bool) -> Result<(), ErrorPayload> {
+    fn apply_file(
+        &mut self,
+        text: &str,
+        file: &Path,
+        project: Option<&Path>,
+    ) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
         self.apply(raw, file, project)
             .map_err(|e| with_key_line(e, text, file))?;
@@ -326,7 +337,12 @@ impl Config {
         Ok(())
     }
 
-    fn apply(&mut self, raw: RawConfig, file: &Path, project: bool) -> Result<(), ErrorPayload> {
+    fn apply(
+        &mut self,
+        raw: RawConfig,
+        file: &Path,
+        project: Option<&Path>,
+    ) -> Result<(), ErrorPayload> {
         let invalid = |key: &str, why: String| {
             config_error(
                 format!("{}: invalid value for `{key}`: {why}", file.display()),

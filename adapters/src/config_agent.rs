@@ -3,6 +3,7 @@
 //! (`maxOutputTokens`) and hooks (`[hooks]`, `[[hooks.PreToolUse]]`, …).
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use keel_envelope::budget::BudgetLimits;
@@ -48,7 +49,7 @@ pub(crate) struct RawHooks {
     #[serde(rename = "timeoutSecs")]
     timeout_secs: Option<u64>,
     #[serde(rename = "allowProjectHooks")]
-    allow_project_hooks: Option<bool>,
+    allow_project_hooks: Option<RawTrust>,
     #[serde(rename = "PreToolUse")]
     pre_tool_use: Option<Vec<RawHook>>,
     #[serde(rename = "PostToolUse")]
@@ -76,6 +77,61 @@ impl RawHooks {
     }
 }
 
+/// `hooks.allowProjectHooks = true | false | ["folder", …]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawTrust {
+    All(bool),
+    Only(Vec<String>),
+}
+
+/// The projects whose own `.keel/config.toml` may set `[hooks]`
+/// (`hooks.allowProjectHooks`, only in the user's own file).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProjectTrust {
+    /// No project (the default).
+    #[default]
+    None,
+    /// Every project (`true`).
+    All,
+    /// These workspace folders, exactly (absolute, canonical when they exist).
+    Only(Vec<PathBuf>),
+}
+
+impl ProjectTrust {
+    /// Whether the project rooted at `workspace` may set hooks.
+    pub fn trusts(&self, workspace: &Path) -> bool {
+        match self {
+            ProjectTrust::None => false,
+            ProjectTrust::All => true,
+            ProjectTrust::Only(list) => {
+                let ws = canonical(workspace);
+                list.iter().any(|p| *p == ws)
+            }
+        }
+    }
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned())
+}
+
+/// A folder of `allowProjectHooks`: absolute, or `~/…` (the home folder).
+fn trusted_folder(raw: &str) -> Result<PathBuf, String> {
+    let path = match raw.strip_prefix("~/").or((raw == "~").then_some("")) {
+        Some(rest) => dirs::home_dir()
+            .ok_or_else(|| format!("{raw:?}: the home folder is unknown"))?
+            .join(rest),
+        None => PathBuf::from(raw),
+    };
+    if !path.is_absolute() {
+        return Err(format!(
+            "{raw:?} is not an absolute folder (nor one under `~/`)"
+        ));
+    }
+    Ok(canonical(&path))
+}
+
 /// `[[hooks.<Point>]]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -97,7 +153,7 @@ pub struct AgentConfig {
     /// `[hooks]` and the hooks, the user's first, then the project's.
     pub hooks: HooksConfig,
     /// `hooks.allowProjectHooks` (only from the user's own file).
-    pub allow_project_hooks: bool,
+    pub allow_project_hooks: ProjectTrust,
 }
 
 /// The raw keys of one file this module reads.
@@ -159,13 +215,13 @@ impl AgentConfig {
         kernel.hooks = self.hooks.clone();
     }
 
-    /// Applies one file's keys. `project`: the file is a workspace's
-    /// `.keel/config.toml`, whose hooks run only when the user's own file allows it.
-    /// Returns whether the file set `budget.request.modelCalls`.
+    /// Applies one file's keys. `project`: the file is the `.keel/config.toml` of
+    /// this workspace, whose `[hooks]` count only when the user's own file trusts
+    /// it. Returns whether the file set `budget.request.modelCalls`.
     pub(crate) fn apply(
         &mut self,
         raw: RawAgent,
-        project: bool,
+        project: Option<&Path>,
         invalid: Invalid<'_>,
     ) -> Result<bool, ErrorPayload> {
         let mut sets_model_calls = false;
@@ -221,18 +277,52 @@ impl AgentConfig {
 
     fn apply_hooks(
         &mut self,
-        h: RawHooks,
-        project: bool,
+        mut h: RawHooks,
+        project: Option<&Path>,
         invalid: Invalid<'_>,
     ) -> Result<(), ErrorPayload> {
-        if let Some(allow) = h.allow_project_hooks {
-            if project {
+        if let Some(allow) = h.allow_project_hooks.take() {
+            if project.is_some() {
                 return Err(invalid(
                     "hooks.allowProjectHooks",
                     "can only be set in your own config.toml, not in a project's".into(),
                 ));
             }
-            self.allow_project_hooks = allow;
+            self.allow_project_hooks = match allow {
+                RawTrust::All(true) => ProjectTrust::All,
+                RawTrust::All(false) => ProjectTrust::None,
+                RawTrust::Only(list) => ProjectTrust::Only(
+                    list.iter()
+                        .map(|f| trusted_folder(f))
+                        .collect::<Result<_, _>>()
+                        .map_err(|why| invalid("hooks.allowProjectHooks", why))?,
+                ),
+            };
+        }
+        // Hooks run commands (and their time limit decides whether the user's own
+        // hooks count), so an untrusted project may set nothing under `[hooks]`.
+        if let Some(ws) = project.filter(|ws| !self.allow_project_hooks.trusts(ws)) {
+            let set = h
+                .timeout_secs
+                .map(|_| "hooks.timeoutSecs".to_owned())
+                .or_else(|| {
+                    h.entries()
+                        .into_iter()
+                        .find(|(_, list)| !list.is_empty())
+                        .map(|(e, _)| format!("hooks.{}", e.as_str()))
+                });
+            if let Some(key) = set {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "hooks run commands on this machine, so a project's `[hooks]` count \
+                         only in a project you trust: add {:?} to `hooks.allowProjectHooks` \
+                         in your own config.toml",
+                        canonical(ws).display().to_string()
+                    ),
+                ));
+            }
+            return Ok(());
         }
         if let Some(t) = h.timeout_secs {
             if t == 0 {
@@ -241,14 +331,6 @@ impl AgentConfig {
             self.hooks.timeout = Duration::from_secs(t);
         }
         for (event, list) in h.entries() {
-            if project && !list.is_empty() && !self.allow_project_hooks {
-                return Err(invalid(
-                    &format!("hooks.{}", event.as_str()),
-                    "hooks run commands on this machine, so a project's hooks run only when \
-                     your own config.toml sets `hooks.allowProjectHooks = true`"
-                        .into(),
-                ));
-            }
             for (i, raw) in list.into_iter().enumerate() {
                 let key = format!("hooks.{}[{i}]", event.as_str());
                 if raw.timeout_secs == Some(0) {

@@ -36,7 +36,7 @@ pub use anthropic::AnthropicModel;
 pub use config::{
     default_keel_home, Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig,
 };
-pub use config_agent::AgentConfig;
+pub use config_agent::{AgentConfig, ProjectTrust};
 pub use http::{HttpOptions, RetryPolicy};
 pub use openai::OpenAiModel;
 pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
