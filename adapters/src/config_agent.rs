@@ -106,7 +106,7 @@ impl ProjectTrust {
             ProjectTrust::All => true,
             ProjectTrust::Only(list) => {
                 let ws = canonical(workspace);
-                list.iter().any(|p| *p == ws)
+                list.contains(&ws)
             }
         }
     }
