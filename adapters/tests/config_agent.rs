@@ -208,8 +208,10 @@ fn max_turns_and_model_calls_are_one_setting() {
     );
     write(ws.path(), ".keel/config.toml", "maxTurns = 7\n");
     let c = Config::load(home.path(), Some(ws.path())).unwrap();
-    let mut k = KernelConfig::default();
-    k.max_turns = c.max_turns;
+    let mut k = KernelConfig {
+        max_turns: c.max_turns,
+        ..KernelConfig::default()
+    };
     c.agent.apply_to(&mut k);
     // The project's maxTurns wins over the user's modelCalls.
     assert_eq!((k.max_turns, k.budget.request.model_calls), (7, None));
