@@ -20,6 +20,7 @@
 pub mod budget;
 pub mod codec;
 pub mod commands;
+mod encode;
 mod envelope;
 pub mod error;
 pub mod events;

@@ -28,7 +28,12 @@ use crate::session::{Active, Queued, Session};
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
     let mut next = Some((first, cancel, false));
     while let Some((q, cancel, from_queue)) = next.take() {
-        let run = std::panic::AssertUnwindSafe(run_request(&session, &q, &cancel, from_queue));
+        // Every log line of the request carries its session and request ids.
+        let span = tracing::info_span!("request", session_id = %session.id, request_id = %q.id);
+        let run = std::panic::AssertUnwindSafe(tracing::Instrument::instrument(
+            run_request(&session, &q, &cancel, from_queue),
+            span,
+        ));
         let turnover = match futures::FutureExt::catch_unwind(run).await {
             Ok(turnover) => turnover,
             Err(panic) => {
@@ -38,6 +43,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
+                tracing::error!(session_id = %session.id, request_id = %q.id, panic = %what, "a request panicked");
                 let turnover = session.turnover.lock().await;
                 {
                     let mut d = session.data();
@@ -104,6 +110,7 @@ async fn run_request<'s>(
             }),
         )
         .await;
+    tracing::info!(from_queue, "request accepted");
     hooks::wait_session_start(session, cancel).await;
     let b = Budget::start(session, &q.overrides);
     let mut c = Counters::new();
@@ -143,6 +150,9 @@ async fn run_request<'s>(
     b.save(session);
     let telemetry = c.telemetry();
     session.persist(rid).await;
+    // A session without a title gets one from its first message, before the
+    // request's terminal event.
+    session.generate_title(rid).await;
     session.probe(Point::BeforeTerminal, rid).await;
     let turnover = session.turnover.lock().await;
     finish(session, rid, outcome, telemetry).await;
@@ -201,6 +211,18 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
         .active
         .as_ref()
         .is_some_and(|a| a.interrupt_reply.is_some());
+    match &outcome {
+        Outcome::Done { stop, .. } => {
+            tracing::info!(stop = ?stop, turns = telemetry.turns, tool_calls = telemetry.tool_calls, elapsed_ms = telemetry.elapsed_ms, "request completed")
+        }
+        Outcome::Failed(e) => {
+            tracing::warn!(code = %e.code, message = %e.message, "request failed")
+        }
+        Outcome::Budget(hit) => {
+            tracing::info!(scope = ?hit.scope, limit = ?hit.limit, used = hit.used, max = hit.max, "request stopped by its budget")
+        }
+        Outcome::Interrupted => tracing::info!("request interrupted"),
+    }
     let outcome = match outcome {
         Outcome::Failed(error) => {
             session.emitter.emit(rid, Event::Error(error)).await;

@@ -143,13 +143,21 @@ async fn run_step(
             let pending = session.state().pending_approval_ids;
             let id = match pending.first() {
                 Some(id) => id.clone(),
-                None => {
+                // The stream may still hold the request of an approval answered
+                // above from the state (not from its event): skip those.
+                None => loop {
                     let env = until(events, out, "approval.requested").await;
                     let Event::ApprovalRequested(a) = &env.event else {
                         unreachable!()
                     };
-                    a.approval_id.clone()
-                }
+                    if session
+                        .state()
+                        .pending_approval_ids
+                        .contains(&a.approval_id)
+                    {
+                        break a.approval_id.clone();
+                    }
+                },
             };
             session
                 .respond_approval(&id, decision(arg.as_str().unwrap()))
@@ -231,7 +239,8 @@ fn normalise(env: &Envelope, workspace: &str) -> String {
         }
     }
     walk(&mut v, workspace);
-    serde_json::to_string(&v).unwrap()
+    // Keys sorted whatever order `serde_json` maps keep in this build.
+    serde_json::to_string(&keel::envelope::generate::sorted(&v)).unwrap()
 }
 
 fn check(name: &str) {

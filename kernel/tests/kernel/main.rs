@@ -309,4 +309,5 @@ mod persistence;
 mod plans;
 mod registry;
 mod requests;
+mod sessions;
 mod stop;
