@@ -83,6 +83,9 @@ fn every_documented_key_is_parsed_and_the_project_overrides_key_by_key() {
     assert_eq!(c.agent.hooks.pre_tool_use.len(), 1);
     assert_eq!(c.agent.hooks.stop.len(), 1);
     assert_eq!(c.agent.hooks.timeout, std::time::Duration::from_secs(30));
+    let trusted = dirs::home_dir().unwrap().join("src/app");
+    assert!(c.agent.allow_project_hooks.trusts(&trusted));
+    assert!(!c.agent.allow_project_hooks.trusts(ws.path()));
     assert_eq!(c.available_models.len(), 3);
     assert_eq!(
         c.available_models[2],
@@ -313,7 +316,11 @@ fn a_project_file_that_leads_out_of_the_workspace_is_ignored_with_a_warning() {
             std::os::unix::fs::symlink(outside.path(), ws.path().join(".keel")).unwrap();
         }
         let c = Config::load(home.path(), Some(ws.path())).unwrap();
-        assert_eq!(c.max_turns, 50, "{how}: the outside file was not applied");
+        assert_eq!(
+            c.max_turns,
+            keel_kernel::config::DEFAULT_MAX_TURNS,
+            "{how}: the outside file was not applied"
+        );
         assert_eq!(c.warnings.len(), 1, "{how}");
         assert!(
             c.warnings[0].contains("outside the workspace"),
