@@ -421,6 +421,14 @@ impl Config {
             max_output_tokens: raw.max_output_tokens,
             hooks: raw.hooks,
         };
+        // The user's limit of model calls per request, which a project can only lower.
+        let user_calls = project.map(|_| {
+            self.agent
+                .budget
+                .request
+                .model_calls
+                .unwrap_or(self.max_turns)
+        });
         let sets_model_calls = self.agent.apply(agent, project, &invalid)?;
         if let Some(m) = raw.max_turns {
             if m == 0 {
@@ -436,6 +444,16 @@ impl Config {
             self.max_turns = m;
             // The later file wins, whichever of the two names it uses.
             self.agent.budget.request.model_calls = None;
+        }
+        if let Some(mine) = user_calls.filter(|n| *n != 0) {
+            let calls = &mut self.agent.budget.request.model_calls;
+            let now = calls.unwrap_or(self.max_turns);
+            if now == 0 || now > mine {
+                match calls {
+                    Some(n) => *n = mine,
+                    None => self.max_turns = mine,
+                }
+            }
         }
         if let Some(r) = raw.retry {
             if let Some(v) = r.max_retries {

@@ -14,6 +14,9 @@ use serde::Deserialize;
 
 use crate::select::parse_model_spec;
 
+/// The `toolCalls` key of every tool not named.
+const ANY_TOOL: &str = "*";
+
 /// `[budget]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -193,16 +196,59 @@ fn limits(raw: RawLimits, key: &str, invalid: Invalid<'_>) -> Result<BudgetLimit
     })
 }
 
-/// Lays `over` on `base` key by key (`toolCalls` tool by tool).
-fn merge(base: &mut BudgetLimits, over: BudgetLimits) {
-    base.model_calls = over.model_calls.or(base.model_calls);
-    base.tokens = over.tokens.or(base.tokens);
-    base.cost_usd = over.cost_usd.or(base.cost_usd);
-    base.wall_time_secs = over.wall_time_secs.or(base.wall_time_secs);
+/// Lays `over` on `base` key by key (`toolCalls` tool by tool). A project's file
+/// (`project`) can only make a limit stricter: where `base` has a limit, the lower one
+/// counts (and `0`, no limit, does not remove it).
+fn merge(base: &mut BudgetLimits, over: BudgetLimits, project: bool) {
+    let pick = |b, o| if project { stricter(b, o) } else { o.or(b) };
+    base.model_calls = pick(
+        base.model_calls.map(u64::from),
+        over.model_calls.map(u64::from),
+    )
+    .map(|n| u32::try_from(n).unwrap_or(u32::MAX));
+    base.tokens = pick(base.tokens, over.tokens);
+    base.cost_usd = if project {
+        stricter(base.cost_usd, over.cost_usd)
+    } else {
+        over.cost_usd.or(base.cost_usd)
+    };
+    base.wall_time_secs = pick(base.wall_time_secs, over.wall_time_secs);
     if let Some(tools) = over.tool_calls {
-        base.tool_calls
-            .get_or_insert_with(BTreeMap::new)
-            .extend(tools);
+        let before = base.tool_calls.clone().unwrap_or_default();
+        let map = base.tool_calls.get_or_insert_with(BTreeMap::new);
+        for (name, n) in tools {
+            let n = if project {
+                // The user's limit of this tool: its own, else `"*"`.
+                let mine = before
+                    .get(&name)
+                    .or_else(|| (name != ANY_TOOL).then(|| before.get(ANY_TOOL)).flatten());
+                stricter(mine.map(|m| u64::from(*m)), Some(u64::from(n)))
+                    .map_or(n, |m| u32::try_from(m).unwrap_or(u32::MAX))
+            } else {
+                n
+            };
+            map.insert(name, n);
+        }
+    }
+}
+
+/// The stricter of two limits, where `0` (or none) is no limit.
+fn stricter<T: PartialOrd + Copy + Default>(base: Option<T>, over: Option<T>) -> Option<T> {
+    let none = T::default();
+    match (base, over) {
+        (Some(b), Some(o)) if b != none => Some(if o == none || b < o { b } else { o }),
+        (b, o) => o.or(b),
+    }
+}
+
+/// The higher of two prices (the stricter estimate), field by field.
+fn dearer(mine: ModelPrice, theirs: ModelPrice) -> ModelPrice {
+    let cached = |p: ModelPrice| p.cached_input.unwrap_or(p.input);
+    ModelPrice {
+        input: mine.input.max(theirs.input),
+        output: mine.output.max(theirs.output),
+        cached_input: (mine.cached_input.is_some() || theirs.cached_input.is_some())
+            .then(|| cached(mine).max(cached(theirs))),
     }
 }
 
@@ -235,11 +281,11 @@ impl AgentConfig {
             if let Some(r) = b.request {
                 let l = limits(r, "budget.request", invalid)?;
                 sets_model_calls = l.model_calls.is_some();
-                merge(&mut self.budget.request, l);
+                merge(&mut self.budget.request, l, project.is_some());
             }
             if let Some(s) = b.session {
                 let l = limits(s, "budget.session", invalid)?;
-                merge(&mut self.budget.session, l);
+                merge(&mut self.budget.session, l, project.is_some());
             }
         }
         if let Some(prices) = raw.prices {
@@ -259,14 +305,16 @@ impl AgentConfig {
                         }
                     }
                 }
-                self.prices.insert(
-                    model,
-                    ModelPrice {
-                        input: p.input,
-                        output: p.output,
-                        cached_input: p.cached_input,
-                    },
-                );
+                let mut price = ModelPrice {
+                    input: p.input,
+                    output: p.output,
+                    cached_input: p.cached_input,
+                };
+                // A project cannot make your cost limits count less.
+                if let (Some(_), Some(mine)) = (project, self.prices.get(&model)) {
+                    price = dearer(*mine, price);
+                }
+                self.prices.insert(model, price);
             }
         }
         if let Some(h) = raw.hooks {

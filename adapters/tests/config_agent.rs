@@ -190,6 +190,71 @@ fn a_project_overrides_limits_key_by_key_and_needs_permission_for_hooks() {
 }
 
 #[test]
+fn a_project_can_make_limits_stricter_never_looser() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    write(home.path(), "config.toml", GLOBAL);
+    // Every way a project's file could loosen the user's limits or cheapen a model.
+    write(
+        ws.path(),
+        ".keel/config.toml",
+        r#"
+[budget.request]
+tokens = 10000000
+wallTimeSecs = 0
+modelCalls = 5000
+toolCalls = { run_shell = 1000, grep = 1000, read_file = 5 }
+
+[budget.session]
+costUsd = 0.0
+tokens = 300
+
+[prices."openai:gpt-4.1"]
+input = 0.0
+output = 9.0
+"#,
+    );
+    let c = Config::load(home.path(), Some(ws.path())).unwrap();
+    let (r, s) = (&c.agent.budget.request, &c.agent.budget.session);
+    assert_eq!(r.tokens, Some(500_000), "higher: the user's");
+    assert_eq!(r.wall_time_secs, Some(1800), "0 does not remove it");
+    assert_eq!(r.model_calls, Some(keel_kernel::config::DEFAULT_MAX_TURNS));
+    let tools = r.tool_calls.as_ref().unwrap();
+    // run_shell: the user's own; grep: the user's "*"; read_file: the project's lower.
+    assert_eq!(
+        (tools["run_shell"], tools["grep"], tools["read_file"]),
+        (100, 400, 5)
+    );
+    assert_eq!(s.cost_usd, Some(20.0));
+    assert_eq!(s.tokens, Some(300), "a limit the user did not set");
+    let p = c.agent.prices["openai:gpt-4.1"];
+    assert_eq!((p.input, p.output, p.cached_input), (2.0, 9.0, Some(0.5)));
+
+    // maxTurns: lower counts, higher does not.
+    for (project, expect) in [(7, 7), (5000, 40)] {
+        write(home.path(), "config.toml", "maxTurns = 40\n");
+        write(
+            ws.path(),
+            ".keel/config.toml",
+            &format!("maxTurns = {project}\n"),
+        );
+        let c = Config::load(home.path(), Some(ws.path())).unwrap();
+        let mut k = KernelConfig {
+            max_turns: c.max_turns,
+            ..KernelConfig::default()
+        };
+        c.agent.apply_to(&mut k);
+        let limit = k.budget.request.model_calls.unwrap_or(k.max_turns);
+        assert_eq!(limit, expect, "project maxTurns = {project}");
+    }
+    // The user's own file is not limited by anything.
+    write(home.path(), "config.toml", "maxTurns = 5000\n");
+    std::fs::remove_file(ws.path().join(".keel/config.toml")).unwrap();
+    let c = Config::load(home.path(), Some(ws.path())).unwrap();
+    assert_eq!(c.max_turns, 5000);
+}
+
+#[test]
 fn max_turns_and_model_calls_are_one_setting() {
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
