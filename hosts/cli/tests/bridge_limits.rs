@@ -229,3 +229,59 @@ fn the_output_cap_reaches_the_server_through_the_bridge() {
         .collect();
     assert_eq!(caps, [256, 128, 64]);
 }
+
+/// A repository's own `.keel/config.toml` cannot bring hooks (commands) until the
+/// user trusts that workspace in their own file.
+#[test]
+fn project_hooks_run_only_in_a_trusted_workspace() {
+    let root = tempfile::tempdir().unwrap();
+    let (ws, home) = (root.path().join("ws"), root.path().join("home"));
+    std::fs::create_dir_all(ws.join(".keel")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let marker = root.path().join("ran");
+    std::fs::write(
+        ws.join(".keel/config.toml"),
+        format!(
+            "[[hooks.UserPromptSubmit]]\ncommand = \"touch '{}'\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let script = root.path().join("script.json");
+    std::fs::write(&script, r#"{"turns": [{"text": "hi"}]}"#).unwrap();
+    let model = format!("scripted:{}", script.display());
+
+    // Untrusted: the bridge does not start, says why, and runs nothing.
+    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .args(["bridge", "--workspace"])
+        .arg(&ws)
+        .args(["--model", &model])
+        .env("KEEL_HOME", &home)
+        .env_remove("KEEL_MODEL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hooks.UserPromptSubmit") && stderr.contains("allowProjectHooks"),
+        "{stderr}"
+    );
+    assert!(!marker.exists());
+
+    // Trusted by the user: the project's hook runs.
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "[hooks]\nallowProjectHooks = [{:?}]\n",
+            ws.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut b = Bridge::start(&ws, &home, &model, &[]);
+    let sid = b.start_session("s1", "{}");
+    b.request(&sid, "r1", r#"{"message":"hello"}"#);
+    b.until("session.completed", "r1");
+    assert!(marker.exists(), "the trusted project's hook ran");
+    b.stop();
+}
