@@ -9,8 +9,10 @@ use keel_envelope::types::{ModelInfo, PermissionMode};
 use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
+use crate::config_agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
 use crate::http::RetryPolicy;
 use crate::select::{parse_model_spec, EnvMap};
+use crate::toml_keys::key_line;
 
 /// The configuration file name.
 pub const CONFIG_FILE: &str = "config.toml";
@@ -74,7 +76,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// Fraction of the context window at which the history is compacted.
     pub compaction_threshold: f64,
-    /// Maximum model turns per request.
+    /// Maximum model calls per request (`maxTurns`; `budget.request.modelCalls` is
+    /// the same setting).
     pub max_turns: u32,
     /// Retries of failed model calls.
     pub retry: RetryPolicy,
@@ -83,6 +86,8 @@ pub struct Config {
     /// Whether new sessions propose edits as patches instead of writing them
     /// (`patchPreview`).
     pub patch_preview: bool,
+    /// Budgets, prices, the output cap and hooks.
+    pub agent: AgentConfig,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -100,10 +105,11 @@ impl Default for Config {
             shell: ShellConfig::default(),
             sandbox: SandboxConfig::default(),
             compaction_threshold: 0.8,
-            max_turns: 50,
+            max_turns: keel_kernel::config::DEFAULT_MAX_TURNS,
             retry: RetryPolicy::default(),
             providers: ProvidersConfig::default(),
             patch_preview: false,
+            agent: AgentConfig::default(),
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -125,6 +131,10 @@ struct RawConfig {
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
     patch_preview: Option<bool>,
+    max_output_tokens: Option<u32>,
+    budget: Option<RawBudget>,
+    prices: Option<std::collections::BTreeMap<String, RawPrice>>,
+    hooks: Option<RawHooks>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -271,43 +281,6 @@ fn with_key_line(mut err: ErrorPayload, text: &str, file: &Path) -> ErrorPayload
     err.with_detail("line", line)
 }
 
-/// The 1-based line where `key` is set: `name = …` at the top level for `name`,
-/// `name = …` under `[table]` (or `table.name = …`) for `table.name`. Keys inside
-/// arrays of tables (`availableModels[1].id`) are not looked up.
-fn key_line(text: &str, key: &str) -> Option<usize> {
-    if key.contains('[') {
-        return None;
-    }
-    let (table, name) = match key.rsplit_once('.') {
-        Some((t, n)) => (Some(t), n),
-        None => (None, key),
-    };
-    let mut current: Option<String> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let header = header.trim_start_matches('[');
-            let end = header.find(']').unwrap_or(header.len());
-            current = Some(header[..end].trim().to_owned());
-            continue;
-        }
-        let Some((lhs, _)) = line.split_once('=') else {
-            continue;
-        };
-        let lhs = lhs.trim().trim_matches('"');
-        let hit = match (&current, table) {
-            (None, None) => lhs == name,
-            (Some(c), Some(t)) => c == t && lhs == name,
-            (None, Some(t)) => lhs == format!("{t}.{name}"),
-            (Some(_), None) => false,
-        };
-        if hit {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
 impl Config {
     /// Loads `keel_home/config.toml`, then `workspace/.keel/config.toml` over it key
     /// by key. Missing files are skipped; an unreadable file, malformed TOML (with its
@@ -335,7 +308,7 @@ impl Config {
                 )),
             }
         }
-        for file in files {
+        for (i, file) in files.into_iter().enumerate() {
             // Regular files only: a FIFO or device would block or never end.
             let text = match keel_tools::jail::read_regular(&file).and_then(|b| {
                 String::from_utf8(b)
@@ -350,21 +323,50 @@ impl Config {
                     ))
                 }
             };
-            config.apply_toml(&text, &file)?;
+            // The second file is the workspace's.
+            config.apply_file(&text, &file, workspace.filter(|_| i == 1))?;
         }
         Ok(config)
     }
 
-    /// Applies one file's text over this configuration (`file` names it in errors).
+    /// Applies one file's text over this configuration (`file` names it in errors),
+    /// as the user's own file.
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
+        self.apply_file(text, file, None)
+    }
+
+    /// Applies a project's `.keel/config.toml` (`file`, in the workspace folder's
+    /// `.keel`) over this configuration: like [`Config::apply_toml`], but its
+    /// `[hooks]` count only when the user's own `hooks.allowProjectHooks` trusts the
+    /// workspace.
+    pub fn apply_project_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
+        let ws = file
+            .parent()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        self.apply_file(text, file, Some(ws))
+    }
+
+    fn apply_file(
+        &mut self,
+        text: &str,
+        file: &Path,
+        project: Option<&Path>,
+    ) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
-        self.apply(raw, file)
+        self.apply(raw, file, project)
             .map_err(|e| with_key_line(e, text, file))?;
         self.sources.push(file.to_owned());
         Ok(())
     }
 
-    fn apply(&mut self, raw: RawConfig, file: &Path) -> Result<(), ErrorPayload> {
+    fn apply(
+        &mut self,
+        raw: RawConfig,
+        file: &Path,
+        project: Option<&Path>,
+    ) -> Result<(), ErrorPayload> {
         let invalid = |key: &str, why: String| {
             config_error(
                 format!("{}: invalid value for `{key}`: {why}", file.display()),
@@ -413,11 +415,45 @@ impl Config {
             }
             self.compaction_threshold = c;
         }
+        let agent = RawAgent {
+            budget: raw.budget,
+            prices: raw.prices,
+            max_output_tokens: raw.max_output_tokens,
+            hooks: raw.hooks,
+        };
+        // The user's limit of model calls per request, which a project can only lower.
+        let user_calls = project.map(|_| {
+            self.agent
+                .budget
+                .request
+                .model_calls
+                .unwrap_or(self.max_turns)
+        });
+        let sets_model_calls = self.agent.apply(agent, project, &invalid)?;
         if let Some(m) = raw.max_turns {
             if m == 0 {
                 return Err(invalid("maxTurns", "must be at least 1".to_owned()));
             }
+            if sets_model_calls {
+                return Err(invalid(
+                    "maxTurns",
+                    "`maxTurns` and `budget.request.modelCalls` are the same setting; set one"
+                        .to_owned(),
+                ));
+            }
             self.max_turns = m;
+            // The later file wins, whichever of the two names it uses.
+            self.agent.budget.request.model_calls = None;
+        }
+        if let Some(mine) = user_calls.filter(|n| *n != 0) {
+            let calls = &mut self.agent.budget.request.model_calls;
+            let now = calls.unwrap_or(self.max_turns);
+            if now == 0 || now > mine {
+                match calls {
+                    Some(n) => *n = mine,
+                    None => self.max_turns = mine,
+                }
+            }
         }
         if let Some(r) = raw.retry {
             if let Some(v) = r.max_retries {
@@ -546,7 +582,8 @@ mod tests {
             Some(1)
         );
         assert_eq!(key_line(text, "model"), None);
-        assert_eq!(key_line(text, "availableModels[0].id"), None);
+        assert_eq!(key_line(text, "availableModels[0].id"), Some(5));
+        assert_eq!(key_line(text, "availableModels[1].id"), None);
     }
 
     #[test]

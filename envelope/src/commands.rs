@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::budget::{BudgetLimits, SessionBudget};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
 macro_rules! command_payloads {
@@ -48,6 +49,7 @@ command_payloads! {
     pub struct RuntimeShutdown {}
 
     /// `session.start`.
+    #[derive(Default)]
     pub struct SessionStart {
         /// The workspace root (default: the runtime's workspace).
         #[serde(default)]
@@ -61,6 +63,13 @@ command_payloads! {
         /// A title.
         #[serde(default)]
         pub title: Option<String>,
+        /// Limits of each request and of the whole session (default: configuration).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub budget: Option<SessionBudget>,
+        /// Cap on the output tokens of each model call (default: configuration, else
+        /// the provider's default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_output_tokens: Option<u32>,
     }
 
     /// `session.resume`.
@@ -138,6 +147,7 @@ command_payloads! {
     }
 
     /// `request.send`.
+    #[derive(Default)]
     pub struct RequestSend {
         /// The user's message.
         pub message: String,
@@ -150,6 +160,12 @@ command_payloads! {
         /// Propose edits as patches instead of writing them (this request only).
         #[serde(default)]
         pub patch_preview: Option<bool>,
+        /// Limits of this request, over the session's (key by key).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub budget: Option<BudgetLimits>,
+        /// Cap on the output tokens of each model call of this request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_output_tokens: Option<u32>,
     }
 
     /// `request.interrupt`.

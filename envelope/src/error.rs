@@ -99,6 +99,18 @@ error_codes! {
     ToolNameConflict = "TOOL_NAME_CONFLICT",
     /// A shell command must run in an OS sandbox and none can run on this machine.
     SandboxUnavailable = "SANDBOX_UNAVAILABLE",
+    /// A limit of the request's or the session's budget was reached (other than the
+    /// request's model calls, which keep `MAX_TURNS_EXCEEDED`).
+    BudgetExceeded = "BUDGET_EXCEEDED",
+    /// A hook failed, timed out or answered something unreadable; its answer was
+    /// ignored (a `warning`).
+    HookFailed = "HOOK_FAILED",
+    /// A `UserPromptSubmit` hook blocked the prompt; the request ended without a model
+    /// call.
+    PromptBlocked = "PROMPT_BLOCKED",
+    /// A cost limit is set but the model has no price in the configuration, so its
+    /// calls are not counted (a `warning`).
+    PriceUnknown = "PRICE_UNKNOWN",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -17,6 +17,7 @@
 //! assert_eq!(back, env);
 //! ```
 
+pub mod budget;
 pub mod codec;
 pub mod commands;
 mod encode;

@@ -29,6 +29,7 @@ pub struct KernelBuilder {
     tools: Vec<Arc<dyn Tool>>,
     builtin_tools: bool,
     probe: Option<Arc<dyn Probe>>,
+    hooks: Vec<Arc<dyn crate::hooks::Hooks>>,
 }
 
 impl std::fmt::Debug for KernelBuilder {
@@ -132,6 +133,13 @@ impl KernelBuilder {
         self
     }
 
+    /// Adds hooks (see [`crate::hooks`]): they run at their points after the command
+    /// hooks of the configuration, in the order added.
+    pub fn hooks(mut self, hooks: Arc<dyn crate::hooks::Hooks>) -> Self {
+        self.hooks.push(hooks);
+        self
+    }
+
     /// A probe called at every point of a request's life (tests pause requests there).
     #[doc(hidden)]
     pub fn probe(mut self, probe: Arc<dyn Probe>) -> Self {
@@ -169,6 +177,10 @@ impl KernelBuilder {
             }
         };
         let registry = registry(self.builtin_tools, self.tools)?;
+        let hooks = crate::hooks::build(&self.config.hooks, self.hooks)?;
+        crate::budget::validate_limits(&self.config.budget.request, "budget.request")?;
+        crate::budget::validate_limits(&self.config.budget.session, "budget.session")?;
+        crate::budget::validate_max_output(self.config.max_output_tokens, "maxOutputTokens")?;
         let ctx = EmitCtx {
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             ids: self.ids.unwrap_or_else(|| Arc::new(UlidGen::default())),
@@ -182,6 +194,8 @@ impl KernelBuilder {
                 default_model,
                 factory,
                 registry,
+                hooks,
+                session_starts: Default::default(),
                 probe: self.probe,
                 ctx,
                 emitter,

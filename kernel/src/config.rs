@@ -1,11 +1,19 @@
 //! Kernel configuration.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use keel_envelope::types::{ModelInfo, PermissionMode};
 use keel_tools::policy::ShellPolicy;
 use keel_tools::SandboxConfig;
+
+pub use crate::budget::{BudgetConfig, ModelPrice};
+pub use crate::hooks::{CommandHookConfig, HooksConfig};
+
+/// The default of [`KernelConfig::max_turns`]: a guard against a model that loops,
+/// high enough never to stop a real task (see docs/configuration.md).
+pub const DEFAULT_MAX_TURNS: u32 = 1000;
 
 /// Limits and defaults of a kernel.
 #[derive(Debug, Clone)]
@@ -16,8 +24,20 @@ pub struct KernelConfig {
     pub permission_mode: PermissionMode,
     /// How long an approval or a question waits; `Duration::ZERO` waits forever.
     pub approval_timeout: Duration,
-    /// Maximum model calls per request.
+    /// Maximum model calls per request (the request budget's `modelCalls` unless
+    /// `budget.request.model_calls` is set; 0 = no limit).
     pub max_turns: u32,
+    /// Limits of each request and of each session (model calls, tokens, cost, wall
+    /// time, calls per tool); `session.start` and `request.send` override them.
+    pub budget: BudgetConfig,
+    /// Prices per model (`provider:model`), for the cost limits.
+    pub prices: HashMap<String, ModelPrice>,
+    /// Cap on the output tokens of each model call; `None` leaves the provider's
+    /// default (`session.start` and `request.send` override it).
+    pub max_output_tokens: Option<u32>,
+    /// Command hooks (`[[hooks.PreToolUse]]`, …); a Rust host adds its own with
+    /// [`crate::KernelBuilder::hooks`].
+    pub hooks: HooksConfig,
     /// Compaction starts when the estimated context passes this fraction of the window.
     pub compaction_threshold: f64,
     /// Shell whitelist and high-risk additions.
@@ -42,7 +62,11 @@ impl Default for KernelConfig {
             workspace: None,
             permission_mode: PermissionMode::Ask,
             approval_timeout: Duration::from_secs(60),
-            max_turns: 50,
+            max_turns: DEFAULT_MAX_TURNS,
+            budget: BudgetConfig::default(),
+            prices: HashMap::new(),
+            max_output_tokens: None,
+            hooks: HooksConfig::default(),
             compaction_threshold: 0.8,
             shell: ShellPolicy::default(),
             sandbox: SandboxConfig::default(),

@@ -177,9 +177,7 @@ impl SessionHandle {
     pub async fn send(&self, message: impl Into<String>) -> Result<String, ErrorPayload> {
         self.send_with(RequestSend {
             message: message.into(),
-            images: None,
-            when_busy: None,
-            patch_preview: None,
+            ..RequestSend::default()
         })
         .await
     }

@@ -101,6 +101,10 @@ pub(crate) struct KernelInner {
     pub(crate) factory: ModelFactory,
     /// Every tool the model can call, and the pipeline's stages.
     pub(crate) registry: Registry,
+    /// Hooks, in the order they run.
+    pub(crate) hooks: Vec<Arc<dyn crate::hooks::Hooks>>,
+    /// Sessions whose `SessionStart` hooks still run (their first request waits).
+    pub(crate) session_starts: crate::hooks::Starting,
     /// A test probe, called at every point of a request's life.
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
@@ -455,6 +459,7 @@ impl Kernel {
     ) -> Result<Arc<Session>, ErrorPayload> {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
+        let extensions = crate::budget::session_extensions(&opts)?;
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -472,7 +477,7 @@ impl Kernel {
             created_at: now,
             updated_at: now,
             closed: false,
-            extensions: Default::default(),
+            extensions,
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
@@ -483,6 +488,7 @@ impl Kernel {
             .insert(id.clone(), session.clone());
         tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
+        crate::hooks::spawn_session_start(&session, request_id, "startup");
         Ok(session)
     }
 
@@ -555,6 +561,7 @@ impl Kernel {
             .await;
         }
         drop(g);
+        crate::hooks::spawn_session_start(&session, request_id, "resume");
         Ok(session)
     }
 

@@ -8,6 +8,7 @@
 
 mod agent;
 mod approval;
+mod budget;
 mod builder;
 mod compact;
 pub mod config;
@@ -15,6 +16,7 @@ mod emit;
 mod ext;
 pub mod gate;
 mod handle;
+pub mod hooks;
 mod kernel;
 mod kernel_tools;
 pub mod model;

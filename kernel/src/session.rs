@@ -36,6 +36,8 @@ pub(crate) struct Queued {
     pub(crate) images: Vec<String>,
     /// Whether `edit_file` / `write_file` are proposed as patches in this request.
     pub(crate) patch_preview: bool,
+    /// The request's own budget and output cap.
+    pub(crate) overrides: crate::budget::RequestOverrides,
 }
 
 /// The running request.
@@ -421,6 +423,7 @@ impl Session {
                     message: p.message.clone(),
                     images: p.images.clone().unwrap_or_default(),
                     patch_preview: p.patch_preview.unwrap_or(self.kernel.config.patch_preview),
+                    overrides: crate::budget::RequestOverrides::of(p)?,
                 };
                 self.send(q, p.when_busy.unwrap_or_default()).await?;
             }

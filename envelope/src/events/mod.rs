@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::budget::BudgetStatus;
 use crate::error::ErrorPayload;
 use crate::ext::{BackgroundTask, Patch, ReviewState, SubAgentInfo, TaskGraph, TaskNode};
 use crate::types::{
@@ -216,6 +217,8 @@ define_events! {
     TurnStarted = "turn.started" => TurnStarted,
     /// A model call and its tool calls are done.
     TurnCompleted = "turn.completed" => TurnCompleted,
+    /// A limit of the request's or the session's budget is 80 % used.
+    BudgetWarning = "budget.warning" => BudgetStatus,
     /// Something degraded; the work goes on.
     Warning = "warning" => ErrorPayload,
     /// Something failed.

@@ -75,7 +75,7 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         Some(spec) => Some(build_model(spec, &config)?),
         None => None,
     };
-    let kernel_config = KernelConfig {
+    let mut kernel_config = KernelConfig {
         workspace: Some(workspace.clone()),
         permission_mode: common.mode.mode.unwrap_or(config.permission_mode),
         approval_timeout: Duration::from_secs(config.approval_timeout_secs),
@@ -90,6 +90,8 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         patch_preview: config.patch_preview,
         ..KernelConfig::default()
     };
+    // Budgets, prices, the output cap and hooks.
+    config.agent.apply_to(&mut kernel_config);
     let factory_config = config.clone();
     let mut builder = Kernel::builder()
         .config(kernel_config)

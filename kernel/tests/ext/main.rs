@@ -181,6 +181,7 @@ impl H {
                 permission_mode: mode,
                 model: None,
                 title: None,
+                ..Default::default()
             })
             .await
             .unwrap();
@@ -347,6 +348,7 @@ fn send(message: &str, preview: Option<bool>) -> CommandPayload {
         images: None,
         when_busy: None,
         patch_preview: preview,
+        ..Default::default()
     })
 }
 

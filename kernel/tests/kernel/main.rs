@@ -227,6 +227,7 @@ async fn start(f: &Fixture) -> (SessionHandle, EventStream) {
             permission_mode: None,
             model: None,
             title: Some("t".into()),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -296,10 +297,13 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
+        ..Default::default()
     }
 }
 
+mod budget;
 mod context;
+mod hooks;
 mod interrupts;
 mod persistence;
 mod plans;

@@ -12,6 +12,18 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             permission_mode: Some(PermissionMode::Ask),
             model: Some(s("scripted:demo")),
             title: Some(s("Fix the failing test")),
+            budget: Some(SessionBudget {
+                request: Some(BudgetLimits {
+                    model_calls: Some(200),
+                    wall_time_secs: Some(1800),
+                    ..BudgetLimits::default()
+                }),
+                session: Some(BudgetLimits {
+                    cost_usd: Some(5.0),
+                    ..BudgetLimits::default()
+                }),
+            }),
+            max_output_tokens: Some(8192),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -74,6 +86,12 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             images: None,
             when_busy: Some(WhenBusy::Queue),
             patch_preview: Some(false),
+            budget: Some(BudgetLimits {
+                tokens: Some(200_000),
+                tool_calls: Some(BTreeMap::from([(s("run_shell"), 50)])),
+                ..BudgetLimits::default()
+            }),
+            max_output_tokens: Some(4096),
         }),
         CommandType::RequestInterrupt => CommandPayload::RequestInterrupt(c::RequestInterrupt {}),
         CommandType::RequestCancelQueued => CommandPayload::RequestCancelQueued(c::CancelQueued {

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use keel_envelope::budget::{BudgetLimit, BudgetLimits, BudgetScope, BudgetStatus, SessionBudget};
 use keel_envelope::commands::{
     self, ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, ProposedFile, ReviewDecision,
     WhenBusy,
@@ -305,6 +306,7 @@ pub fn sample_event(t: EventType) -> Event {
             stop_reason: StopReason::EndTurn,
             final_text: Some(s("The test passes now.")),
             telemetry: telemetry(),
+            budget: None,
         }),
         EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed {
             reason: s("requested"),
@@ -489,6 +491,13 @@ pub fn sample_event(t: EventType) -> Event {
             usage: usage(1200, 80),
             elapsed_ms: 640,
             telemetry: Some(telemetry()),
+        }),
+        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus {
+            scope: BudgetScope::Request,
+            limit: BudgetLimit::Tokens,
+            tool_name: None,
+            used: 161_000.0,
+            max: 200_000.0,
         }),
         EventType::Warning => Event::Warning(
             ErrorPayload::new(

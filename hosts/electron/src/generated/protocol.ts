@@ -362,6 +362,67 @@ endedAt: number | null,
 outputTail: string, };
 
 /**
+ * Which limit a figure is about (the key of [`BudgetLimits`]).
+ */
+export type BudgetLimit = "modelCalls" | "tokens" | "costUsd" | "wallTimeSecs" | "toolCalls";
+
+/**
+ * Limits of one scope (a request, or a whole session). Every field is optional.
+ */
+export type BudgetLimits = { 
+/**
+ * Model calls.
+ */
+modelCalls?: number | null, 
+/**
+ * Input plus output tokens, summed over the model calls.
+ */
+tokens?: number | null, 
+/**
+ * Estimated cost in US dollars (needs the model's price in the configuration).
+ */
+costUsd?: number | null, 
+/**
+ * Wall time in seconds while a request runs.
+ */
+wallTimeSecs?: number | null, 
+/**
+ * Calls per tool, by tool name; `"*"` applies to each tool not named.
+ */
+toolCalls?: { [key in string]?: number } | null, };
+
+/**
+ * Which budget a figure belongs to.
+ */
+export type BudgetScope = "request" | "session";
+
+/**
+ * How much of one limit is used: the payload of `budget.warning`, and the
+ * `budget` of `session.completed` when a limit stopped the request.
+ */
+export type BudgetStatus = { 
+/**
+ * The request's or the session's budget.
+ */
+scope: BudgetScope, 
+/**
+ * Which limit.
+ */
+limit: BudgetLimit, 
+/**
+ * The tool, for `toolCalls`.
+ */
+toolName?: string | null, 
+/**
+ * Used so far (model calls, tokens, US dollars, seconds or tool calls).
+ */
+used: number, 
+/**
+ * The limit, in the same unit.
+ */
+max: number, };
+
+/**
  * `request.cancel_queued`.
  */
 export type CancelQueued = { 
@@ -543,7 +604,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -1340,7 +1401,15 @@ whenBusy?: WhenBusy | null,
 /**
  * Propose edits as patches instead of writing them (this request only).
  */
-patchPreview?: boolean | null, };
+patchPreview?: boolean | null, 
+/**
+ * Limits of this request, over the session's (key by key).
+ */
+budget?: BudgetLimits | null, 
+/**
+ * Cap on the output tokens of each model call of this request.
+ */
+maxOutputTokens?: number | null, };
 
 /**
  * `request.steered`: the message joined the running request.
@@ -1702,6 +1771,20 @@ snippet: string, };
 export type SearchMode = "content" | "name";
 
 /**
+ * The budget of `session.start`: limits for each of its requests and for the whole
+ * session.
+ */
+export type SessionBudget = { 
+/**
+ * Limits of each request of the session.
+ */
+request?: BudgetLimits | null, 
+/**
+ * Limits of the whole session (summed over its requests).
+ */
+session?: BudgetLimits | null, };
+
+/**
  * `session.close`.
  */
 export type SessionClose = Record<string, never>;
@@ -1730,7 +1813,11 @@ finalText: string | null,
 /**
  * Figures.
  */
-telemetry: Telemetry, };
+telemetry: Telemetry, 
+/**
+ * The limit that stopped the request (with `stopReason: "max_turns"`).
+ */
+budget?: BudgetStatus | null, };
 
 /**
  * `session.delete`: close the session if it is open, then remove its stored files.
@@ -1932,7 +2019,16 @@ model?: string | null,
 /**
  * A title.
  */
-title?: string | null, };
+title?: string | null, 
+/**
+ * Limits of each request and of the whole session (default: configuration).
+ */
+budget?: SessionBudget | null, 
+/**
+ * Cap on the output tokens of each model call (default: configuration, else
+ * the provider's default).
+ */
+maxOutputTokens?: number | null, };
 
 /**
  * `session.started`.
@@ -2804,6 +2900,7 @@ export interface EventPayloads {
   "usage.updated": UsageUpdated;
   "turn.started": TurnStarted;
   "turn.completed": TurnCompleted;
+  "budget.warning": BudgetStatus;
   "warning": ErrorPayload;
   "error": ErrorPayload;
   "review.requested": ReviewEvent;
@@ -2888,6 +2985,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "usage.updated",
   "turn.started",
   "turn.completed",
+  "budget.warning",
   "warning",
   "error",
   "review.requested",
@@ -3111,4 +3209,8 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOOL_ARGUMENTS_INVALID",
   "TOOL_NAME_CONFLICT",
   "SANDBOX_UNAVAILABLE",
+  "BUDGET_EXCEEDED",
+  "HOOK_FAILED",
+  "PROMPT_BLOCKED",
+  "PRICE_UNKNOWN",
 ];
