@@ -18,7 +18,7 @@
 //! | high | `rm`, `git reset`, `curl`, `sudo`, unparseable input | asks; auto mode denies unless a rule allows |
 //! | destructive | `rm -rf /`, `rm -rf ~`, recursive deletes outside the workspace, `mkfs`, `dd of=/dev/…`, fork bombs | denied in every mode |
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -29,6 +29,10 @@ use keel_envelope::types::RiskLevel;
 use crate::git::{self, GitClass};
 use crate::jail;
 use crate::policy::ShellPolicy;
+
+mod inline;
+mod secrets;
+mod wrappers;
 
 /// How deep `sh -c`, `eval` and substitutions are followed.
 const MAX_DEPTH: u8 = 6;
@@ -215,7 +219,37 @@ const DANGEROUS_ENV: &[&str] = &[
     "RUSTC",
     "CARGO_BUILD_RUSTC_WRAPPER",
     "HOME",
+    "RUBYLIB",
+    "NODE_PATH",
+    "PYTHONHOME",
+    "PERLLIB",
+    "PERL5DB",
+    "GCONV_PATH",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "LUA_PATH",
+    "LUA_CPATH",
+    "ZDOTDIR",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND",
+    "GIT_TEMPLATE_DIR",
+    "DOTNET_STARTUP_HOOKS",
+    "BROWSER",
+    "SHELL",
 ];
+
+/// Whether assigning `name` changes what runs or loads ([`DANGEROUS_ENV`], `LD_*`,
+/// `DYLD_*`, `GIT_CONFIG_*`, exported functions `BASH_FUNC_*`).
+fn dangerous_env(name: &str) -> bool {
+    DANGEROUS_ENV.contains(&name)
+        || name.starts_with("LD_")
+        || name.starts_with("DYLD_")
+        || name.starts_with("GIT_CONFIG_")
+        || name.starts_with("BASH_FUNC_")
+}
 
 /// The outcome of analysing one command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -363,6 +397,63 @@ impl Finding {
         }
         self
     }
+    /// An environment variable that changes what runs or loads: what runs cannot be
+    /// checked, so the line needs an approval.
+    fn hijack(name: &str) -> Self {
+        Self::unverifiable(format!(
+            "sets {name}, which changes what runs or loads, so what runs cannot be checked"
+        ))
+    }
+    /// Denied in every mode: the line nests deeper than the analysis follows, so a
+    /// destructive command could hide below the limit.
+    fn too_deep(reason: impl Into<String>) -> Self {
+        let mut f = Self::destructive(reason);
+        f.needs_approval = true;
+        f
+    }
+    fn weight(&self) -> u8 {
+        if self.destructive {
+            4
+        } else {
+            match self.risk {
+                RiskLevel::High => 3,
+                RiskLevel::Medium => 2,
+                RiskLevel::Low => 1,
+            }
+        }
+    }
+    /// Combines two verdicts on one command: the worse risk, every flag of both, the
+    /// reason of the worse one.
+    fn merge(mut self, other: Finding) -> Self {
+        if other.weight() > self.weight() {
+            self.reason = other.reason;
+        }
+        self.risk = self.risk.max(other.risk);
+        self.safe &= other.safe;
+        self.destructive |= other.destructive;
+        self.network |= other.network;
+        self.elevated |= other.elevated;
+        self.needs_approval |= other.needs_approval;
+        self
+    }
+    /// Raises the risk to at least `risk` (a wrapper that adds a risk of its own).
+    fn at_least(mut self, risk: RiskLevel, reason: &str) -> Self {
+        if self.risk < risk {
+            self.risk = risk;
+            if !self.destructive {
+                self.reason = format!("{reason}: {}", self.reason);
+            }
+        }
+        if risk > RiskLevel::Low {
+            self.safe = false;
+        }
+        self
+    }
+    /// Prefixes the reason (`sudo: …`).
+    fn within(mut self, what: &str) -> Self {
+        self.reason = format!("{what}: {}", self.reason);
+        self
+    }
 }
 
 /// Accumulates findings; the worst one gives the reason.
@@ -390,15 +481,7 @@ impl Acc {
         }
     }
     fn add(&mut self, f: Finding) {
-        let weight = if f.destructive {
-            4
-        } else {
-            match f.risk {
-                RiskLevel::High => 3,
-                RiskLevel::Medium => 2,
-                RiskLevel::Low => 1,
-            }
-        };
+        let weight = f.weight();
         if self.reason.as_ref().is_none_or(|(w, _)| weight > *w) {
             self.reason = Some((weight, f.reason));
         }
@@ -412,6 +495,21 @@ impl Acc {
     fn make_unsafe(&mut self, reason: &str) {
         self.add(Finding::medium(reason));
     }
+    /// The accumulated verdict as one finding (`fallback` when nothing gave a reason).
+    fn finding(self, fallback: &str) -> Finding {
+        Finding {
+            risk: self.risk,
+            safe: self.safe,
+            destructive: self.destructive,
+            network: self.network,
+            elevated: self.elevated,
+            needs_approval: self.needs_approval,
+            reason: self
+                .reason
+                .map(|r| r.1)
+                .unwrap_or_else(|| fallback.to_owned()),
+        }
+    }
 }
 
 struct Ctx<'a> {
@@ -422,6 +520,38 @@ struct Ctx<'a> {
     depth: u8,
     /// Canonical text of every simple command met, at any depth.
     seen: Rc<RefCell<Vec<String>>>,
+    /// How many wrappers (`env`, `timeout`, `sudo`, …) the current command is inside.
+    wraps: Cell<u8>,
+    /// What the command being classified reads on standard input.
+    stdin: RefCell<Stdin>,
+}
+
+/// What a command reads on standard input: programs that take their script from it
+/// (`sh`, `at`, `python`, `xargs`) are rated by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stdin {
+    /// Nothing known: the terminal, or whatever the caller passes.
+    Terminal,
+    /// A file (`< script.sh`).
+    File,
+    /// Literal text: a here-string, a here-document, or `echo`/`printf` piped in.
+    Text(String),
+    /// The output of another command.
+    Computed,
+}
+
+impl Ctx<'_> {
+    /// What the command being classified reads on standard input.
+    fn stdin(&self) -> Stdin {
+        self.stdin.borrow().clone()
+    }
+    /// Runs `f` with `stdin` as the standard input, then restores the previous one.
+    fn with_stdin<T>(&self, stdin: Stdin, f: impl FnOnce() -> T) -> T {
+        let prev = self.stdin.replace(stdin);
+        let out = f();
+        *self.stdin.borrow_mut() = prev;
+        out
+    }
 }
 
 impl<'a> Ctx<'a> {
@@ -432,6 +562,8 @@ impl<'a> Ctx<'a> {
             policy: self.policy,
             depth: self.depth + 1,
             seen: Rc::clone(&self.seen),
+            wraps: Cell::new(0),
+            stdin: RefCell::new(self.stdin()),
         }
     }
 }
@@ -451,6 +583,8 @@ pub fn analyze(
         policy,
         depth: 0,
         seen: Rc::default(),
+        wraps: Cell::new(0),
+        stdin: RefCell::new(Stdin::Terminal),
     };
     let mut acc = Acc::new();
     let mut parts = Vec::new();
@@ -551,7 +685,7 @@ fn analyze_script(
     mut parts: Option<&mut Vec<CommandPart>>,
 ) -> bool {
     if ctx.depth > MAX_DEPTH {
-        acc.add(Finding::unverifiable(
+        acc.add(Finding::too_deep(
             "the command nests shells or substitutions too deeply to analyse",
         ));
         return false;
@@ -581,12 +715,10 @@ fn analyze_script(
                     ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
                 }))
             {
-                if pipeline.timed.is_some() {
-                    // `time cmd` is harmless; the commands still count.
-                }
-                analyze_piped_shells(&pipeline.seq, ctx, acc);
-                for cmd in &pipeline.seq {
-                    match cmd {
+                // `time cmd` is harmless; the commands still count.
+                for (k, cmd) in pipeline.seq.iter().enumerate() {
+                    let stdin = piped_stdin(&pipeline.seq, k, ctx);
+                    ctx.with_stdin(stdin, || match cmd {
                         ast::Command::Simple(sc) => {
                             let part = analyze_simple(sc, ctx, acc);
                             collected.push(part);
@@ -595,7 +727,7 @@ fn analyze_script(
                             plain = false;
                             analyze_command(other, ctx, acc);
                         }
-                    }
+                    });
                 }
             }
         }
@@ -622,16 +754,6 @@ fn literal_words(sc: &ast::SimpleCommand, ctx: &Ctx<'_>) -> Option<Vec<String>> 
     Some(out)
 }
 
-/// Whether the command is a shell reading its script from standard input (no `-c`,
-/// no script file).
-fn is_stdin_shell(words: &[String]) -> bool {
-    let Some(p) = words.first() else { return false };
-    SHELLS.contains(&basename(p))
-        && words[1..]
-            .iter()
-            .all(|w| w.starts_with('-') && !w.starts_with("--") && !w.contains('c') || w == "-s")
-}
-
 /// The script an `echo`/`printf` with literal arguments feeds into a pipe.
 fn echoed_script(cmd: &ast::Command, ctx: &Ctx<'_>) -> Option<String> {
     let ast::Command::Simple(sc) = cmd else {
@@ -652,37 +774,15 @@ fn echoed_script(cmd: &ast::Command, ctx: &Ctx<'_>) -> Option<String> {
     }
 }
 
-/// Analyses `echo SCRIPT | sh`: the script a shell reads from the previous command.
-fn analyze_piped_shells(seq: &[ast::Command], ctx: &Ctx<'_>, acc: &mut Acc) {
-    for pair in seq.windows(2) {
-        let ast::Command::Simple(sc) = &pair[1] else {
-            continue;
-        };
-        let Some(words) = literal_words(sc, ctx) else {
-            continue;
-        };
-        if !is_stdin_shell(&words) {
-            continue;
-        }
-        match echoed_script(&pair[0], ctx) {
-            Some(script) => {
-                let mut sub = Acc::new();
-                analyze_script(&script, &ctx.nested(), &mut sub, None);
-                let reason = sub.reason.map(|r| r.1).unwrap_or_default();
-                acc.add(Finding {
-                    risk: sub.risk.max(RiskLevel::High),
-                    safe: false,
-                    destructive: sub.destructive,
-                    network: sub.network,
-                    elevated: sub.elevated,
-                    needs_approval: sub.needs_approval,
-                    reason: format!("pipes a script into a shell: {reason}"),
-                });
-            }
-            None => acc.add(Finding::unverifiable(
-                "pipes computed text into a shell, so what runs cannot be checked",
-            )),
-        }
+/// The standard input of the `k`-th command of a pipeline: the caller's for the first,
+/// the literal text of an `echo`/`printf` before it, or computed output.
+fn piped_stdin(seq: &[ast::Command], k: usize, ctx: &Ctx<'_>) -> Stdin {
+    if k == 0 {
+        return ctx.stdin();
+    }
+    match echoed_script(&seq[k - 1], ctx) {
+        Some(text) => Stdin::Text(text),
+        None => Stdin::Computed,
     }
 }
 
@@ -698,9 +798,9 @@ fn analyze_compound_list(list: &ast::CompoundList, ctx: &Ctx<'_>, acc: &mut Acc)
                 ast::AndOr::And(p) | ast::AndOr::Or(p) => p,
             }))
         {
-            analyze_piped_shells(&pipeline.seq, ctx, acc);
-            for cmd in &pipeline.seq {
-                analyze_command(cmd, ctx, acc);
+            for (k, cmd) in pipeline.seq.iter().enumerate() {
+                let stdin = piped_stdin(&pipeline.seq, k, ctx);
+                ctx.with_stdin(stdin, || analyze_command(cmd, ctx, acc));
             }
         }
     }
@@ -898,7 +998,23 @@ fn analyze_redirect(io: &ast::IoRedirect, ctx: &Ctx<'_>, acc: &mut Acc) -> bool 
                 ast::IoFileRedirectTarget::Filename(w) => {
                     let info = word_info(&w.value, ctx, acc);
                     if writes {
+                        if let Some(p) = names_secret(&w.value, ctx) {
+                            acc.add(Finding::outside_high(format!(
+                                "uses {p}, a well-known secret location"
+                            )));
+                        }
                         return redirect_write(info.literal.as_deref(), ctx, acc);
+                    }
+                    if let Some(p) = names_secret(&w.value, ctx) {
+                        acc.add(Finding::outside_high(format!(
+                            "uses {p}, a well-known secret location"
+                        )));
+                    } else if let Some(t) = info.literal.as_deref() {
+                        if !t.starts_with("/dev/") && !path_inside(t, ctx) {
+                            acc.add(Finding::outside(format!(
+                                "reads {t}, outside the workspace"
+                            )));
+                        }
                     }
                     false
                 }
@@ -971,6 +1087,54 @@ fn path_inside(target: &str, ctx: &Ctx<'_>) -> bool {
     }
 }
 
+/// Programs whose arguments are text, not files to open.
+const NOT_READING: &[&str] = &[
+    "echo", "printf", "which", "type", "whereis", "command", "basename", "dirname", "seq", "sleep",
+    "true", "false", "expr", "test", "[",
+];
+
+/// Whether `word` (as written: `~/.ssh/x`, `$HOME/.aws`, `/etc/shadow`) names a secret
+/// location outside the workspace.
+fn names_secret(word: &str, ctx: &Ctx<'_>) -> Option<String> {
+    let unquoted: String = word.chars().filter(|c| *c != '"' && *c != '\'').collect();
+    for cand in secrets::path_candidates(&unquoted) {
+        let cand = cand
+            .strip_prefix("${HOME}")
+            .or_else(|| cand.strip_prefix("$HOME"))
+            .map(|rest| format!("~{rest}"))
+            .unwrap_or_else(|| cand.to_owned());
+        if secrets::is_secret_path(&cand) && !path_inside(&cand, ctx) {
+            return Some(cand);
+        }
+    }
+    None
+}
+
+/// Reading a well-known secret location, by any program: high, and it needs an
+/// approval.
+fn secret_arguments(
+    sc: &ast::SimpleCommand,
+    argv: &[Option<String>],
+    ctx: &Ctx<'_>,
+) -> Option<Finding> {
+    if lit(argv, 0).is_some_and(|p| NOT_READING.contains(&basename(p))) {
+        return None;
+    }
+    for item in sc.suffix.iter().flat_map(|s| s.0.iter()) {
+        let raw = match item {
+            ast::CommandPrefixOrSuffixItem::Word(w)
+            | ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => &w.value,
+            _ => continue,
+        };
+        if let Some(p) = names_secret(raw, ctx) {
+            return Some(Finding::outside_high(format!(
+                "uses {p}, a well-known secret location"
+            )));
+        }
+    }
+    None
+}
+
 fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> CommandPart {
     let mut local = Acc::new();
     let mut argv: Vec<Option<String>> = Vec::new();
@@ -988,13 +1152,8 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
                     ast::AssignmentValue::Scalar(w) => word_info(&w.value, ctx, &mut local).literal,
                     ast::AssignmentValue::Array(_) => None,
                 };
-                if DANGEROUS_ENV.contains(&name.as_str())
-                    || name.starts_with("LD_")
-                    || name.starts_with("DYLD_")
-                {
-                    local.add(Finding::medium(format!(
-                        "sets {name}, which changes how programs load or run"
-                    )));
+                if dangerous_env(&name) {
+                    local.add(Finding::hijack(&name));
                     kept_assignments.push(word.value.clone());
                 } else if value.is_none() {
                     // A computed value is still only an environment variable.
@@ -1019,7 +1178,15 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
             ast::CommandPrefixOrSuffixItem::Word(w) => {
                 argv.push(word_info(&w.value, ctx, &mut local).literal)
             }
-            ast::CommandPrefixOrSuffixItem::AssignmentWord(_, w) => {
+            ast::CommandPrefixOrSuffixItem::AssignmentWord(assign, w) => {
+                // `export PATH=/tmp:$PATH`, `declare -x LD_PRELOAD=…`.
+                let name = match &assign.name {
+                    ast::AssignmentName::VariableName(n)
+                    | ast::AssignmentName::ArrayElementName(n, _) => n,
+                };
+                if dangerous_env(name) {
+                    local.add(Finding::hijack(name));
+                }
                 argv.push(word_info(&w.value, ctx, &mut local).literal)
             }
             ast::CommandPrefixOrSuffixItem::IoRedirect(io) => {
@@ -1034,49 +1201,39 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
         }
     }
     let substitutions_ok = local.safe;
-    // `bash <<< 'script'` and `sh <<EOF … EOF`: analyse the script the shell reads.
-    if let Some(words) = argv.iter().cloned().collect::<Option<Vec<String>>>() {
-        if is_stdin_shell(&words) {
-            let redirects = sc
-                .prefix
-                .iter()
-                .flat_map(|p| p.0.iter())
-                .chain(sc.suffix.iter().flat_map(|s| s.0.iter()));
-            for item in redirects {
-                let script =
-                    match item {
-                        ast::CommandPrefixOrSuffixItem::IoRedirect(
-                            ast::IoRedirect::HereString(_, w),
-                        ) => {
-                            let mut scratch = Acc::new();
-                            word_info(&w.value, ctx, &mut scratch).literal
-                        }
-                        ast::CommandPrefixOrSuffixItem::IoRedirect(
-                            ast::IoRedirect::HereDocument(_, doc),
-                        ) => Some(doc.doc.value.clone()),
-                        _ => continue,
-                    };
-                match script {
-                    Some(script) => {
-                        let mut sub = Acc::new();
-                        analyze_script(&script, &ctx.nested(), &mut sub, None);
-                        let reason = sub.reason.map(|r| r.1).unwrap_or_default();
-                        local.add(Finding {
-                            risk: sub.risk.max(RiskLevel::High),
-                            safe: false,
-                            destructive: sub.destructive,
-                            network: sub.network,
-                            elevated: sub.elevated,
-                            needs_approval: sub.needs_approval,
-                            reason: format!("feeds a script to a shell: {reason}"),
-                        });
-                    }
-                    None => local.add(Finding::unverifiable(
-                        "feeds computed text to a shell, so what runs cannot be checked",
-                    )),
-                }
+    // `bash <<< 'script'`, `at now <<EOF … EOF`, `python3 < x.py`: what the command
+    // reads on standard input (the last input redirection wins over a pipe).
+    let mut stdin = None;
+    for item in sc
+        .prefix
+        .iter()
+        .flat_map(|p| p.0.iter())
+        .chain(sc.suffix.iter().flat_map(|s| s.0.iter()))
+    {
+        let ast::CommandPrefixOrSuffixItem::IoRedirect(io) = item else {
+            continue;
+        };
+        match io {
+            ast::IoRedirect::HereString(fd, w) if fd.is_none_or(|f| f == 0) => {
+                let mut scratch = Acc::new();
+                stdin = Some(match word_info(&w.value, ctx, &mut scratch).literal {
+                    Some(t) => Stdin::Text(t),
+                    None => Stdin::Computed,
+                });
             }
+            ast::IoRedirect::HereDocument(fd, doc) if fd.is_none_or(|f| f == 0) => {
+                stdin = Some(Stdin::Text(doc.doc.value.clone()));
+            }
+            ast::IoRedirect::File(
+                fd,
+                ast::IoFileRedirectKind::Read | ast::IoFileRedirectKind::ReadAndWrite,
+                _,
+            ) if fd.is_none_or(|f| f == 0) => stdin = Some(Stdin::File),
+            _ => {}
         }
+    }
+    if let Some(f) = secret_arguments(sc, &argv, ctx) {
+        local.add(f);
     }
     if argv.is_empty() {
         // Only assignments or redirections: `FOO=1` or `> file`.
@@ -1084,13 +1241,20 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
             local.add(Finding::low("sets a shell variable"));
         }
     } else {
-        local.add(classify_argv(&argv, ctx));
+        let stdin = stdin.unwrap_or_else(|| ctx.stdin());
+        local.add(ctx.with_stdin(stdin, || classify_argv(&argv, ctx)));
     }
     let literal_words: Option<Vec<String>> = argv.iter().cloned().collect();
+    let mut env_assignments = Vec::new();
     let canonical = {
         let mut words: Vec<String> = kept_assignments.clone();
         match &literal_words {
-            Some(ws) => words.extend(ws.iter().map(|w| quote(w))),
+            Some(ws) => {
+                let (assigns, rest) = strip_transparent(ws);
+                env_assignments = assigns;
+                words.extend(env_assignments.iter().cloned());
+                words.extend(rest.iter().map(|w| quote(w)));
+            }
             None => words.push(sc.to_string()),
         }
         words.join(" ")
@@ -1101,12 +1265,68 @@ fn analyze_simple(sc: &ast::SimpleCommand, ctx: &Ctx<'_>, acc: &mut Acc) -> Comm
         ruleable: literal_words.is_some()
             && !writes
             && substitutions_ok
-            && kept_assignments.is_empty(),
+            && kept_assignments.is_empty()
+            && env_assignments.is_empty(),
     };
     for f in drain(local) {
         acc.add(f);
     }
     part
+}
+
+/// Strips the wrappers that change nothing about what a command does (`env`,
+/// `command`, `builtin`, `exec`, `nohup`, `time`, `timeout`, `nice`, `ionice`,
+/// `stdbuf`), so `timeout 60 cargo test` keys and matches rules as `cargo test`.
+/// Returns the assignments `env` makes that change what runs (kept, quoted, like a
+/// leading `PATH=…`) and the command itself.
+fn strip_transparent(words: &[String]) -> (Vec<String>, &[String]) {
+    let opt: Vec<Option<String>> = words.iter().cloned().map(Some).collect();
+    let mut assigns = Vec::new();
+    let mut i = 0;
+    while let Some(w) = words.get(i) {
+        let name = basename(w);
+        let next_is_option = words.get(i + 1).is_some_and(|n| n.starts_with('-'));
+        let next = match name {
+            "env" => {
+                let mut j = i + 1;
+                let mut found = Vec::new();
+                while let Some((var, _)) = words.get(j).and_then(|w| w.split_once('=')) {
+                    if var.is_empty() || var.starts_with('-') {
+                        break;
+                    }
+                    if dangerous_env(var) {
+                        found.push(quote(&words[j]));
+                    }
+                    j += 1;
+                }
+                if words.get(j).is_none_or(|n| n.starts_with('-')) {
+                    break;
+                }
+                assigns.extend(found);
+                j
+            }
+            "command" | "builtin" | "nohup" | "exec" | "time" if !next_is_option => i + 1,
+            "timeout" => {
+                wrappers::skip_options(&opt, i + 1, "sk", &["--signal", "--kill-after"]) + 1
+            }
+            "nice" => wrappers::skip_options(&opt, i + 1, "n", &["--adjustment"]),
+            "stdbuf" => wrappers::skip_options(&opt, i + 1, "ioe", &[]),
+            "ionice"
+                if !words[i + 1..]
+                    .iter()
+                    .take_while(|w| w.starts_with('-'))
+                    .any(|w| w.contains(['p', 'P', 'u'])) =>
+            {
+                wrappers::skip_options(&opt, i + 1, "cn", &[])
+            }
+            _ => break,
+        };
+        if next >= words.len() || next <= i {
+            break;
+        }
+        i = next;
+    }
+    (assigns, &words[i..])
 }
 
 fn drain(acc: Acc) -> Vec<Finding> {
@@ -1147,6 +1367,8 @@ pub fn canonical_command(command: &str) -> Option<String> {
         policy: &policy,
         depth: 0,
         seen: Rc::default(),
+        wraps: Cell::new(0),
+        stdin: RefCell::new(Stdin::Terminal),
     };
     let mut out = String::new();
     for list in &program.complete_commands {
@@ -1250,6 +1472,8 @@ fn single_shell_script(program: &ast::Program) -> Option<String> {
         policy: &policy,
         depth: 0,
         seen: Rc::default(),
+        wraps: Cell::new(0),
+        stdin: RefCell::new(Stdin::Terminal),
     };
     let mut scratch = Acc::new();
     for p in &pieces {
@@ -1271,7 +1495,13 @@ fn lit(argv: &[Option<String>], i: usize) -> Option<&str> {
 /// Classifies one simple command given its words (`None` for a computed word).
 fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
     let Some(program) = lit(argv, 0) else {
-        return Finding::medium("the program name is computed at run time");
+        // `$RUNNER rm -rf x`: the computed program may be a wrapper, so what follows
+        // is rated too.
+        let f = Finding::medium("the program name is computed at run time");
+        if lit(argv, 1).is_some() {
+            return f.merge(wrappers::inner(&argv[1..], ctx));
+        }
+        return f;
     };
     let name = basename(program);
     let all_literal = argv.iter().all(Option::is_some);
@@ -1307,18 +1537,7 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         }
     }
 
-    if PRIVILEGE.contains(&name) {
-        let mut f = Finding::elevated(format!(
-            "`{name}` runs a command with elevated privileges, outside the sandbox"
-        ));
-        if let Some(inner) = wrapped_command(name, argv) {
-            let i = classify_argv(inner, ctx);
-            f.destructive |= i.destructive;
-            f.network |= i.network;
-            if i.destructive {
-                f.reason = i.reason;
-            }
-        }
+    if let Some(f) = wrappers::classify_wrapper(name, argv, ctx) {
         return f;
     }
     if DISK.contains(&name) || name.starts_with("mkfs") {
@@ -1348,13 +1567,46 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
     if HIGH.contains(&name) {
         return Finding::high(format!("`{name}` is on the high-risk list"));
     }
+    if let Some(lang) = inline::lang_of(name) {
+        return inline::classify_interpreter(lang, name, &argv[1..], ctx);
+    }
     match name {
         "chmod" | "chown" | "chgrp" => {
-            return if has_flag(&words, 'R', "--recursive") {
+            let mut f = if has_flag(&words, 'R', "--recursive") {
                 Finding::high(format!("`{name} -R` changes permissions recursively"))
             } else {
                 Finding::medium(format!("`{name}` changes file permissions"))
             };
+            // The first operand is the mode or owner.
+            for w in words.iter().skip(1).filter(|w| !w.starts_with('-')).skip(1) {
+                if !path_inside(w, ctx) {
+                    f = f.merge(Finding::outside_high(format!(
+                        "`{name}` changes {w}, outside the workspace"
+                    )));
+                }
+            }
+            return f;
+        }
+        "export" | "declare" | "typeset" | "readonly" | "local" => {
+            let mut f = Finding::medium(format!("`{name}` sets shell variables"));
+            for w in words.iter().skip(1) {
+                if let Some((var, _)) = w.split_once('=') {
+                    if dangerous_env(var) {
+                        f = f.merge(Finding::hijack(var));
+                    }
+                }
+            }
+            return f;
+        }
+        "alias" => {
+            // An alias body is a script that may run later in the same shell.
+            let mut f = Finding::medium("`alias` defines a command");
+            for w in words.iter().skip(1) {
+                if let Some((_, body)) = w.split_once('=') {
+                    f = f.merge(wrappers::script(body, ctx).within("the alias runs"));
+                }
+            }
+            return f;
         }
         "eval" => {
             let mut f = Finding::medium("`eval` runs a computed script");
@@ -1375,80 +1627,8 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             }
             return f;
         }
-        "exec" => {
-            if argv.len() == 1 {
-                return Finding::medium("`exec` changes the shell's file descriptors");
-            }
-            let inner = classify_argv(&argv[1..], ctx);
-            let mut f = inner.unsafe_();
-            f.reason = format!("`exec` replaces the shell: {}", f.reason);
-            return f;
-        }
         "source" | "." => return Finding::medium("runs a script file in the shell"),
         "find" => return classify_find(&words, argv, ctx),
-        "env"
-            if words.iter().any(|w| {
-                *w == "-S"
-                    || w.starts_with("--split-string")
-                    || (w.starts_with("-S") && w.len() > 2)
-            }) =>
-        {
-            // `env -S 'cmd args'` splits a string into a command: analyse it as one.
-            let mut f = Finding::medium("`env -S` runs a command given as one string");
-            let pos = words
-                .iter()
-                .position(|w| *w == "-S" || w.starts_with("-S") || w.starts_with("--split-string"));
-            let script = pos.map(|i| {
-                let w = words[i];
-                let inline = w
-                    .strip_prefix("--split-string=")
-                    .or_else(|| w.strip_prefix("-S"))
-                    .unwrap_or("");
-                if inline.is_empty() {
-                    words[i + 1..].join(" ")
-                } else {
-                    std::iter::once(inline)
-                        .chain(words[i + 1..].iter().copied())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                }
-            });
-            if let (Some(script), true) = (script, all_literal) {
-                let mut sub = Acc::new();
-                analyze_script(&script, &ctx.nested(), &mut sub, None);
-                f.risk = f.risk.max(sub.risk);
-                f.destructive = sub.destructive;
-                f.network = sub.network;
-                f.elevated = sub.elevated;
-                f.needs_approval = sub.needs_approval;
-                if let Some((w, r)) = sub.reason {
-                    if w >= 3 {
-                        f.reason = format!("`env -S`: {r}");
-                    }
-                }
-            }
-            return f;
-        }
-        "xargs" | "env" | "timeout" | "nice" | "nohup" | "time" | "command" | "builtin"
-        | "stdbuf" | "ionice" => {
-            return match wrapped_command(name, argv) {
-                Some([]) | None if name == "env" || name == "xargs" => {
-                    if all_literal {
-                        Finding::low(format!("`{name}` without a command only prints"))
-                    } else {
-                        Finding::medium(format!("`{name}` with computed arguments"))
-                    }
-                }
-                Some(inner) if !inner.is_empty() => {
-                    let f = classify_argv(inner, ctx);
-                    if name == "command" && lit(inner, 0).is_some_and(|w| w == "-v" || w == "-V") {
-                        return Finding::low("`command -v` looks a program up");
-                    }
-                    f
-                }
-                _ => Finding::medium(format!("`{name}` with options that could not be checked")),
-            };
-        }
         _ => {}
     }
     if SHELLS.contains(&name) {
@@ -1492,6 +1672,9 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             Finding::outside("`cd` leaves the workspace")
         };
     }
+    // Reading outside the workspace needs an approval; what the command does besides
+    // (`sed -i`, `sort -o`) is rated too, and the worse counts.
+    let mut read_outside = None;
     if READ_ONLY.contains(&name) || matches!(name, "rg" | "find" | "sed") {
         if !matches!(
             name,
@@ -1505,10 +1688,25 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
                 | "seq"
                 | "sleep"
                 | "whereis"
+                | "basename"
+                | "dirname"
         ) {
+            // `sed SCRIPT FILE…`: the script (`/re/d`) is not a path.
+            let sed_script = (name == "sed"
+                && !words.iter().any(|w| {
+                    matches!(*w, "-e" | "-f" | "--expression" | "--file")
+                        || w.starts_with("--expression=")
+                        || w.starts_with("--file=")
+                }))
+            .then(|| words.iter().skip(1).position(|w| !w.starts_with('-')))
+            .flatten()
+            .map(|p| p + 1);
             let outside = words
                 .iter()
+                .enumerate()
                 .skip(1)
+                .filter(|(i, _)| Some(*i) != sed_script)
+                .map(|(_, w)| w)
                 .filter(|w| !w.starts_with('-') || w.contains('/'))
                 .find(|w| {
                     let path = w
@@ -1527,11 +1725,15 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
                         && !path_inside(path, ctx)
                 });
             if let Some(p) = outside {
-                return Finding::outside(format!("`{name}` reads {p}, outside the workspace"));
+                read_outside = Some(Finding::outside(format!(
+                    "`{name}` reads {p}, outside the workspace"
+                )));
             }
         }
-        if !ctx.cwd.borrow().starts_with(&ctx.root) {
-            return Finding::outside(format!("`{name}` runs outside the workspace"));
+        if read_outside.is_none() && !ctx.cwd.borrow().starts_with(&ctx.root) {
+            read_outside = Some(Finding::outside(format!(
+                "`{name}` runs outside the workspace"
+            )));
         }
     }
     let finding = match name {
@@ -1553,7 +1755,38 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             });
             let simple_print = words.len() >= 3 && words[1] == "-n" && is_sed_print(words[2]);
             if in_place {
-                Finding::medium("`sed -i` edits files in place")
+                let mut f = Finding::medium("`sed -i` edits files in place");
+                // The operands are the files, after the script unless `-e`/`-f` gave it.
+                let script_given = words.iter().any(|w| {
+                    matches!(*w, "-e" | "-f" | "--expression" | "--file")
+                        || w.starts_with("--expression=")
+                        || w.starts_with("--file=")
+                });
+                let mut skip_value = false;
+                let mut operands = Vec::new();
+                for w in words.iter().skip(1) {
+                    if std::mem::take(&mut skip_value) {
+                        continue;
+                    }
+                    if matches!(*w, "-e" | "-f" | "--expression" | "--file" | "-l") {
+                        skip_value = true;
+                    } else if !w.starts_with('-') {
+                        operands.push(*w);
+                    }
+                }
+                let files = if script_given {
+                    &operands[..]
+                } else {
+                    operands.get(1..).unwrap_or(&[])
+                };
+                for w in files {
+                    if !path_inside(w, ctx) {
+                        f = Finding::outside_high(format!(
+                            "`sed -i` edits {w}, outside the workspace"
+                        ));
+                    }
+                }
+                f
             } else if simple_print {
                 Finding::low("`sed -n` prints lines")
             } else {
@@ -1565,7 +1798,12 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
                 .iter()
                 .any(|w| *w == "-o" || w.starts_with("--output") || w.starts_with("-o")) =>
         {
-            Finding::medium("`sort -o` writes a file")
+            match option_target(&words, "-o", "--output") {
+                Some(t) if !path_inside(t, ctx) => {
+                    Finding::outside_high(format!("`sort -o` writes {t}, outside the workspace"))
+                }
+                _ => Finding::medium("`sort -o` writes a file"),
+            }
         }
         "sort" if words.iter().any(|w| w.starts_with("--compress-program")) => {
             Finding::medium("`sort --compress-program` runs another program")
@@ -1575,7 +1813,12 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
                 .iter()
                 .any(|w| *w == "-o" || w.starts_with("--output")) =>
         {
-            Finding::medium("`tree -o` writes a file")
+            match option_target(&words, "-o", "--output") {
+                Some(t) if !path_inside(t, ctx) => {
+                    Finding::outside_high(format!("`tree -o` writes {t}, outside the workspace"))
+                }
+                _ => Finding::medium("`tree -o` writes a file"),
+            }
         }
         "file" if words.iter().any(|w| *w == "-C" || *w == "--compile") => {
             Finding::medium("`file -C` writes a compiled magic file")
@@ -1592,10 +1835,14 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         "tee" => {
             let mut f = Finding::medium("`tee` writes files");
             for w in words.iter().skip(1).filter(|w| !w.starts_with('-')) {
-                if w.starts_with("/dev/")
-                    && !matches!(*w, "/dev/null" | "/dev/stdout" | "/dev/stderr")
-                {
-                    f = Finding::destructive(format!("writes directly to the device {w}"));
+                if matches!(*w, "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty") {
+                    continue;
+                }
+                if w.starts_with("/dev/") {
+                    return Finding::destructive(format!("writes directly to the device {w}"));
+                }
+                if !path_inside(w, ctx) {
+                    f = Finding::outside_high(format!("`tee` writes {w}, outside the workspace"));
                 }
             }
             f
@@ -1645,6 +1892,10 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             }
         }
         _ => Finding::medium(format!("`{name}` is not a known read-only command")),
+    };
+    let finding = match read_outside {
+        Some(r) => r.merge(finding),
+        None => finding,
     };
     if finding.safe && !all_literal {
         return finding.unsafe_();
@@ -1766,6 +2017,7 @@ fn inner_danger(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Option<Fi
             None
         }
         "dd" => {
+            let mut f = Finding::high("`dd` copies raw data");
             for w in &words[1..] {
                 if let Some(target) = w.strip_prefix("of=") {
                     if target.starts_with("/dev/") && target != "/dev/null" {
@@ -1773,9 +2025,32 @@ fn inner_danger(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Option<Fi
                             "`dd` writes directly to the device {target}"
                         )));
                     }
+                    if target != "/dev/null" && !path_inside(target, ctx) {
+                        f = Finding::outside_high(format!(
+                            "`dd` writes {target}, outside the workspace"
+                        ));
+                    }
                 }
             }
-            Some(Finding::high("`dd` copies raw data"))
+            Some(f)
+        }
+        "truncate" => {
+            let mut skip_value = false;
+            for w in &words[1..] {
+                if std::mem::take(&mut skip_value) {
+                    continue;
+                }
+                if matches!(*w, "-s" | "-r" | "--size" | "--reference") {
+                    skip_value = true;
+                    continue;
+                }
+                if !w.starts_with('-') && !path_inside(w, ctx) {
+                    return Some(Finding::outside_high(format!(
+                        "`truncate` empties {w}, outside the workspace"
+                    )));
+                }
+            }
+            None
         }
         "chmod" | "chown" | "chgrp" => {
             let recursive = has_flag(&words, 'R', "--recursive");
@@ -1814,110 +2089,76 @@ fn dangerous_delete_target(target: &str, ctx: &Ctx<'_>) -> bool {
     }
 }
 
-/// The command a wrapper runs (`xargs -0 grep x` → `grep x`), or `None` when its
-/// options could not be followed.
-fn wrapped_command<'a>(name: &str, argv: &'a [Option<String>]) -> Option<&'a [Option<String>]> {
-    let mut i = 1;
-    // Options that take a value, per wrapper.
-    let takes_value: &[&str] = match name {
-        "xargs" => &[
-            "-I",
-            "-n",
-            "-L",
-            "-P",
-            "-d",
-            "-s",
-            "-E",
-            "-a",
-            "--max-args",
-            "--max-procs",
-            "--delimiter",
-            "--arg-file",
-        ],
-        "env" => &["-u", "--unset", "-C", "--chdir", "-S"],
-        "timeout" => &["-s", "--signal", "-k", "--kill-after"],
-        "nice" => &["-n", "--adjustment"],
-        "ionice" => &["-c", "-n", "-p"],
-        "sudo" => &["-u", "-g", "-C", "-h", "-p", "-U", "-r", "-t", "-D"],
-        "doas" => &["-u", "-C"],
-        "su" => &["-c", "-s", "-g", "-G"],
-        "stdbuf" => &["-i", "-o", "-e"],
-        _ => &[],
-    };
-    while i < argv.len() {
-        let w = argv[i].as_deref()?;
-        if name == "env" && w.contains('=') && !w.starts_with('-') {
-            i += 1;
-            continue;
+/// The value of an option that names a file (`-o FILE`, `-oFILE`, `--output=FILE`).
+fn option_target<'a>(words: &[&'a str], short: &str, long: &str) -> Option<&'a str> {
+    for (i, w) in words.iter().enumerate().skip(1) {
+        if *w == short || *w == long {
+            return words.get(i + 1).copied();
         }
-        if name == "su" && w == "-c" {
-            return None;
+        if let Some(v) = w.strip_prefix(long).and_then(|v| v.strip_prefix('=')) {
+            return Some(v);
         }
-        if w == "--" {
-            i += 1;
-            break;
+        if w.len() > short.len() && w.starts_with(short) && !w.starts_with("--") {
+            return Some(&w[short.len()..]);
         }
-        if w.starts_with('-') && w.len() > 1 {
-            if takes_value.contains(&w) {
-                i += 2;
-            } else {
-                i += 1;
-            }
-            continue;
-        }
-        break;
     }
-    if name == "timeout" && i < argv.len() {
-        // The duration.
-        i += 1;
-    }
-    Some(argv.get(i..).unwrap_or(&[]))
+    None
 }
 
 fn classify_shell(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
-    // `sh -c SCRIPT`, `bash -lc SCRIPT`, `bash -e -c SCRIPT`.
+    // `sh -c SCRIPT`, `bash -lc SCRIPT`, `bash -e -o pipefail -c SCRIPT`.
     let mut i = 1;
     let mut script = None;
+    let mut stdin_flag = false;
     while i < argv.len() {
         let Some(w) = argv[i].as_deref() else {
             return Finding::medium(format!("`{name}` with computed arguments"));
         };
-        if w.starts_with('-') && w.len() > 1 && !w.starts_with("--") {
-            if w.contains('c') {
+        if w == "--" || w == "-" {
+            i += 1;
+            stdin_flag |= w == "-";
+            break;
+        }
+        if matches!(w, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+            i += 2;
+            continue;
+        }
+        if w.starts_with("--") {
+            i += 1;
+            continue;
+        }
+        if (w.starts_with('-') || w.starts_with('+')) && w.len() > 1 {
+            if w.starts_with('-') && w.contains('c') {
                 script = argv.get(i + 1).cloned();
                 if script.is_none() {
                     return Finding::medium(format!("`{name} -c` without a script"));
                 }
                 break;
             }
+            stdin_flag |= w.starts_with('-') && w.contains('s');
             i += 1;
             continue;
         }
         break;
     }
     match script {
-        Some(Some(s)) => {
-            let inner = ctx.nested();
-            let mut sub = Acc::new();
-            let parsed = analyze_script(&s, &inner, &mut sub, None);
-            let reason = sub
-                .reason
-                .map(|r| r.1)
-                .unwrap_or_else(|| "an empty script".to_owned());
-            Finding {
-                risk: sub.risk,
-                safe: sub.safe && parsed,
-                destructive: sub.destructive,
-                network: sub.network,
-                elevated: sub.elevated,
-                needs_approval: sub.needs_approval,
-                reason: format!("`{name} -c`: {reason}"),
-            }
-        }
+        Some(Some(s)) => wrappers::script(&s, ctx).within(&format!("`{name} -c`")),
         Some(None) => Finding::medium(format!("`{name} -c` of a computed script")),
-        None => Finding::high(format!(
-            "`{name}` runs a script from a file or standard input, which cannot be checked"
+        None if i < argv.len() && !stdin_flag => Finding::high(format!(
+            "`{name}` runs the script file {}, which cannot be checked",
+            lit(argv, i).unwrap_or("(computed)")
         )),
+        None => match ctx.stdin() {
+            Stdin::Text(text) => wrappers::script(&text, ctx)
+                .at_least(RiskLevel::High, "feeds a script to a shell")
+                .within("feeds a script to a shell"),
+            Stdin::Computed => Finding::unverifiable(
+                "pipes computed text into a shell, so what runs cannot be checked",
+            ),
+            Stdin::File | Stdin::Terminal => Finding::high(format!(
+                "`{name}` runs a script from a file or standard input, which cannot be checked"
+            )),
+        },
     }
 }
 
@@ -1929,41 +2170,57 @@ fn classify_find(words: &[&str], argv: &[Option<String>], ctx: &Ctx<'_>) -> Find
         .take_while(|w| !w.starts_with('-') && **w != "(" && **w != "!")
         .copied()
         .collect();
-    let outside_root = roots
+    let outside = roots
         .iter()
-        .any(|r| r.starts_with('~') || !path_inside(r, ctx));
-    for (i, w) in words.iter().enumerate().skip(1) {
-        match *w {
-            "-delete" if outside_root => {
-                return Finding::destructive("`find -delete` outside the workspace")
+        .find(|r| r.starts_with('~') || !path_inside(r, ctx))
+        .copied();
+    if let Some(r) = outside {
+        f = Finding::outside(format!("`find` reads {r}, outside the workspace"));
+    }
+    let mut i = 1;
+    while i < words.len() {
+        let w = words[i];
+        match w {
+            "-delete" if outside.is_some() => {
+                f = f.merge(Finding::destructive("`find -delete` outside the workspace"))
             }
-            "-delete" => return Finding::high("`find -delete` deletes files"),
-            "-exec" | "-execdir" | "-ok" | "-okdir"
-                if outside_root
-                    && words
-                        .get(i + 1)
-                        .is_some_and(|p| matches!(basename(p), "rm" | "shred" | "unlink")) =>
-            {
-                return Finding::destructive(format!(
-                    "`find {w} rm` deletes files outside the workspace"
-                ));
-            }
+            "-delete" => f = f.merge(Finding::high("`find -delete` deletes files")),
             "-exec" | "-execdir" | "-ok" | "-okdir" => {
                 let end = words[i + 1..]
                     .iter()
                     .position(|x| *x == ";" || *x == "+")
                     .map(|p| i + 1 + p)
                     .unwrap_or(words.len());
-                let inner = classify_argv(&argv[i + 1..end], ctx);
-                let mut g = inner.unsafe_();
-                g.reason = format!("`find {w}` runs a command for each file: {}", g.reason);
-                return g;
+                // Under an outside root, `{}` names files outside the workspace.
+                let cmd: Vec<Option<String>> = argv[i + 1..end]
+                    .iter()
+                    .map(|a| match (a.as_deref(), outside) {
+                        (Some(x), Some(root)) if x.contains("{}") => {
+                            Some(x.replace("{}", &format!("{}/{{}}", root.trim_end_matches('/'))))
+                        }
+                        _ => a.clone(),
+                    })
+                    .collect();
+                let g = ctx
+                    .with_stdin(Stdin::Computed, || wrappers::inner(&cmd, ctx))
+                    .unsafe_()
+                    .within(&format!("`find {w}` runs a command for each file"));
+                f = f.merge(g);
+                i = end;
             }
             "-fprint" | "-fprint0" | "-fprintf" | "-fls" => {
-                f = Finding::medium(format!("`find {w}` writes a file"))
+                let target = words.get(i + 1).copied().unwrap_or("");
+                f = f.merge(if path_inside(target, ctx) {
+                    Finding::medium(format!("`find {w}` writes a file"))
+                } else {
+                    Finding::outside_high(format!(
+                        "`find {w}` writes {target}, outside the workspace"
+                    ))
+                });
             }
             _ => {}
         }
+        i += 1;
     }
     f
 }
