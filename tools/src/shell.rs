@@ -663,7 +663,144 @@ fn parseable_size(command: &str) -> bool {
     max <= MAX_NESTING && backticks <= 2 * MAX_NESTING
 }
 
+/// Parses a command line. A line the parser rejects is tried again with its
+/// here-document delimiters unquoted (`<<'EOF'` → `<<EOF`; the parser rejects some
+/// quoted delimiters inside substitutions), which only makes the analysis look at
+/// more expansions.
 fn parse(command: &str) -> Option<ast::Program> {
+    parse_exact(command).or_else(|| {
+        let unquoted = unquote_heredoc_delimiters(command)?;
+        parse_exact(&unquoted)
+    })
+}
+
+/// `<<'EOF'`, `<<"EOF"`, `<<\EOF` → `<<EOF`; `None` when there is none.
+fn unquote_heredoc_delimiters(command: &str) -> Option<String> {
+    let mut out = String::with_capacity(command.len());
+    let mut rest = command;
+    let mut changed = false;
+    // Quoted delimiters met, as written (`'EOF'`): a terminator line written the same
+    // way (the parser re-quotes it inside substitutions) is unquoted too.
+    let mut quoted: Vec<(String, String)> = Vec::new();
+    while let Some(pos) = rest.find("<<") {
+        let (before, after) = rest.split_at(pos + 2);
+        out.push_str(before);
+        let after = if let Some(a) = after.strip_prefix('-') {
+            out.push('-');
+            a
+        } else {
+            after
+        };
+        let trimmed = after.trim_start_matches([' ', '\t']);
+        out.push_str(&after[..after.len() - trimmed.len()]);
+        let mut chars = trimmed.chars();
+        match chars.next() {
+            Some(q @ ('\'' | '"')) => match chars.as_str().find(q) {
+                Some(end) => {
+                    let delim = &chars.as_str()[..end];
+                    quoted.push((format!("{q}{delim}{q}"), delim.to_owned()));
+                    out.push_str(delim);
+                    rest = &chars.as_str()[end + 1..];
+                    changed = true;
+                }
+                None => rest = trimmed,
+            },
+            Some('\\') => {
+                rest = chars.as_str();
+                changed = true;
+            }
+            _ => rest = trimmed,
+        }
+    }
+    out.push_str(rest);
+    if !changed {
+        return None;
+    }
+    if quoted.is_empty() {
+        return Some(out);
+    }
+    let lines: Vec<&str> = out
+        .split('\n')
+        .map(|line| {
+            quoted
+                .iter()
+                .find(|(q, _)| line.trim() == q)
+                .map_or(line, |(_, d)| d.as_str())
+        })
+        .collect();
+    Some(lines.join("\n"))
+}
+
+/// For a line that does not parse: the pieces between its operators, brackets and
+/// newlines (outside quotes) that parse alone are analysed, and a destructive one makes
+/// the whole line destructive, so a parser gap cannot turn `rm -rf /` into an "ask".
+fn salvage(script: &str, ctx: &Ctx<'_>, acc: &mut Acc) {
+    for piece in salvage_pieces(script).into_iter().take(256) {
+        let mut sub = Acc::new();
+        if parse_exact(&piece).is_some() && analyze_script(&piece, &ctx.nested(), &mut sub, None) {
+            let f = sub.finding("");
+            if f.destructive {
+                acc.add(f.within("a part of the command"));
+                return;
+            }
+        }
+    }
+}
+
+/// Splits at unquoted `;`, `|`, `&`, brackets, backquotes and newlines, and drops the
+/// keywords that open a clause (`then`, `do`, …).
+fn salvage_pieces(script: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = script.chars();
+    let mut push = |cur: &mut String| {
+        let mut piece = cur.trim();
+        loop {
+            let before = piece;
+            for kw in [
+                "then", "do", "else", "elif", "if", "while", "until", "!", "time",
+            ] {
+                if let Some(rest) = piece.strip_prefix(kw) {
+                    if rest.starts_with([' ', '\t']) {
+                        piece = rest.trim_start();
+                    }
+                }
+            }
+            if piece == before {
+                break;
+            }
+        }
+        if !piece.is_empty() && piece != "$" {
+            out.push(piece.trim_end_matches('$').to_owned());
+        }
+        cur.clear();
+    };
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                cur.push(c);
+            }
+            (Some(q), c) if c == q => {
+                quote = None;
+                cur.push(c);
+            }
+            (Some('"') | None, '\\') => {
+                cur.push(c);
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            (None, ';' | '|' | '&' | '(' | ')' | '{' | '}' | '`' | '\n') => push(&mut cur),
+            (_, c) => cur.push(c),
+        }
+    }
+    push(&mut cur);
+    out
+}
+
+fn parse_exact(command: &str) -> Option<ast::Program> {
     if !parseable_size(command) {
         return None;
     }
@@ -697,11 +834,27 @@ fn analyze_script(
         acc.add(Finding::unverifiable(
             "the command could not be parsed, so it cannot be checked",
         ));
+        salvage(script, ctx, acc);
         if let Some(p) = parts.as_deref_mut() {
             p.clear();
         }
         return false;
     };
+    // `((` opens an arithmetic command or two subshells (bash decides by trying); the
+    // parser always reads arithmetic and may drop what follows, so the subshell reading
+    // is analysed too.
+    if script.contains("((") && script.replace("$((", "").contains("((") {
+        // `$((` stays arithmetic expansion.
+        let spaced = script
+            .replace("$((", "\u{0}")
+            .replace("((", "( (")
+            .replace('\u{0}', "$((");
+        let mut sub = Acc::new();
+        if parse_exact(&spaced).is_some() && analyze_script(&spaced, &ctx.nested(), &mut sub, None)
+        {
+            acc.add(sub.finding("uses `((`").unsafe_());
+        }
+    }
     let mut plain = true;
     let mut collected = Vec::new();
     for list in &program.complete_commands {
@@ -829,8 +982,9 @@ fn analyze_command(cmd: &ast::Command, ctx: &Ctx<'_>, acc: &mut Acc) {
             }
             analyze_compound(&def.body.0, ctx, acc);
         }
-        ast::Command::ExtendedTest(_) => {
+        ast::Command::ExtendedTest(e) => {
             acc.make_unsafe("uses an extended test expression");
+            analyze_test_expr(e, ctx, acc);
         }
     }
 }
@@ -847,9 +1001,21 @@ fn analyze_compound(cc: &ast::CompoundCommand, ctx: &Ctx<'_>, acc: &mut Acc) {
             }
             analyze_compound_list(&f.body.0, ctx, acc);
         }
-        ast::CompoundCommand::ArithmeticForClause(f) => analyze_compound_list(&f.body.0, ctx, acc),
+        ast::CompoundCommand::ArithmeticForClause(f) => {
+            for e in [&f.initializer, &f.condition, &f.updater]
+                .into_iter()
+                .flatten()
+            {
+                word_info(&e.value, ctx, acc);
+            }
+            analyze_compound_list(&f.body.0, ctx, acc)
+        }
         ast::CompoundCommand::CaseClause(c) => {
+            word_info(&c.value.value, ctx, acc);
             for item in &c.cases {
+                for p in &item.patterns {
+                    word_info(&p.value, ctx, acc);
+                }
                 if let Some(l) = &item.cmd {
                     analyze_compound_list(l, ctx, acc);
                 }
@@ -869,7 +1035,34 @@ fn analyze_compound(cc: &ast::CompoundCommand, ctx: &Ctx<'_>, acc: &mut Acc) {
             analyze_compound_list(&w.0, ctx, acc);
             analyze_compound_list(&(w.1).0, ctx, acc);
         }
-        ast::CompoundCommand::Arithmetic(_) => {}
+        ast::CompoundCommand::Arithmetic(a) => {
+            // `(( $(cmd) ))` runs the substitution; `((cmd) )` may also be meant as
+            // nested subshells, so the text is analysed as commands too.
+            word_info(&a.expr.value, ctx, acc);
+            let mut sub = Acc::new();
+            if analyze_script(&a.expr.value, &ctx.nested(), &mut sub, None) {
+                acc.add(sub.finding("uses an arithmetic command").unsafe_());
+            }
+        }
+    }
+}
+
+fn analyze_test_expr(e: &ast::ExtendedTestExpr, ctx: &Ctx<'_>, acc: &mut Acc) {
+    match e {
+        ast::ExtendedTestExpr::And(a, b) | ast::ExtendedTestExpr::Or(a, b) => {
+            analyze_test_expr(a, ctx, acc);
+            analyze_test_expr(b, ctx, acc);
+        }
+        ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => {
+            analyze_test_expr(a, ctx, acc)
+        }
+        ast::ExtendedTestExpr::UnaryTest(_, w) => {
+            word_info(&w.value, ctx, acc);
+        }
+        ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
+            word_info(&a.value, ctx, acc);
+            word_info(&b.value, ctx, acc);
+        }
     }
 }
 
@@ -906,14 +1099,23 @@ fn word_info(raw: &str, ctx: &Ctx<'_>, acc: &mut Acc) -> WordInfo {
     let mut out = String::new();
     let mut literal = true;
     for p in &pieces {
-        literal &= piece_literal(&p.piece, ctx, acc, &mut out);
+        literal &= piece_literal(&p.piece, raw, ctx, acc, &mut out);
     }
     WordInfo {
         literal: literal.then_some(out),
     }
 }
 
-fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut String) -> bool {
+/// Appends the literal text of `piece` to `out`; returns whether it is literal.
+/// Substitutions are analysed; `raw` is the whole word, salvaged when a substitution
+/// inside it does not parse.
+fn piece_literal(
+    piece: &WordPiece,
+    raw: &str,
+    ctx: &Ctx<'_>,
+    acc: &mut Acc,
+    out: &mut String,
+) -> bool {
     match piece {
         WordPiece::Text(t) | WordPiece::SingleQuotedText(t) | WordPiece::AnsiCQuotedText(t) => {
             out.push_str(t);
@@ -931,7 +1133,7 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
         WordPiece::DoubleQuotedSequence(seq) | WordPiece::GettextDoubleQuotedSequence(seq) => {
             let mut ok = true;
             for p in seq {
-                ok &= piece_literal(&p.piece, ctx, acc, out);
+                ok &= piece_literal(&p.piece, raw, ctx, acc, out);
             }
             ok
         }
@@ -944,7 +1146,15 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
             acc.make_unsafe("uses command substitution");
             let inner = ctx.nested();
             let mut sub = Acc::new();
-            analyze_script(script, &inner, &mut sub, None);
+            let script = match piece {
+                WordPiece::BackquotedCommandSubstitution(_) => unescape_backquoted(script),
+                _ => script.clone(),
+            };
+            if !analyze_script(&script, &inner, &mut sub, None) {
+                // The parser may have cut the substitution short (`$(case x in a) …`):
+                // look at the whole word.
+                salvage(raw, ctx, &mut sub);
+            }
             sub.safe = false;
             acc.add(Finding {
                 risk: sub.risk.max(RiskLevel::Medium),
@@ -981,6 +1191,23 @@ fn piece_literal(piece: &WordPiece, ctx: &Ctx<'_>, acc: &mut Acc, out: &mut Stri
             false
         }
     }
+}
+
+/// Inside backquotes a backslash before `\\` or `$` is removed (the parser already
+/// removes it before a backquote).
+fn unescape_backquoted(script: &str) -> String {
+    let mut out = String::with_capacity(script.len());
+    let mut chars = script.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && matches!(chars.peek(), Some('\\' | '$')) {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn analyze_redirect(io: &ast::IoRedirect, ctx: &Ctx<'_>, acc: &mut Acc) -> bool {
@@ -1089,8 +1316,8 @@ fn path_inside(target: &str, ctx: &Ctx<'_>) -> bool {
 
 /// Programs whose arguments are text, not files to open.
 const NOT_READING: &[&str] = &[
-    "echo", "printf", "which", "type", "whereis", "command", "basename", "dirname", "seq", "sleep",
-    "true", "false", "expr", "test", "[",
+    "echo", "printf", "which", "type", "whereis", "basename", "dirname", "seq", "sleep", "true",
+    "false", "expr", "test", "[",
 ];
 
 /// Whether `word` (as written: `~/.ssh/x`, `$HOME/.aws`, `/etc/shadow`) names a secret
@@ -1477,11 +1704,20 @@ fn single_shell_script(program: &ast::Program) -> Option<String> {
     };
     let mut scratch = Acc::new();
     for p in &pieces {
-        if !piece_literal(&p.piece, &ctx, &mut scratch, &mut out) {
+        if !piece_literal(&p.piece, &script.value, &ctx, &mut scratch, &mut out) {
             return None;
         }
     }
     Some(out)
+}
+
+/// A shell variable name.
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn basename(p: &str) -> &str {
@@ -1503,6 +1739,16 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         }
         return f;
     };
+    // `timeout 5 LD_PRELOAD=x ls`: an assignment where a wrapper expects the program is
+    // rated as `env` would run it.
+    if program
+        .split_once('=')
+        .is_some_and(|(var, _)| is_identifier(var))
+    {
+        let mut with_env = vec![Some("env".to_owned())];
+        with_env.extend(argv.iter().cloned());
+        return wrappers::inner(&with_env, ctx);
+    }
     let name = basename(program);
     let all_literal = argv.iter().all(Option::is_some);
     let words: Vec<&str> = argv.iter().map(|a| a.as_deref().unwrap_or("")).collect();
@@ -1609,23 +1855,12 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
             return f;
         }
         "eval" => {
-            let mut f = Finding::medium("`eval` runs a computed script");
-            if all_literal {
-                let script = words[1..].join(" ");
-                let mut sub = Acc::new();
-                let inner = ctx.nested();
-                analyze_script(&script, &inner, &mut sub, None);
-                f.risk = f.risk.max(sub.risk);
-                f.destructive = sub.destructive;
-                f.network = sub.network;
-                f.elevated = sub.elevated;
-                if sub.destructive || sub.risk == RiskLevel::High {
-                    if let Some((_, r)) = sub.reason {
-                        f.reason = format!("`eval` of a script that {r}");
-                    }
-                }
-            }
-            return f;
+            let f = Finding::medium("`eval` runs a computed script");
+            return if all_literal {
+                f.merge(wrappers::script(&words[1..].join(" "), ctx).within("`eval`"))
+            } else {
+                f
+            };
         }
         "source" | "." => return Finding::medium("runs a script file in the shell"),
         "find" => return classify_find(&words, argv, ctx),
@@ -2149,9 +2384,14 @@ fn classify_shell(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding
             lit(argv, i).unwrap_or("(computed)")
         )),
         None => match ctx.stdin() {
-            Stdin::Text(text) => wrappers::script(&text, ctx)
-                .at_least(RiskLevel::High, "feeds a script to a shell")
-                .within("feeds a script to a shell"),
+            Stdin::Text(text) => {
+                let g = wrappers::script(&text, ctx);
+                if g.risk == RiskLevel::High {
+                    g.within("feeds a script to a shell")
+                } else {
+                    g.at_least(RiskLevel::High, "feeds a script to a shell")
+                }
+            }
             Stdin::Computed => Finding::unverifiable(
                 "pipes computed text into a shell, so what runs cannot be checked",
             ),
