@@ -84,17 +84,17 @@ pub const POLICY_DOC: &str = r#"
 |---|---|
 | `ask` | reads, read-only git and low-risk shell commands run; everything else asks |
 | `auto-edit` | as `ask`, and edits and writes inside the workspace run without asking (except inside `.git`); shell and git writes still ask |
-| `auto` | nothing asks; the default-deny list still denies, and calls that need an approval — `elevated` calls (network, history-rewriting git, privilege escalation), reads outside the workspace, and shell lines that cannot be verified (unparseable, computed text piped into a shell) — are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
+| `auto` | nothing asks; the default-deny list still denies, and calls that need an approval — `elevated` calls (network, history-rewriting git, privilege escalation), reads outside the workspace (and of secret locations), shell writes outside the workspace, and shell lines that cannot be verified (unparseable, computed text piped into a shell, environment variables that change what runs) — are denied unless an allow rule or a session approval covers them, because nobody is there to approve |
 | `plan` | only `read_file`, `list_dir`, `search_files` and read-only `git` run; anything else is denied with `PLAN_APPROVAL_REQUIRED` and the model is told to propose a plan (reads outside the workspace still ask) |
 
 ## Precedence
 
 The gate evaluates, in this order, and the first step that decides wins:
 
-1. **default-deny** (every mode, no rule overrides it): writes outside the workspace or through a symlink leaving it (`PATH_OUTSIDE_WORKSPACE`); NUL bytes and device or special files; a shell `cwd` outside the workspace; destructive shell commands (`rm -rf /`, `rm -rf ~`, recursive deletes of the whole workspace (`rm -rf .`, `rm -rf *` at the root) or of anything outside it, recursive permission changes outside the workspace, `mkfs`, `dd of=/dev/…`, writes to devices, fork bombs); invalid arguments (`TOOL_ARGUMENTS_INVALID`).
+1. **default-deny** (every mode, no rule overrides it): writes outside the workspace or through a symlink leaving it (`PATH_OUTSIDE_WORKSPACE`); NUL bytes and device or special files; a shell `cwd` outside the workspace; destructive shell commands (`rm -rf /`, `rm -rf ~`, recursive deletes of the whole workspace (`rm -rf .`, `rm -rf *` at the root) or of anything outside it, recursive permission changes outside the workspace, `mkfs`, `dd of=/dev/…`, writes to devices, fork bombs), wherever they hide (wrappers, `-c` scripts, here-documents, `at` jobs, inline interpreter code, substitutions), and shell lines nested deeper than the analysis follows; invalid arguments (`TOOL_ARGUMENTS_INVALID`).
 2. **plan mode**: tools the matrix does not allow in plan mode are denied (`PLAN_APPROVAL_REQUIRED`); run_shell is denied whatever the command.
-3. **deny rules**: a matching deny rule denies (`TOOL_PERMISSION_DENIED`). For run_shell a deny rule matches when any simple command anywhere in the line matches (inside `&&` lists, pipes, substitutions, `sh -c` scripts, `xargs`, `sudo`, `find -exec`).
-4. **auto mode**: allows, except what needs an approval that no allow rule or session key covers: `elevated` calls, reads outside the workspace (file tools and read-only shell commands), and shell lines that cannot be verified (denied: unapproved network downloads, unapproved destructive git, unapproved outside access, unparseable commands).
+3. **deny rules** (global, project and session): a matching deny rule denies (`TOOL_PERMISSION_DENIED`), before any allow rule or session approval is looked at. For run_shell a deny rule matches when any simple command anywhere in the line matches (inside `&&` lists, pipes, substitutions, `sh -c` scripts, here-documents fed to a shell or `at`, wrappers such as `env`, `timeout`, `xargs`, `sudo`, `watch`, `find -exec`, and the shell commands of inline interpreter code).
+4. **auto mode**: allows, except what needs an approval that no allow rule or session key covers: `elevated` calls, reads outside the workspace (file tools and shell commands), shell writes outside the workspace, reads of secret locations, and shell lines that cannot be verified (denied: unapproved network downloads, unapproved destructive git, unapproved outside access, unparseable commands, environment variables that change what runs).
 5. **allow**: calls that are low risk by themselves (reads, read-only git, low-risk shell commands, and in `auto-edit` edits inside the workspace), then allow rules (global and project) and the session's `allow_session` keys.
 6. **ask**: everything else.
 
@@ -106,19 +106,35 @@ A rule is a tool name (`edit_file`, `run_shell`) or a tool with a pattern:
 - `git(PATTERN)`: the same pattern syntax against `SUBCOMMAND ARGS…` (`git(commit *)`).
 - `read_file(GLOB)`, `list_dir(GLOB)`, `search_files(GLOB)`, `edit_file(GLOB)`, `write_file(GLOB)`: a glob on the workspace-relative path (`src/**/*.rs`). File rules, including bare tool names, never cover paths outside the workspace; only a session approval of that exact path does.
 
+Deny rules use the same syntax and the same canonical form as allow rules, so `run_shell(rm x)` catches `rm x`, `rm  x`, `rm 'x'`, `FOO=1 rm x`, `env rm x`, `timeout 5 rm x` and `bash -c 'rm x'` alike. A word computed at run time may be anything, so a deny rule matches from the first computed word on: `run_shell(rm *)` catches `rm "$f"`, and a command whose program name is computed (`$CMD x`) is caught by every run_shell deny rule. Deny rules come from the host: `alwaysDenyGlobal` and `alwaysDenyProject` (kept with the always-allow rules in `ApprovalRules`) and `deny`, which holds for the session only (`session.set_rules`).
+
 ## Canonical keys
 
 `allow_session` remembers the call's canonical key:
 
-- shell: `run_shell:` and the canonical command (`FOO=1 cargo test` and `cargo test` are one key; `'a b'` and `"a b"` are one key; assignments of variables that change how programs run, such as `PATH`, `LD_PRELOAD` or `GIT_SSH_COMMAND`, are kept), plus `@CWD` when the working directory is not the root;
+- shell: `run_shell:` and the canonical command (`FOO=1 cargo test` and `cargo test` are one key; `'a b'` and `"a b"` are one key; the wrappers that change nothing about what a command does — `env` with harmless assignments, `command`, `builtin`, `exec`, `nohup`, `time`, `timeout`, `nice`, `ionice`, `stdbuf` — are dropped, so `timeout 60 cargo test` is `cargo test`; `bash -c 'cargo test'` is `cargo test`; assignments of variables that change how programs run, such as `PATH`, `LD_PRELOAD` or `GIT_SSH_COMMAND`, are kept, also when given to `env`), plus `@CWD` when the working directory is not the root;
 - git: `git:` and the canonical subcommand and arguments;
 - file tools: the tool name and the resolved path (`./src/a.rs` and `src/../src/a.rs` are one key).
 
 ## Shell risk tiers
 
-The command is parsed with a real shell parser. Low-risk: the §6.7 whitelist (`npm run test:*`, `npm run lint`, `npm run build:*`, `npx playwright test <file>`, `git status`, `git diff`, `rg <pattern>`), configured whitelist entries, and read-only commands (`cat`, `ls`, `head`, `tail`, `wc`, `grep`, `rg`, `pwd`, `echo`, `find` without `-exec`/`-delete`, `sed -n Np`, `cargo check/test/build/clippy`, read-only git, …) with literal arguments. Medium: unknown programs, file-writing redirections, `mv`/`cp`/`mkdir`, compound commands, substitutions, variable expansions, `eval`, `exec`. High: the §6.7 list (`rm`/`del`, `git reset`, `git checkout --`, `git clean`, `curl`/`wget`, `powershell -EncodedCommand`), `dd`, `chmod -R`, `chown -R`, `shutdown`, `reboot`, `sudo`, network tools, configured high-risk entries, and anything that does not parse or pipes text into a shell (`echo … | sh`, `bash <<< …`; literal scripts are analysed like `sh -c`). Destructive commands are default-denied (above).
+The command is parsed with a real shell parser, and every simple command found anywhere in it is rated: in `&&`/`||`/`;` lists and pipes, subshells, groups, loops and conditionals, command and process substitutions (also inside here-documents, `[[ ]]`, `(( ))` and `case` words), and whatever wrappers, shells, schedulers and interpreters run. The line gets the worst rating found: a command is never rated below, nor decided less strictly than, any program it contains (a property test and a fuzz target check this invariant).
 
-Network commands (`curl`, `wget`, `ssh`, `git push/fetch/pull`, package installs) are `elevated`: when approved, run_shell runs them with the network; otherwise the sandbox has no network.
+Low-risk: the §6.7 whitelist (`npm run test:*`, `npm run lint`, `npm run build:*`, `npx playwright test <file>`, `git status`, `git diff`, `rg <pattern>`), configured whitelist entries, and read-only commands (`cat`, `ls`, `head`, `tail`, `wc`, `grep`, `rg`, `pwd`, `echo`, `find` without `-exec`/`-delete`, `sed -n Np`, `cargo check/test/build/clippy`, read-only git, …) with literal arguments inside the workspace. Medium: unknown programs, file-writing redirections, `mv`/`cp`/`mkdir` inside the workspace, compound commands, substitutions, variable expansions, `eval`, `exec`, inline interpreter code, reads outside the workspace (which also need an approval). High: the §6.7 list (`rm`/`del`, `git reset`, `git checkout --`, `git clean`, `curl`/`wget`, `powershell -EncodedCommand`), `dd`, `chmod -R`, `chown -R`, `shutdown`, `reboot`, `kill`, `sudo` and other privilege escalation, network tools, configured high-risk entries, anything that does not parse or pipes text into a shell (`echo … | sh`, `bash <<< …`; literal scripts are analysed like `sh -c`), and the cases below. Destructive commands are default-denied (above).
+
+**Wrappers and launchers** are rated by the command they run: `env` (its assignments and `-S` strings), `command`, `builtin`, `exec`, `nohup`, `time`, `timeout`, `nice`, `ionice`, `stdbuf`, `flock` (also `-c`), `taskset`, `chrt`, `strace`, `faketime`, `busybox`, `xargs` (literal text piped into it becomes arguments: `echo / | xargs rm -rf` is `rm -rf /`), `find -exec`/`-execdir`/`-ok`/`-okdir` (under a root outside the workspace `{}` is outside too); the scripts of `sh`/`bash`/`zsh`/`dash`/`ksh`/`fish -c`, `su -c`, `runuser`, `eval`, `watch` (its arguments are a `sh -c` script, argv with `-x`), `tmux` (`new`, `neww`, `split-window`, `respawn-*`, `run-shell`, `if-shell`, `pipe-pane`, `send-keys`, `-c`), `screen` (and `screen -X stuff`), `at` and `batch` (the job given as a here-string, a here-document or `echo … |`), and scripts fed to a shell on standard input. Some add a risk of their own: `setsid`, `watch`, `screen` and `tmux` are at least medium (the command outlives or escapes its process group); `chroot`, `at`, `batch`, `systemd-run` and `nsenter` at least high (another root, or run later or elsewhere, outside the sandbox); `sudo`, `doas`, `su`, `pkexec`, `run0` and `runuser` are high and `elevated`. An assignment where a wrapper expects the program (`timeout 5 LD_PRELOAD=x ls`) counts as `env` would run it.
+
+**Inline code**: interpreters given inline code (`python -c`, `python3 -c`, `node -e`/`-p`, `bun -e`, `deno eval`, `perl -e`/`-E`, `ruby -e`, `php -r`, `lua -e`, `Rscript -e`, `osascript -e`, an `awk` program) or reading their program from a here-document or a pipe are at least medium. They are high for calls that delete files, change permissions or kill processes (`os.remove`, `shutil.rmtree`, `unlink`, `fs.rmSync`, `FileUtils.rm_rf`, `os.kill`, `chmod`, …); for calls that run other programs (`os.system`, `subprocess`, `child_process`, `exec`, `eval`, `system`, backticks, `qx`, …), whose string literals are then analysed as shell commands, so `os.system('rm -rf /')` is default-denied like `rm -rf /`; for network access (`urllib`, `requests`, `socket`, `fetch`, `http.get`, `Net::HTTP`, `LWP`, modules loaded with `-M`/`-r`; also `elevated`); and for string literals that name a secret location or, next to a write or delete call, a path outside the workspace (these need an approval). A recursive delete (`rmtree`, `rm_rf`, `remove_tree`, `rmSync(…, {recursive})`) of the root, the home directory or anything outside the workspace is destructive, and `perl -i`/`ruby -i`/`awk -i inplace` on files outside the workspace is high. This is a textual check of the code, not an interpreter: it catches the obvious, and the sandbox contains the rest.
+
+**High because of where or how**, and needing an approval (auto mode denies them unless a rule or a session approval covers them):
+
+- writes outside the workspace: redirections (`>`, `>>`, `>|`, `&>`), `tee`, `cp`/`mv`/`install`/`ln`/`touch`/`mkdir`/`tar`/`unzip` with an operand outside, `dd of=`, `sed -i`, `perl -i`, `sort -o`, `tree -o`, `time -o`, `strace -o`, `find -fprint`, `truncate`, `chmod`/`chown` of paths outside;
+- environment variables that change what runs or loads, set by a leading assignment, `env VAR=…`, `export`/`declare -x`/`typeset`/`readonly`/`local`, `sudo VAR=…`, `tmux -e` or a bare assignment: `PATH`, `LD_*`, `DYLD_*`, `BASH_ENV`, `ENV`, `BASH_FUNC_*`, `IFS`, `PROMPT_COMMAND`, `PYTHONPATH`, `PYTHONHOME`, `PYTHONSTARTUP`, `NODE_OPTIONS`, `NODE_PATH`, `PERL5LIB`, `PERL5OPT`, `PERLLIB`, `RUBYOPT`, `RUBYLIB`, `GIT_SSH`, `GIT_SSH_COMMAND`, `GIT_CONFIG_*`, `GIT_EXEC_PATH`, `GIT_ASKPASS`, `SSH_ASKPASS`, `JAVA_TOOL_OPTIONS`, `CLASSPATH`, `RUSTC_WRAPPER`, `HOME`, `EDITOR`, `PAGER`, `SHELL`, … (what runs cannot be checked);
+- well-known secret locations outside the workspace, named by any program except those that only print their arguments (`echo`, `printf`, `basename`, …): `/etc/shadow`, `/etc/gshadow`, `/etc/sudoers` and `/etc/sudoers.d`, SSH host keys, `/etc/ssl/private`, `/root`, `/proc/*/environ`, `~/.ssh`, `~/.aws`, `~/.kube`, `~/.gnupg`, `~/.azure`, `~/.password-store`, `~/.config/gcloud`, `~/.config/gh`, `~/.docker/config.json`, `~/.cargo/credentials`, `~/.netrc`, `~/.git-credentials`, `~/.npmrc`, `~/.pypirc`, `~/.pgpass`, private keys named `id_*`, and `.env`/`.env.*` files; also written `$HOME/…`, read through `< FILE`, `--opt=FILE`, `if=FILE` or `@FILE`.
+
+**Limits.** A line nested more than 6 shells or substitutions deep, or 16 wrappers deep, is denied in every mode, so nothing can hide below the limit. A line that does not parse is high and needs an approval; its pieces that parse alone are still analysed, and a destructive piece denies the whole line. Lines longer than 64 KiB or nested more than 32 brackets deep are not parsed.
+
+Network commands (`curl`, `wget`, `ssh`, `git push/fetch/pull`, package installs, inline code that reaches the network) are `elevated`: when approved, run_shell runs them with the network; otherwise the sandbox has no network.
 
 ## Sandbox
 
@@ -695,6 +711,34 @@ fn part_matches(pattern: &str, canonical_part: &str) -> bool {
     shell::pattern_matches(pattern, &refs, true)
 }
 
+/// Whether a deny pattern matches one canonical command. A computed word may expand to
+/// anything, so from the first one on the rule is taken to match: `rm "$f"` hits
+/// `run_shell(rm *)`, and `$CMD x` hits every shell deny rule.
+fn deny_matches(pattern: &str, canonical: &str) -> bool {
+    let words = split_words(canonical);
+    let Some(k) = words.iter().position(|w| w == shell::COMPUTED_WORD) else {
+        return part_matches(pattern, canonical);
+    };
+    let pat: Vec<&str> = pattern.split_whitespace().collect();
+    for (i, w) in words[..k].iter().enumerate() {
+        let Some(p) = pat.get(i) else {
+            return false;
+        };
+        if i + 1 == pat.len() && p.ends_with('*') {
+            return w.starts_with(&p[..p.len() - 1]);
+        }
+        let fits = if p.starts_with('<') && p.ends_with('>') {
+            !w.starts_with('-')
+        } else {
+            p == w
+        };
+        if !fits {
+            return false;
+        }
+    }
+    true
+}
+
 fn split_words(canonical: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -810,7 +854,7 @@ fn denied_by_rules(tool: &str, a: &Assessment, rules: &[Rule]) -> Option<String>
             for cmd in &an.commands {
                 if let Some(r) = mine
                     .iter()
-                    .find(|r| r.pattern.as_deref().is_some_and(|p| part_matches(p, cmd)))
+                    .find(|r| r.pattern.as_deref().is_some_and(|p| deny_matches(p, cmd)))
                 {
                     return Some(rule_text(r));
                 }

@@ -2,21 +2,28 @@
 //!
 //! The command line is parsed with a real POSIX/bash parser (`brush-parser`). Only a
 //! list of plain simple commands joined by `&&`, `||`, `;` and `|` can be low risk,
-//! and only when every part is. Command and process substitution, redirections that
-//! write, subshells and other compound commands, background jobs, `eval`, `exec`,
-//! `sudo`, `find -exec/-delete`, unknown programs and anything that fails to parse
-//! are never low risk. `sh -c`/`bash -c` scripts, `xargs`, `env`, `timeout`, `nice`
-//! and similar wrappers are analysed through to the command they run, and substituted
-//! scripts are analysed too, so a destructive command cannot hide inside them.
+//! and only when every part is. Every simple command found anywhere in the line is
+//! rated — in lists, pipes, subshells, loops, conditionals, substitutions, the scripts
+//! of `sh -c`, `su -c`, `watch`, `tmux`, `at` here-documents and `echo … | sh`, the
+//! commands of wrappers and launchers (`wrappers`: `env`, `timeout`, `sudo`,
+//! `setsid`, `chroot`, `xargs`, `find -exec`, …) and the shell commands of inline
+//! interpreter code (`inline`: `python -c`, `node -e`, `perl -e`, …) — and the line
+//! gets the worst rating. Writes outside the workspace, environment variables that
+//! change what runs or loads, and reads of well-known secret locations ([`secrets`])
+//! are high and need an approval. Anything that fails to parse is never low risk, and
+//! its pieces that parse alone are still checked for destructive commands.
 //!
 //! Every analysed command falls in one of four tiers:
 //!
 //! | tier | examples | effect |
 //! |---|---|---|
-//! | low (`safe`) | `cat`, `rg foo`, `cargo test`, `npm run test:unit` | auto-allowed outside plan mode |
-//! | medium | unknown programs, file-writing redirections, `mv`, compound commands | asks; auto mode allows |
-//! | high | `rm`, `git reset`, `curl`, `sudo`, unparseable input | asks; auto mode denies unless a rule allows |
-//! | destructive | `rm -rf /`, `rm -rf ~`, recursive deletes outside the workspace, `mkfs`, `dd of=/dev/…`, fork bombs | denied in every mode |
+//! | low (`safe`) | `cat`, `rg foo`, `cargo test`, `timeout 60 cargo test` | auto-allowed outside plan mode |
+//! | medium | unknown programs, file-writing redirections, `mv`, compound commands, `python -c 'print(1)'`, `watch ls` | asks; auto mode allows |
+//! | high | `rm`, `git reset`, `curl`, `sudo`, `setsid rm x`, `tee /etc/passwd`, `PATH=/tmp ls`, `cat ~/.ssh/id_rsa`, unparseable input | asks; auto mode denies what needs an approval unless a rule allows |
+//! | destructive | `rm -rf /`, `rm -rf ~`, recursive deletes outside the workspace, `mkfs`, `dd of=/dev/…`, fork bombs, wherever they hide | denied in every mode |
+//!
+//! The invariant: a command is never rated below, nor decided less strictly than, any
+//! program it contains (`tools/tests/invariant.rs`, and a fuzz target).
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
@@ -251,6 +258,10 @@ fn dangerous_env(name: &str) -> bool {
         || name.starts_with("BASH_FUNC_")
 }
 
+/// Stands for a word computed at run time in [`ShellAnalysis::commands`] (a literal
+/// word with these characters is always quoted there).
+pub const COMPUTED_WORD: &str = "$COMPUTED";
+
 /// The outcome of analysing one command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellAnalysis {
@@ -278,8 +289,9 @@ pub struct ShellAnalysis {
     pub parts: Vec<CommandPart>,
     /// The canonical form of the whole line (see [`canonical_command`]).
     pub canonical: String,
-    /// The canonical text of every simple command found anywhere in the line
-    /// (inside substitutions, subshells and `sh -c` scripts too). Used for deny rules.
+    /// The canonical text of every simple command found anywhere in the line (inside
+    /// substitutions, subshells, `sh -c` scripts, wrappers and inline code too), with
+    /// [`COMPUTED_WORD`] for a word computed at run time. Used for deny rules.
     pub commands: Vec<String>,
 }
 
@@ -1730,6 +1742,14 @@ fn lit(argv: &[Option<String>], i: usize) -> Option<&str> {
 
 /// Classifies one simple command given its words (`None` for a computed word).
 fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
+    if !argv.is_empty() {
+        ctx.seen.borrow_mut().push(
+            argv.iter()
+                .map(|w| w.as_deref().map_or_else(|| COMPUTED_WORD.to_owned(), quote))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+    }
     let Some(program) = lit(argv, 0) else {
         // `$RUNNER rm -rf x`: the computed program may be a wrapper, so what follows
         // is rated too.
@@ -1752,11 +1772,6 @@ fn classify_argv(argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
     let name = basename(program);
     let all_literal = argv.iter().all(Option::is_some);
     let words: Vec<&str> = argv.iter().map(|a| a.as_deref().unwrap_or("")).collect();
-    if all_literal {
-        ctx.seen
-            .borrow_mut()
-            .push(words.iter().map(|w| quote(w)).collect::<Vec<_>>().join(" "));
-    }
 
     // Configured high-risk entries first, then the configured whitelist.
     for pat in &ctx.policy.high_risk {
