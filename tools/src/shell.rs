@@ -9,7 +9,7 @@
 //! `setsid`, `chroot`, `xargs`, `find -exec`, …) and the shell commands of inline
 //! interpreter code (`inline`: `python -c`, `node -e`, `perl -e`, …) — and the line
 //! gets the worst rating. Writes outside the workspace, environment variables that
-//! change what runs or loads, and reads of well-known secret locations ([`secrets`])
+//! change what runs or loads, and reads of well-known secret locations (`secrets`)
 //! are high and need an approval. Anything that fails to parse is never low risk, and
 //! its pieces that parse alone are still checked for destructive commands.
 //!
