@@ -527,6 +527,7 @@ impl Kernel {
                 .unwrap_or(self.inner.config.permission_mode),
             rules: Default::default(),
             session_keys: Vec::new(),
+            session_deny: Vec::new(),
             history: Vec::new(),
             plan: None,
             usage: Default::default(),
@@ -893,6 +894,9 @@ impl SessionHandle {
             keel_envelope::commands::SetRules {
                 always_allow_global: rules.always_allow_global,
                 always_allow_project: rules.always_allow_project,
+                always_deny_global: rules.always_deny_global,
+                always_deny_project: rules.always_deny_project,
+                deny: Vec::new(),
             },
         ))
         .await

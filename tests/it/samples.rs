@@ -82,6 +82,8 @@ fn rules() -> ApprovalRules {
     ApprovalRules {
         always_allow_global: vec![s("read_file")],
         always_allow_project: vec![s("run_shell(cargo test:*)")],
+        always_deny_global: vec![s("run_shell(rm -rf *)")],
+        always_deny_project: vec![s("git(push*)")],
     }
 }
 
@@ -760,6 +762,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionSetRules => CommandPayload::SessionSetRules(c::SetRules {
             always_allow_global: vec![s("read_file")],
             always_allow_project: vec![s("run_shell(cargo test:*)")],
+            always_deny_global: vec![s("run_shell(rm -rf *)")],
+            always_deny_project: vec![s("git(push*)")],
+            deny: vec![s("run_shell(curl *)")],
         }),
         CommandType::SessionLoadHistory => CommandPayload::SessionLoadHistory(c::LoadHistory {
             messages: vec![
