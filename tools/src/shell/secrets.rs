@@ -120,8 +120,12 @@ pub(super) fn path_candidates(word: &str) -> Vec<&str> {
         out.push(v);
     }
     // `-f/etc/shadow`: a short option with its value attached.
-    if word.len() > 2 && word.starts_with('-') && !word.starts_with("--") {
-        let v = &word[2..];
+    if word.starts_with('-') && !word.starts_with("--") {
+        // Not `&word[2..]`: the option letter may be any character.
+        let mut chars = word.chars();
+        chars.next();
+        chars.next();
+        let v = chars.as_str();
         if v.starts_with('/') || v.starts_with('~') {
             out.push(v);
         }
@@ -157,6 +161,12 @@ mod tests {
         ] {
             assert!(is_secret_path(p), "{p}");
         }
+        // Found by fuzzing: a multibyte option letter.
+        assert_eq!(
+            path_candidates("-é/etc/shadow"),
+            vec!["-é/etc/shadow", "/etc/shadow"]
+        );
+        assert_eq!(path_candidates("-\u{1F600}"), vec!["-\u{1F600}"]);
         for p in [
             "/etc/passwd",
             "/etc/hosts",
