@@ -10,6 +10,8 @@ mod agent;
 pub mod config;
 mod emit;
 mod ext;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 mod kernel;
 pub mod model;
