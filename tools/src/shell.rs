@@ -747,7 +747,12 @@ fn unquote_heredoc_delimiters(command: &str) -> Option<String> {
 /// newlines (outside quotes) that parse alone are analysed, and a destructive one makes
 /// the whole line destructive, so a parser gap cannot turn `rm -rf /` into an "ask".
 fn salvage(script: &str, ctx: &Ctx<'_>, acc: &mut Acc) {
-    for piece in salvage_pieces(script).into_iter().take(256) {
+    // Pieces between every operator, and pieces that keep their pipes (`echo … | sh`).
+    let pieces = salvage_pieces(script, true)
+        .into_iter()
+        .take(256)
+        .chain(salvage_pieces(script, false).into_iter().take(256));
+    for piece in pieces {
         let mut sub = Acc::new();
         if parse_exact(&piece).is_some() && analyze_script(&piece, &ctx.nested(), &mut sub, None) {
             let f = sub.finding("");
@@ -759,9 +764,9 @@ fn salvage(script: &str, ctx: &Ctx<'_>, acc: &mut Acc) {
     }
 }
 
-/// Splits at unquoted `;`, `|`, `&`, brackets, backquotes and newlines, and drops the
-/// keywords that open a clause (`then`, `do`, …).
-fn salvage_pieces(script: &str) -> Vec<String> {
+/// Splits at unquoted `;`, `&`, brackets, backquotes, newlines and (with `pipes`) `|`,
+/// and drops the keywords that open a clause (`then`, `do`, …).
+fn salvage_pieces(script: &str, pipes: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;
@@ -804,6 +809,7 @@ fn salvage_pieces(script: &str) -> Vec<String> {
                     cur.push(n);
                 }
             }
+            (None, '|') if !pipes => cur.push(c),
             (None, ';' | '|' | '&' | '(' | ')' | '{' | '}' | '`' | '\n') => push(&mut cur),
             (_, c) => cur.push(c),
         }
