@@ -819,7 +819,7 @@ fn salvage_pieces(script: &str, pipes: bool) -> Vec<String> {
 }
 
 fn parse_exact(command: &str) -> Option<ast::Program> {
-    if !parseable_size(command) {
+    if !parseable_size(command) || has_huge_io_number(command) {
         return None;
     }
     let opts = parser_options();
@@ -828,7 +828,32 @@ fn parse_exact(command: &str) -> Option<ast::Program> {
         &opts,
         &brush_parser::SourceInfo::default(),
     );
-    parser.parse_program().ok()
+    guarded(|| parser.parse_program().ok()).flatten()
+}
+
+/// Runs the parser, turning a panic inside it into `None` (the line is then
+/// unparseable, so high risk and never allowed without a person). The parser is a
+/// dependency; its known panics are also avoided up front ([`has_huge_io_number`]).
+fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+/// Whether the line has a file-descriptor number too large for the parser, which
+/// panics on it (`99999999999>x`; found by fuzzing).
+fn has_huge_io_number(command: &str) -> bool {
+    let bytes = command.as_bytes();
+    let mut run = 0usize;
+    for &b in bytes {
+        if b.is_ascii_digit() {
+            run += 1;
+        } else {
+            if run >= 10 && (b == b'<' || b == b'>') {
+                return true;
+            }
+            run = 0;
+        }
+    }
+    false
 }
 
 /// Analyses a script; returns whether it parsed. `parts` collects the top-level
@@ -1108,7 +1133,7 @@ struct WordInfo {
 }
 
 fn word_info(raw: &str, ctx: &Ctx<'_>, acc: &mut Acc) -> WordInfo {
-    let Ok(pieces) = brush_parser::word::parse(raw, &parser_options()) else {
+    let Some(Ok(pieces)) = guarded(|| brush_parser::word::parse(raw, &parser_options())) else {
         acc.add(Finding::unverifiable(
             "a word of the command could not be parsed",
         ));
@@ -1708,7 +1733,7 @@ fn single_shell_script(program: &ast::Program) -> Option<String> {
     {
         return None;
     }
-    let pieces = brush_parser::word::parse(&script.value, &parser_options()).ok()?;
+    let pieces = guarded(|| brush_parser::word::parse(&script.value, &parser_options()))?.ok()?;
     let mut out = String::new();
     let policy = ShellPolicy::default();
     let ctx = Ctx {
@@ -2545,6 +2570,21 @@ mod tests {
         assert!(a("echo hi > /dev/null").safe);
         assert!(a("curl https://x").network);
         assert!(!a("ls (").parsed);
+    }
+
+    #[test]
+    fn parser_panics_are_avoided() {
+        // Found by fuzzing: the parser unwraps an overflowing file-descriptor number.
+        for cmd in [
+            "<44444444444444444444<t",
+            "ls 99999999999>x",
+            "echo $(cat 12345678901<y)",
+        ] {
+            let an = a(cmd);
+            assert!(!an.safe && an.risk == RiskLevel::High, "{cmd}: {an:?}");
+        }
+        assert!(a("ls 2>/dev/null").safe);
+        assert!(a("echo 123456789>/dev/null").safe);
     }
 
     #[test]
