@@ -2431,7 +2431,8 @@ fn classify_shell(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding
         )),
         None => match ctx.stdin() {
             Stdin::Text(text) => {
-                let g = wrappers::script(&text, ctx);
+                // The script's own commands do not read it again.
+                let g = ctx.with_stdin(Stdin::Terminal, || wrappers::script(&text, ctx));
                 if g.risk == RiskLevel::High {
                     g.within("feeds a script to a shell")
                 } else {

@@ -375,7 +375,8 @@ pub(super) fn classify_interpreter(
             Finding::medium(format!("`{name}` runs {other}"))
         }
         (None, None) => match ctx.stdin() {
-            Stdin::Text(code) => classify_code(lang, &code, ctx)
+            Stdin::Text(code) => ctx
+                .with_stdin(Stdin::Terminal, || classify_code(lang, &code, ctx))
                 .within(&format!("`{name}` reads a program from standard input")),
             _ => Finding::medium(format!("`{name}` runs a program read from standard input")),
         },

@@ -342,12 +342,18 @@ pub(super) fn classify_wrapper(
                     Finding::medium("`xargs` with computed arguments")
                 }
             } else {
-                // `echo / | xargs rm -rf`: literal input becomes arguments.
-                let mut cmd = argv[start..].to_vec();
-                if let Stdin::Text(text) = ctx.stdin() {
-                    cmd.extend(text.split_whitespace().take(64).map(|w| Some(w.to_owned())));
+                // `echo / | xargs rm -rf`: literal input becomes arguments. The command
+                // is rated with and without them (extra arguments must not make it
+                // look milder, e.g. to git's option checks).
+                let plain = ctx.with_stdin(Stdin::Computed, || inner(&argv[start..], ctx));
+                match ctx.stdin() {
+                    Stdin::Text(text) => {
+                        let mut cmd = argv[start..].to_vec();
+                        cmd.extend(text.split_whitespace().take(64).map(|w| Some(w.to_owned())));
+                        plain.merge(ctx.with_stdin(Stdin::Computed, || inner(&cmd, ctx)))
+                    }
+                    _ => plain,
                 }
-                ctx.with_stdin(Stdin::Computed, || inner(&cmd, ctx))
             }
         }
         "flock" => flock(argv, ctx),
@@ -653,7 +659,8 @@ fn at(name: &str, argv: &[Option<String>], ctx: &Ctx<'_>) -> Finding {
         format!("`{name}` schedules a job to run later through the at daemon, outside the sandbox");
     match ctx.stdin() {
         Stdin::Text(job) => {
-            let g = script(&job, ctx);
+            // The job's commands do not read the job text.
+            let g = ctx.with_stdin(Stdin::Terminal, || script(&job, ctx));
             if g.weight() >= 3 {
                 g.within(&format!("`{name}` schedules"))
                     .merge(Finding::high(reason))
