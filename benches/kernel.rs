@@ -79,14 +79,14 @@ impl Tool for Noop {
 }
 
 fn noop() -> Arc<Noop> {
-    Arc::new(Noop(ToolSpec {
-        name: "noop".into(),
-        description: "does nothing".into(),
-        parameters: serde_json::json!({"type": "object"}),
-        level: PermissionLevel::Read,
-        plan: PlanBehavior::Allowed,
-        approval: ApprovalRequirement::Never,
-    }))
+    Arc::new(Noop(ToolSpec::custom(
+        "noop",
+        "does nothing",
+        serde_json::json!({"type": "object"}),
+        PermissionLevel::Read,
+        PlanBehavior::Allowed,
+        ApprovalRequirement::Never,
+    )))
 }
 
 fn opts() -> SessionOptions {
@@ -164,7 +164,7 @@ async fn interrupt_latency() {
     let store = tempfile::tempdir().unwrap();
     let kernel = Kernel::builder()
         .config(KernelConfig {
-            sandbox: SandboxConfig { enabled: false },
+            sandbox: SandboxConfig::off(),
             ..KernelConfig::default()
         })
         .workspace(ws.path())

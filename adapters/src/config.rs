@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use keel_envelope::error::{ErrorCategory, ErrorCode, ErrorPayload, Severity};
 use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
 use crate::http::RetryPolicy;
@@ -68,8 +69,9 @@ pub struct Config {
     pub approval_timeout_secs: u64,
     /// Shell-command policy additions.
     pub shell: ShellConfig,
-    /// Whether shell commands run in the sandbox.
-    pub sandbox: bool,
+    /// The sandbox of shell commands (`sandbox`) and whether it lets the network
+    /// through (`sandboxNetwork`).
+    pub sandbox: SandboxConfig,
     /// Fraction of the context window at which the history is compacted.
     pub compaction_threshold: f64,
     /// Maximum model turns per request.
@@ -78,8 +80,14 @@ pub struct Config {
     pub retry: RetryPolicy,
     /// HTTP provider settings.
     pub providers: ProvidersConfig,
+    /// Whether new sessions propose edits as patches instead of writing them
+    /// (`patchPreview`).
+    pub patch_preview: bool,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
+    /// Files that were skipped, and why (a project file that leads out of the
+    /// workspace); hosts show or log them.
+    pub warnings: Vec<String>,
 }
 
 impl Default for Config {
@@ -90,12 +98,14 @@ impl Default for Config {
             permission_mode: PermissionMode::Ask,
             approval_timeout_secs: 60,
             shell: ShellConfig::default(),
-            sandbox: true,
+            sandbox: SandboxConfig::default(),
             compaction_threshold: 0.8,
             max_turns: 50,
             retry: RetryPolicy::default(),
             providers: ProvidersConfig::default(),
+            patch_preview: false,
             sources: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -108,11 +118,43 @@ struct RawConfig {
     permission_mode: Option<PermissionMode>,
     approval_timeout_secs: Option<u64>,
     shell: Option<RawShell>,
-    sandbox: Option<bool>,
+    sandbox: Option<SandboxSetting>,
+    sandbox_network: Option<bool>,
     compaction_threshold: Option<f64>,
     max_turns: Option<u32>,
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
+    patch_preview: Option<bool>,
+}
+
+/// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
+/// `false` (= `"off"`).
+#[derive(Debug, Clone, Copy)]
+struct SandboxSetting(SandboxMode);
+
+impl<'de> Deserialize<'de> for SandboxSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = SandboxSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("\"auto\", \"bubblewrap\", \"landlock\", \"off\", true or false")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(SandboxSetting(if v {
+                    SandboxMode::Auto
+                } else {
+                    SandboxMode::Off
+                }))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                SandboxMode::parse(v)
+                    .map(SandboxSetting)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -213,6 +255,59 @@ fn parse_raw(text: &str, file: &Path) -> Result<RawConfig, ErrorPayload> {
     })
 }
 
+/// Adds the line of the error's `key` (when it can be found in `text`) to an error
+/// about a value: `file:line: …` in the message, and `line` in the details.
+fn with_key_line(mut err: ErrorPayload, text: &str, file: &Path) -> ErrorPayload {
+    let Some(key) = err.details.get("key").and_then(|k| k.as_str()) else {
+        return err;
+    };
+    let Some(line) = key_line(text, key) else {
+        return err;
+    };
+    let shown = file.display().to_string();
+    if let Some(rest) = err.message.strip_prefix(&shown) {
+        err.message = format!("{shown}:{line}{rest}");
+    }
+    err.with_detail("line", line)
+}
+
+/// The 1-based line where `key` is set: `name = …` at the top level for `name`,
+/// `name = …` under `[table]` (or `table.name = …`) for `table.name`. Keys inside
+/// arrays of tables (`availableModels[1].id`) are not looked up.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    if key.contains('[') {
+        return None;
+    }
+    let (table, name) = match key.rsplit_once('.') {
+        Some((t, n)) => (Some(t), n),
+        None => (None, key),
+    };
+    let mut current: Option<String> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_start_matches('[');
+            let end = header.find(']').unwrap_or(header.len());
+            current = Some(header[..end].trim().to_owned());
+            continue;
+        }
+        let Some((lhs, _)) = line.split_once('=') else {
+            continue;
+        };
+        let lhs = lhs.trim().trim_matches('"');
+        let hit = match (&current, table) {
+            (None, None) => lhs == name,
+            (Some(c), Some(t)) => c == t && lhs == name,
+            (None, Some(t)) => lhs == format!("{t}.{name}"),
+            (Some(_), None) => false,
+        };
+        if hit {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 impl Config {
     /// Loads `keel_home/config.toml`, then `workspace/.keel/config.toml` over it key
     /// by key. Missing files are skipped; an unreadable file, malformed TOML (with its
@@ -222,10 +317,30 @@ impl Config {
         let mut config = Config::default();
         let mut files = vec![keel_home.join(CONFIG_FILE)];
         if let Some(ws) = workspace {
-            files.push(ws.join(PROJECT_DIR).join(CONFIG_FILE));
+            // The project's file comes with the project: it is read through the
+            // workspace jail, like a tool read, so a symlink cannot make Keel read
+            // (and echo in errors) a file from elsewhere.
+            let rel = format!("{PROJECT_DIR}/{CONFIG_FILE}");
+            match keel_tools::jail::resolve(ws, &rel) {
+                Ok(r) if r.inside => files.push(r.abs),
+                Ok(r) => config.warnings.push(format!(
+                    "{} leads outside the workspace (to {}); it was ignored",
+                    ws.join(&rel).display(),
+                    r.display
+                )),
+                Err(e) => config.warnings.push(format!(
+                    "{} was ignored: {}",
+                    ws.join(&rel).display(),
+                    e.message
+                )),
+            }
         }
         for file in files {
-            let text = match std::fs::read_to_string(&file) {
+            // Regular files only: a FIFO or device would block or never end.
+            let text = match keel_tools::jail::read_regular(&file).and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+            }) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {
@@ -243,7 +358,8 @@ impl Config {
     /// Applies one file's text over this configuration (`file` names it in errors).
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
-        self.apply(raw, file)?;
+        self.apply(raw, file)
+            .map_err(|e| with_key_line(e, text, file))?;
         self.sources.push(file.to_owned());
         Ok(())
     }
@@ -281,8 +397,12 @@ impl Config {
                 self.shell.high_risk = h;
             }
         }
-        if let Some(s) = raw.sandbox {
-            self.sandbox = s;
+        if let Some(SandboxSetting(mode)) = raw.sandbox {
+            self.sandbox.mode = mode;
+            self.sandbox.enabled = mode != SandboxMode::Off;
+        }
+        if let Some(network) = raw.sandbox_network {
+            self.sandbox.network = network;
         }
         if let Some(c) = raw.compaction_threshold {
             if !(c > 0.0 && c <= 1.0) {
@@ -309,6 +429,9 @@ impl Config {
             if let Some(v) = r.max_delay_ms {
                 self.retry.max_delay_ms = v;
             }
+        }
+        if let Some(p) = raw.patch_preview {
+            self.patch_preview = p;
         }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {
@@ -369,6 +492,62 @@ pub fn default_keel_home(env: &EnvMap) -> Option<PathBuf> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patch_preview_is_a_key() {
+        let mut c = Config::default();
+        assert!(!c.patch_preview);
+        c.apply_toml("patchPreview = true\n", Path::new("config.toml"))
+            .unwrap();
+        assert!(c.patch_preview);
+        // A project file may turn it off again.
+        c.apply_toml("patchPreview = false\n", Path::new(".keel/config.toml"))
+            .unwrap();
+        assert!(!c.patch_preview);
+        let e = c
+            .apply_toml(
+                "# preview\npatchPreview = \"yes\"\n",
+                Path::new("config.toml"),
+            )
+            .unwrap_err();
+        assert_eq!(e.details["key"], "patchPreview");
+        assert_eq!(e.details["line"], 2);
+    }
+
+    #[test]
+    fn bad_values_name_their_key_and_line() {
+        let mut c = Config::default();
+        let text = "model = \"openai:gpt-4o\"\n\n[retry]\nmaxRetries = 2\n\n[shell]\n\ncompactionThreshold = 3.0\n";
+        // compactionThreshold sits under [shell] here: an unknown key of that table.
+        let e = c.apply_toml(text, Path::new("c.toml")).unwrap_err();
+        assert_eq!(e.details["key"], "shell.compactionThreshold");
+        let text = "model = \"openai:gpt-4o\"\ncompactionThreshold = 3.0\n";
+        let e = c.apply_toml(text, Path::new("c.toml")).unwrap_err();
+        assert_eq!(e.details["key"], "compactionThreshold");
+        assert_eq!(e.details["line"], 2);
+        assert!(
+            e.message.starts_with("c.toml:2: invalid value"),
+            "{}",
+            e.message
+        );
+        let e = c
+            .apply_toml("maxTurns = 0\n", Path::new("c.toml"))
+            .unwrap_err();
+        assert_eq!(e.details["line"], 1);
+    }
+
+    #[test]
+    fn keys_are_found_in_tables() {
+        let text = "a = 1\n[retry]\nmaxRetries = 2\n[[availableModels]]\nid = \"x\"\n";
+        assert_eq!(key_line(text, "a"), Some(1));
+        assert_eq!(key_line(text, "retry.maxRetries"), Some(3));
+        assert_eq!(
+            key_line("retry.maxRetries = 1\n", "retry.maxRetries"),
+            Some(1)
+        );
+        assert_eq!(key_line(text, "model"), None);
+        assert_eq!(key_line(text, "availableModels[0].id"), None);
+    }
 
     #[test]
     fn line_and_column_are_one_based() {

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use keel_kernel::model::{ModelError, ModelEvent, ModelStream};
 use reqwest::header::HeaderMap;
@@ -156,6 +156,8 @@ struct Driver {
     parser: SseParser,
     decoder: Box<dyn Decoder>,
     content_emitted: bool,
+    /// When the current attempt was sent.
+    started: Instant,
 }
 
 /// Runs the call as a model stream.
@@ -170,6 +172,7 @@ pub(crate) fn run(call: HttpCall, cancel: CancellationToken) -> ModelStream {
         parser: SseParser::new(),
         decoder,
         content_emitted: false,
+        started: Instant::now(),
     };
     Box::pin(futures::stream::unfold(driver, |mut d| async move {
         let item = d.next().await?;
@@ -181,6 +184,9 @@ impl Driver {
     async fn next(&mut self) -> Option<Result<ModelEvent, ModelError>> {
         loop {
             if self.cancel.is_cancelled() {
+                if !matches!(self.phase, Phase::Done) {
+                    self.log_cancelled();
+                }
                 self.phase = Phase::Done;
                 self.pending.clear();
                 return None;
@@ -194,7 +200,10 @@ impl Driver {
                 Phase::Wait(delay) => {
                     tokio::select! {
                         biased;
-                        _ = self.cancel.cancelled() => return None,
+                        _ = self.cancel.cancelled() => {
+                            self.log_cancelled();
+                            return None;
+                        }
                         _ = tokio::time::sleep(delay) => self.phase = Phase::Connect,
                     }
                 }
@@ -202,7 +211,10 @@ impl Driver {
                     let idle = self.call.options.idle_timeout;
                     let chunk = tokio::select! {
                         biased;
-                        _ = self.cancel.cancelled() => return None,
+                        _ = self.cancel.cancelled() => {
+                            self.log_cancelled();
+                            return None;
+                        }
                         c = tokio::time::timeout(idle, response.chunk()) => c,
                     };
                     match chunk {
@@ -229,6 +241,14 @@ impl Driver {
 
     /// Sends the request. Returns `None` when cancelled.
     async fn connect(&mut self) -> Option<()> {
+        self.started = Instant::now();
+        tracing::info!(
+            provider = self.call.provider,
+            url = %loggable_url(&self.call.url),
+            attempt = self.failed_attempts + 1,
+            bytes = self.call.body.len(),
+            "model request sent"
+        );
         let request = self
             .call
             .client
@@ -238,7 +258,10 @@ impl Driver {
         let idle = self.call.options.idle_timeout;
         let sent = tokio::select! {
             biased;
-            _ = self.cancel.cancelled() => return None,
+            _ = self.cancel.cancelled() => {
+                self.log_cancelled();
+                return None;
+            }
             r = tokio::time::timeout(idle, request.send()) => r,
         };
         let response = match sent {
@@ -256,6 +279,12 @@ impl Driver {
             Ok(Ok(r)) => r,
         };
         let status = response.status().as_u16();
+        tracing::info!(
+            provider = self.call.provider,
+            status,
+            elapsed_ms = self.elapsed_ms(),
+            "model response headers received"
+        );
         if (200..300).contains(&status) {
             self.parser = SseParser::new();
             self.decoder = (self.call.new_decoder)();
@@ -310,6 +339,7 @@ impl Driver {
         }
         self.push_events(out);
         if clean && self.decoder.is_done() {
+            self.log_finished();
             self.phase = Phase::Done;
         } else {
             self.fail(network_failure(
@@ -330,6 +360,7 @@ impl Driver {
                 return false;
             }
             if self.decoder.is_done() {
+                self.log_finished();
                 self.phase = Phase::Done;
                 return false;
             }
@@ -358,6 +389,14 @@ impl Driver {
         {
             self.failed_attempts += 1;
             let delay = retry.delay(self.failed_attempts, failure.retry_after);
+            tracing::warn!(
+                provider = self.call.provider,
+                attempt = self.failed_attempts,
+                delay_ms = delay.as_millis() as u64,
+                elapsed_ms = self.elapsed_ms(),
+                error = %failure.payload.message,
+                "model call failed; retrying"
+            );
             self.pending.push_back(Ok(ModelEvent::Retrying {
                 attempt: self.failed_attempts,
                 delay_ms: delay.as_millis() as u64,
@@ -365,9 +404,54 @@ impl Driver {
             }));
             self.phase = Phase::Wait(delay);
         } else {
+            tracing::warn!(
+                provider = self.call.provider,
+                attempts = self.failed_attempts + 1,
+                elapsed_ms = self.elapsed_ms(),
+                retryable = failure.payload.retryable,
+                content_emitted = self.content_emitted,
+                error = %failure.payload.message,
+                "model call failed"
+            );
             self.pending.push_back(Err(failure.into()));
             self.phase = Phase::Done;
         }
+    }
+
+    fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    fn log_finished(&self) {
+        tracing::info!(
+            provider = self.call.provider,
+            elapsed_ms = self.elapsed_ms(),
+            "model stream finished"
+        );
+    }
+
+    fn log_cancelled(&self) {
+        tracing::info!(
+            provider = self.call.provider,
+            elapsed_ms = self.elapsed_ms(),
+            "model call cancelled"
+        );
+    }
+}
+
+/// The URL without its query, fragment or user information (which could hold a key),
+/// for logs.
+fn loggable_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => {
+            format!(
+                "{}://{}{}",
+                u.scheme(),
+                u.host_str().unwrap_or(""),
+                u.port().map(|p| format!(":{p}")).unwrap_or_default()
+            ) + u.path()
+        }
+        Err(_) => "(unparsable URL)".to_owned(),
     }
 }
 
@@ -421,6 +505,15 @@ impl Endpoint {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logged_urls_carry_no_secrets() {
+        assert_eq!(
+            loggable_url("https://user:pw@example.com:8443/v1/chat?api-key=sk#x"),
+            "https://example.com:8443/v1/chat"
+        );
+        assert_eq!(loggable_url("not a url"), "(unparsable URL)");
+    }
 
     #[test]
     fn backoff_grows_is_jittered_and_capped() {

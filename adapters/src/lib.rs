@@ -23,6 +23,7 @@ pub mod convert;
 mod error;
 pub mod http;
 pub mod openai;
+pub mod probe;
 pub mod scripted;
 pub mod select;
 pub mod sse;
@@ -35,6 +36,7 @@ pub use config::{
 };
 pub use http::{HttpOptions, RetryPolicy};
 pub use openai::OpenAiModel;
+pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
 pub use scripted::{ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
 pub use select::{
     build_model, build_model_with_env, context_window_for, parse_model_spec, resolve_model_spec,

@@ -157,10 +157,7 @@ pub fn build_model_with_env(
     };
     match provider {
         "openai" => {
-            let base = env
-                .get("OPENAI_BASE_URL")
-                .or(config.providers.openai.base_url.as_deref())
-                .unwrap_or(OPENAI_DEFAULT_BASE_URL);
+            let (base, _) = base_url_for(provider, config, env);
             let key = env.get("OPENAI_API_KEY").map(str::to_owned);
             if key.is_none() && base.trim_end_matches('/') == OPENAI_DEFAULT_BASE_URL {
                 return Err(missing_key("OPENAI_API_KEY"));
@@ -172,10 +169,7 @@ pub fn build_model_with_env(
             Ok(Arc::new(m))
         }
         "anthropic" => {
-            let base = env
-                .get("ANTHROPIC_BASE_URL")
-                .or(config.providers.anthropic.base_url.as_deref())
-                .unwrap_or(ANTHROPIC_DEFAULT_BASE_URL);
+            let (base, _) = base_url_for(provider, config, env);
             let key = env.get("ANTHROPIC_API_KEY").map(str::to_owned);
             if key.is_none() && base.trim_end_matches('/') == ANTHROPIC_DEFAULT_BASE_URL {
                 return Err(missing_key("ANTHROPIC_API_KEY"));
@@ -190,6 +184,37 @@ pub fn build_model_with_env(
             let m = ScriptedModel::from_file(name)?.with_id(spec.trim());
             Ok(Arc::new(m))
         }
+    }
+}
+
+/// The base URL of an HTTP provider (`openai` or `anthropic`) and where it came from:
+/// its environment variable, else `providers.<provider>.baseUrl`, else the default.
+pub(crate) fn base_url_for<'a>(
+    provider: &str,
+    config: &'a Config,
+    env: &'a EnvMap,
+) -> (&'a str, &'static str) {
+    let (var, configured, default, key) = if provider == "anthropic" {
+        (
+            "ANTHROPIC_BASE_URL",
+            config.providers.anthropic.base_url.as_deref(),
+            ANTHROPIC_DEFAULT_BASE_URL,
+            "providers.anthropic.baseUrl",
+        )
+    } else {
+        (
+            "OPENAI_BASE_URL",
+            config.providers.openai.base_url.as_deref(),
+            OPENAI_DEFAULT_BASE_URL,
+            "providers.openai.baseUrl",
+        )
+    };
+    if let Some(v) = env.get(var) {
+        (v, var)
+    } else if let Some(v) = nonempty(configured) {
+        (v, key)
+    } else {
+        (default, "the default")
     }
 }
 

@@ -15,6 +15,7 @@ use keel_adapters::{
 use keel_envelope::error::{ErrorCode, ErrorHint};
 use keel_envelope::types::{ModelInfo, PermissionMode};
 use keel_kernel::model::{Message, Model, ModelEvent, ModelRequest, ToolCallRequest};
+use keel_tools::{SandboxConfig, SandboxMode};
 use tokio_util::sync::CancellationToken;
 
 fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
@@ -46,7 +47,8 @@ fn defaults_without_files() {
     assert_eq!(c.model, None);
     assert_eq!(c.permission_mode, PermissionMode::Ask);
     assert_eq!(c.approval_timeout_secs, 60);
-    assert!(c.sandbox);
+    assert_eq!(c.sandbox, SandboxConfig::new(SandboxMode::Auto));
+    assert!(!c.sandbox.network);
     assert_eq!(c.compaction_threshold, 0.8);
     assert_eq!(c.max_turns, 50);
     assert_eq!(c.retry.max_retries, 3);
@@ -70,7 +72,8 @@ fn every_documented_key_is_parsed_and_the_project_overrides_key_by_key() {
     assert_eq!(c.model.as_deref(), Some("openai:gpt-4o-mini"));
     assert_eq!(c.permission_mode, PermissionMode::Ask);
     assert_eq!(c.approval_timeout_secs, 120);
-    assert!(c.sandbox);
+    assert_eq!(c.sandbox.mode, SandboxMode::Auto);
+    assert!(!c.sandbox.network);
     assert_eq!(c.compaction_threshold, 0.75);
     assert_eq!(c.max_turns, 40);
     assert_eq!(c.available_models.len(), 3);
@@ -216,11 +219,115 @@ fn bad_values_are_rejected() {
 }
 
 #[test]
+fn the_sandbox_key_takes_a_mode_or_a_boolean_and_the_network_key_a_boolean() {
+    for (text, mode, network) in [
+        ("sandbox = \"auto\"\n", SandboxMode::Auto, false),
+        ("sandbox = \"bubblewrap\"\n", SandboxMode::Bubblewrap, false),
+        (
+            "sandbox = \"landlock\"\nsandboxNetwork = true\n",
+            SandboxMode::Landlock,
+            true,
+        ),
+        ("sandbox = \"off\"\n", SandboxMode::Off, false),
+        ("sandbox = true\n", SandboxMode::Auto, false),
+        ("sandbox = false\n", SandboxMode::Off, false),
+        ("sandboxNetwork = false\n", SandboxMode::Auto, false),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        write(home.path(), "config.toml", text);
+        let c = Config::load(home.path(), None).unwrap();
+        assert_eq!(c.sandbox.effective_mode(), mode, "{text}");
+        assert_eq!(c.sandbox.enabled, mode != SandboxMode::Off, "{text}");
+        assert_eq!(c.sandbox.network, network, "{text}");
+    }
+    // The project's file overrides the mode and keeps the global network setting.
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    write(
+        home.path(),
+        "config.toml",
+        "sandbox = \"off\"\nsandboxNetwork = true\n",
+    );
+    write(
+        &ws.path().join(".keel"),
+        "config.toml",
+        "sandbox = \"landlock\"\n",
+    );
+    let c = Config::load(home.path(), Some(ws.path())).unwrap();
+    assert_eq!(c.sandbox.effective_mode(), SandboxMode::Landlock);
+    assert!(c.sandbox.network);
+    for (text, key) in [
+        ("sandbox = \"bwrap\"\n", "sandbox"),
+        ("sandbox = 1\n", "sandbox"),
+        ("sandbox = \"\"\n", "sandbox"),
+        ("sandboxNetwork = \"yes\"\n", "sandboxNetwork"),
+    ] {
+        let home = tempfile::tempdir().unwrap();
+        write(home.path(), "config.toml", text);
+        let err = Config::load(home.path(), None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::RequestInvalid, "{text}");
+        assert_eq!(err.details["key"], key, "{text}: {}", err.message);
+        assert!(err.message.contains(key), "{text}: {}", err.message);
+        assert_eq!(err.details["line"], 1, "{text}: {}", err.message);
+    }
+    let home = tempfile::tempdir().unwrap();
+    write(home.path(), "config.toml", "sandbox = \"bwrap\"\n");
+    let err = Config::load(home.path(), None).unwrap_err();
+    assert!(
+        err.message.contains("\"landlock\", \"off\", true or false"),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
 fn an_unreadable_file_is_an_error() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir(home.path().join("config.toml")).unwrap();
     let err = Config::load(home.path(), None).unwrap_err();
     assert!(err.message.contains("could not be read"), "{}", err.message);
+}
+
+#[test]
+fn a_project_file_that_leads_out_of_the_workspace_is_ignored_with_a_warning() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = write(outside.path(), "secret.toml", "maxTurns = 7\n");
+    // A symlinked file, and a symlinked `.keel` directory.
+    for how in ["file", "dir"] {
+        let _ = std::fs::remove_dir_all(ws.path().join(".keel"));
+        let _ = std::fs::remove_file(ws.path().join(".keel"));
+        if how == "file" {
+            std::fs::create_dir_all(ws.path().join(".keel")).unwrap();
+            std::os::unix::fs::symlink(&secret, ws.path().join(".keel/config.toml")).unwrap();
+        } else {
+            std::fs::copy(&secret, outside.path().join("config.toml")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), ws.path().join(".keel")).unwrap();
+        }
+        let c = Config::load(home.path(), Some(ws.path())).unwrap();
+        assert_eq!(c.max_turns, 50, "{how}: the outside file was not applied");
+        assert_eq!(c.warnings.len(), 1, "{how}");
+        assert!(
+            c.warnings[0].contains("outside the workspace"),
+            "{}",
+            c.warnings[0]
+        );
+    }
+}
+
+#[test]
+fn a_config_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let home = tempfile::tempdir().unwrap();
+    let fifo = home.path().join("config.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let e = Config::load(home.path(), None).unwrap_err();
+    assert_eq!(e.code, ErrorCode::RequestInvalid);
+    assert!(e.message.contains("could not be read"), "{}", e.message);
 }
 
 #[test]

@@ -94,6 +94,11 @@ error_codes! {
     PathOutsideWorkspace = "PATH_OUTSIDE_WORKSPACE",
     /// A tool's arguments do not match its schema.
     ToolArgumentsInvalid = "TOOL_ARGUMENTS_INVALID",
+    /// Two tools were registered under one name (a builder error; the message names
+    /// both registrations).
+    ToolNameConflict = "TOOL_NAME_CONFLICT",
+    /// A shell command must run in an OS sandbox and none can run on this machine.
+    SandboxUnavailable = "SANDBOX_UNAVAILABLE",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -24,8 +24,28 @@ fn generator() -> SchemaGenerator {
     schemars::generate::SchemaSettings::draft2020_12().into_generator()
 }
 
+/// `v` with every object's keys in sorted order, whatever order its maps keep (a
+/// dependency may turn on `serde_json`'s `preserve_order`), so the files are the same
+/// in every build.
+pub fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 fn pretty(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut s = serde_json::to_string_pretty(&sorted(v)).unwrap_or_default();
     s.push('\n');
     s
 }
@@ -132,6 +152,26 @@ pub fn tools_schema() -> Value {
         ("git.args", gen.subschema_for::<GitArgs>()),
         ("git.result", gen.subschema_for::<RunShellResult>()),
         ("policy.verdict", gen.subschema_for::<PolicyVerdict>()),
+        (
+            "propose_plan.args",
+            gen.subschema_for::<crate::kernel_tools::ProposePlanArgs>(),
+        ),
+        (
+            "update_plan.args",
+            gen.subschema_for::<crate::kernel_tools::UpdatePlanArgs>(),
+        ),
+        (
+            "ask_user.args",
+            gen.subschema_for::<crate::kernel_tools::AskUserArgs>(),
+        ),
+        (
+            "task_graph.args",
+            gen.subschema_for::<crate::kernel_tools::TaskGraphArgs>(),
+        ),
+        (
+            "spawn_sub_agent.args",
+            gen.subschema_for::<crate::kernel_tools::SpawnSubAgentArgs>(),
+        ),
     ];
     for (k, v) in pairs {
         props.insert(k.to_owned(), v.to_value());
@@ -140,7 +180,7 @@ pub fn tools_schema() -> Value {
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "keel/tools.schema.json",
-        "title": "Built-in tool arguments and results",
+        "title": "Tool arguments and results (built-in and kernel tools)",
         "properties": props,
         "$defs": defs,
     })
@@ -206,6 +246,11 @@ pub fn typescript() -> String {
     c.visit::<crate::tools::RunShellResult>();
     c.visit::<crate::tools::GitArgs>();
     c.visit::<crate::tools::PolicyVerdict>();
+    c.visit::<crate::kernel_tools::ProposePlanArgs>();
+    c.visit::<crate::kernel_tools::UpdatePlanArgs>();
+    c.visit::<crate::kernel_tools::AskUserArgs>();
+    c.visit::<crate::kernel_tools::TaskGraphArgs>();
+    c.visit::<crate::kernel_tools::SpawnSubAgentArgs>();
 
     let mut out = String::new();
     out.push_str("// Generated from the keel-envelope crate. Do not edit by hand.\n");

@@ -19,12 +19,14 @@
 
 pub mod codec;
 pub mod commands;
+mod encode;
 mod envelope;
 pub mod error;
 pub mod events;
 pub mod ext;
 pub mod generate;
 pub mod ids;
+pub mod kernel_tools;
 pub mod tools;
 pub mod types;
 

@@ -261,8 +261,37 @@ pub struct RunShellResult {
     pub truncated: bool,
     /// Wall time.
     pub duration_ms: u64,
-    /// Whether it ran inside the OS sandbox.
+    /// Whether it ran inside an OS sandbox (`sandbox` is not `none`).
     pub sandboxed: bool,
+    /// Which OS sandbox it ran in.
+    #[serde(default)]
+    pub sandbox: SandboxKind,
+}
+
+/// The OS sandbox a shell command ran in.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxKind {
+    /// bubblewrap: private mount, pid and (unless allowed) network namespaces.
+    Bubblewrap,
+    /// Landlock: the kernel's access control, applied to the command before it starts.
+    Landlock,
+    /// No OS sandbox.
+    #[default]
+    None,
+}
+
+impl SandboxKind {
+    /// The wire spelling: `bubblewrap`, `landlock` or `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxKind::Bubblewrap => "bubblewrap",
+            SandboxKind::Landlock => "landlock",
+            SandboxKind::None => "none",
+        }
+    }
 }
 
 /// `git {command, args?}`.

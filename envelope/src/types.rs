@@ -333,6 +333,33 @@ pub struct Telemetry {
     pub input_tokens: u64,
     /// Completion tokens over the request.
     pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache over the request.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Estimated tokens of the context sent with the request's last model call.
+    #[serde(default)]
+    pub context_tokens: u64,
+    /// The model's context window in tokens (0 when unknown).
+    #[serde(default)]
+    pub context_window: u64,
+}
+
+/// Why one model call (a turn) of a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnStopReason {
+    /// The model finished its answer; the request ends after this turn.
+    EndTurn,
+    /// The model asked for tools; their results go to the next turn.
+    ToolUse,
+    /// The model hit its output-token cap.
+    MaxTokens,
+    /// The model refused.
+    Refusal,
+    /// The model call failed (an `error` event follows).
+    Error,
+    /// The request was interrupted during this turn.
+    Interrupted,
 }
 
 /// Why a request ended.

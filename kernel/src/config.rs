@@ -22,7 +22,9 @@ pub struct KernelConfig {
     pub compaction_threshold: f64,
     /// Shell whitelist and high-risk additions.
     pub shell: ShellPolicy,
-    /// Sandbox settings for `run_shell`.
+    /// Sandbox settings for `run_shell` (foreground and background): the mode (`auto`:
+    /// bubblewrap, else Landlock, else none) and whether the network is on inside it.
+    /// `require_sandbox` is set per call (in the `auto` permission mode).
     pub sandbox: SandboxConfig,
     /// Models offered to hosts.
     pub available_models: Vec<ModelInfo>,

@@ -1,220 +1,28 @@
-//! The kernel: builder, the command dispatcher, and the library API for host apps.
+//! The kernel: the command dispatcher, sessions start / resume / list, shutdown.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::pin::Pin;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
-use futures::Stream;
-use keel_envelope::commands::{CommandPayload, RequestSend, SessionStart};
+use keel_envelope::commands::{CommandPayload, SessionStart};
 use keel_envelope::events::{HarnessStatus, SessionList};
-use keel_envelope::ids::{Clock, IdGen, IdKind, SystemClock, UlidGen};
+use keel_envelope::ids::IdKind;
 use keel_envelope::types::{Cursor, SessionInfo};
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
-use keel_tools::Tool;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::builder::KernelBuilder;
 use crate::config::KernelConfig;
-use crate::emit::{EmitCtx, Emitter, Hub};
+use crate::emit::{EmitCtx, Emitter};
+use crate::handle::{EventStream, SessionHandle};
 use crate::model::Model;
+use crate::probe::Probe;
+use crate::registry::Registry;
 use crate::session::Session;
-use crate::store::{FileStore, MemoryStore, PersistedSession, Store};
+use crate::store::PersistedSession;
 
 /// Builds a model from its selection string (`provider:model`).
 pub type ModelFactory = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ErrorPayload> + Send + Sync>;
-
-/// A stream of envelopes (all sessions, or one).
-#[derive(Debug)]
-pub struct EventStream {
-    rx: mpsc::Receiver<Envelope>,
-}
-
-impl EventStream {
-    /// The next envelope, or `None` when the kernel is gone.
-    pub async fn recv(&mut self) -> Option<Envelope> {
-        self.rx.recv().await
-    }
-
-    /// Whether no envelope is waiting.
-    pub fn is_empty(&self) -> bool {
-        self.rx.is_empty()
-    }
-
-    /// An envelope if one is ready now.
-    pub fn try_recv(&mut self) -> Option<Envelope> {
-        self.rx.try_recv().ok()
-    }
-}
-
-impl Stream for EventStream {
-    type Item = Envelope;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Envelope>> {
-        self.rx.poll_recv(cx)
-    }
-}
-
-/// Builds a [`Kernel`].
-#[derive(Default)]
-pub struct KernelBuilder {
-    config: KernelConfig,
-    model: Option<Arc<dyn Model>>,
-    factory: Option<ModelFactory>,
-    store: Option<Arc<dyn Store>>,
-    clock: Option<Arc<dyn Clock>>,
-    ids: Option<Arc<dyn IdGen>>,
-    tools: Vec<Arc<dyn Tool>>,
-    builtin_tools: bool,
-}
-
-impl std::fmt::Debug for KernelBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KernelBuilder")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-impl KernelBuilder {
-    /// Sets the whole configuration.
-    pub fn config(mut self, config: KernelConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// The default workspace root.
-    pub fn workspace(mut self, root: impl Into<PathBuf>) -> Self {
-        self.config.workspace = Some(root.into());
-        self
-    }
-
-    /// The default permission mode.
-    pub fn permission_mode(mut self, mode: keel_envelope::types::PermissionMode) -> Self {
-        self.config.permission_mode = mode;
-        self
-    }
-
-    /// The approval timeout (`Duration::ZERO` = wait forever).
-    pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.config.approval_timeout = timeout;
-        self
-    }
-
-    /// Maximum model calls per request.
-    pub fn max_turns(mut self, n: u32) -> Self {
-        self.config.max_turns = n;
-        self
-    }
-
-    /// The default model.
-    pub fn model(mut self, model: Arc<dyn Model>) -> Self {
-        self.model = Some(model);
-        self
-    }
-
-    /// How to build other models (`session.start {model}`, `session.set_model`).
-    pub fn model_factory(mut self, factory: ModelFactory) -> Self {
-        self.factory = Some(factory);
-        self
-    }
-
-    /// A store; default: files under `$KEEL_HOME` or the platform data dir.
-    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
-        self
-    }
-
-    /// Keeps sessions in files under `dir`.
-    pub fn store_dir(self, dir: impl Into<PathBuf>) -> Self {
-        self.store(Arc::new(FileStore::new(dir)))
-    }
-
-    /// Keeps sessions in memory only.
-    pub fn memory_store(self) -> Self {
-        self.store(Arc::new(MemoryStore::default()))
-    }
-
-    /// The clock (inject a fixed one for deterministic transcripts).
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = Some(clock);
-        self
-    }
-
-    /// The id generator (inject a sequential one for deterministic transcripts).
-    pub fn ids(mut self, ids: Arc<dyn IdGen>) -> Self {
-        self.ids = Some(ids);
-        self
-    }
-
-    /// Registers a custom tool (same metadata as the built-in ones).
-    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.tools.push(tool);
-        self
-    }
-
-    /// Whether to register the seven built-in tools (default true).
-    pub fn builtin_tools(mut self, on: bool) -> Self {
-        self.builtin_tools = on;
-        self
-    }
-
-    /// Builds the kernel. Must be called inside a tokio runtime.
-    pub fn build(self) -> Result<Kernel, ErrorPayload> {
-        let store: Arc<dyn Store> = match self.store {
-            Some(s) => s,
-            None => Arc::new(FileStore::new(default_store_dir()?)),
-        };
-        let default_model = self.model;
-        let factory: ModelFactory = match (self.factory, default_model.clone()) {
-            (Some(f), _) => f,
-            (None, Some(m)) => {
-                let m2 = m.clone();
-                Arc::new(move |id: &str| {
-                    if id == m2.id() {
-                        Ok(m2.clone())
-                    } else {
-                        Err(ErrorPayload::new(
-                            ErrorCode::ModelUnavailable,
-                            format!("model {id:?} is not configured"),
-                        ))
-                    }
-                })
-            }
-            (None, None) => {
-                return Err(ErrorPayload::new(
-                    ErrorCode::ModelUnavailable,
-                    "no model configured",
-                ));
-            }
-        };
-        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-        if self.builtin_tools {
-            tools.extend(keel_tools::builtin_tools());
-        }
-        tools.extend(self.tools);
-        let ctx = EmitCtx {
-            clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-            ids: self.ids.unwrap_or_else(|| Arc::new(UlidGen::default())),
-            hub: Arc::new(Hub::default()),
-            store,
-        };
-        let emitter = Emitter::new(ctx.clone(), None, false, Sequencer::new());
-        Ok(Kernel {
-            inner: Arc::new(KernelInner {
-                config: self.config,
-                default_model,
-                factory,
-                tool_defs: crate::prompt::tool_defs(&tools),
-                tools,
-                ctx,
-                emitter,
-                sessions: Mutex::new(HashMap::new()),
-                cancel: CancellationToken::new(),
-            }),
-        })
-    }
-}
 
 /// Requests that were accepted in `log` but never reached a terminal event.
 fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
@@ -233,36 +41,17 @@ fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
     open
 }
 
-/// The store directory: `$KEEL_HOME`, else the platform data dir.
-pub fn default_store_dir() -> Result<PathBuf, ErrorPayload> {
-    if let Some(home) = std::env::var_os("KEEL_HOME") {
-        return Ok(PathBuf::from(home));
-    }
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME") {
-        return Ok(PathBuf::from(xdg).join("keel"));
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        return Ok(PathBuf::from(home)
-            .join(".local")
-            .join("share")
-            .join("keel"));
-    }
-    Err(ErrorPayload::new(
-        ErrorCode::SessionPersistenceFailed,
-        "no store directory: set KEEL_HOME",
-    ))
-}
-
 pub(crate) struct KernelInner {
     pub(crate) config: KernelConfig,
     pub(crate) default_model: Option<Arc<dyn Model>>,
     pub(crate) factory: ModelFactory,
-    pub(crate) tools: Vec<Arc<dyn Tool>>,
-    /// The tool definitions offered to the model, built once from `tools`.
-    pub(crate) tool_defs: Vec<crate::model::ToolDef>,
+    /// Every tool the model can call, and the pipeline's stages.
+    pub(crate) registry: Registry,
+    /// A test probe, called at every point of a request's life.
+    pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
-    emitter: Emitter,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    pub(crate) emitter: Emitter,
+    pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
     pub(crate) cancel: CancellationToken,
 }
 
@@ -270,7 +59,7 @@ impl std::fmt::Debug for KernelInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Kernel")
             .field("config", &self.config)
-            .field("tools", &self.tools.len())
+            .field("tools", &self.registry.entries().len())
             .finish_non_exhaustive()
     }
 }
@@ -287,10 +76,7 @@ pub type SessionOptions = SessionStart;
 impl Kernel {
     /// A builder.
     pub fn builder() -> KernelBuilder {
-        KernelBuilder {
-            builtin_tools: true,
-            ..KernelBuilder::default()
-        }
+        KernelBuilder::new()
     }
 
     /// The configuration.
@@ -391,6 +177,7 @@ impl Kernel {
                 .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
                 .await
                 .map(|_| ()),
+            CommandPayload::SessionDelete(p) => self.delete(&cmd.request_id, &p.session_id).await,
             CommandPayload::SessionList(_) => {
                 let sessions = self.list_sessions()?;
                 self.inner
@@ -543,6 +330,7 @@ impl Kernel {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), session.clone());
+        tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
         Ok(session)
     }
@@ -613,6 +401,65 @@ impl Kernel {
                 .await;
         }
         Ok(session)
+    }
+
+    /// `session.delete`: closes the session if it is open (on a request id of its own,
+    /// as a shutdown does), removes its stored files, then answers `session.deleted`
+    /// on `request_id`'s stream (not logged: the log is gone).
+    async fn delete(&self, request_id: &str, id: &str) -> Result<(), ErrorPayload> {
+        let open = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(session) = &open {
+            let rid = self.new_request_id();
+            session.close(&rid, "deleted").await;
+        }
+        let stored = self.inner.ctx.store.delete(id)?;
+        if open.is_none() && !stored {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                format!("no session {id:?} in the store"),
+            )
+            .with_detail("sessionId", id));
+        }
+        self.inner
+            .emitter
+            .emit_as(
+                Some(id.to_owned()),
+                request_id,
+                Event::SessionDeleted(keel_envelope::events::SessionDeleted {
+                    session_id: id.to_owned(),
+                }),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Deletes a session (open or stored) and its stored files (`session.delete`).
+    pub async fn delete_session(&self, id: &str) -> Result<(), ErrorPayload> {
+        let cmd = Command::new(
+            self.new_request_id(),
+            None,
+            CommandPayload::SessionDelete(keel_envelope::commands::SessionDelete {
+                session_id: id.to_owned(),
+            }),
+        );
+        self.execute(cmd).await
+    }
+
+    /// Sets an open session's title (`session.set_title`).
+    pub async fn set_session_title(&self, id: &str, title: &str) -> Result<(), ErrorPayload> {
+        let cmd = Command::new(
+            self.new_request_id(),
+            Some(id.to_owned()),
+            CommandPayload::SessionSetTitle(keel_envelope::commands::SetTitle {
+                title: title.to_owned(),
+            }),
+        );
+        self.execute(cmd).await
     }
 
     /// A session's whole event log, oldest first, as stored (for hosts that replay a
@@ -748,188 +595,5 @@ impl Kernel {
     /// The workspace of an open session.
     pub fn session_workspace(&self, id: &str) -> Option<PathBuf> {
         self.session(id).map(|s| s.workspace.clone())
-    }
-}
-
-/// A handle to one open session. Cheap to clone.
-#[derive(Debug, Clone)]
-pub struct SessionHandle {
-    kernel: Kernel,
-    session: Arc<Session>,
-}
-
-impl SessionHandle {
-    /// The session id.
-    pub fn id(&self) -> &str {
-        &self.session.id
-    }
-
-    /// The workspace root.
-    pub fn workspace(&self) -> &Path {
-        &self.session.workspace
-    }
-
-    /// A new subscription to this session's envelopes (from now on).
-    pub fn subscribe(&self) -> EventStream {
-        EventStream {
-            rx: self.kernel.inner.ctx.hub.subscribe(
-                Some(self.session.id.clone()),
-                self.kernel.inner.config.channel_capacity,
-            ),
-        }
-    }
-
-    async fn run(&self, payload: CommandPayload) -> Result<String, ErrorPayload> {
-        let request_id = self.kernel.new_request_id();
-        let cmd = Command::new(request_id.clone(), Some(self.session.id.clone()), payload);
-        self.kernel.execute(cmd).await.map(|()| request_id)
-    }
-
-    /// Sends a user message (queued when busy); returns its request id.
-    pub async fn send(&self, message: impl Into<String>) -> Result<String, ErrorPayload> {
-        self.send_with(RequestSend {
-            message: message.into(),
-            images: None,
-            when_busy: None,
-            patch_preview: None,
-        })
-        .await
-    }
-
-    /// Sends a user message with options; returns its request id.
-    pub async fn send_with(&self, req: RequestSend) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::RequestSend(req)).await
-    }
-
-    /// Runs any session command; returns the command's request id.
-    pub async fn command(&self, payload: CommandPayload) -> Result<String, ErrorPayload> {
-        self.run(payload).await
-    }
-
-    /// Interrupts the running request (a no-op answered with a result when idle).
-    pub async fn interrupt(&self) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::RequestInterrupt(
-            keel_envelope::commands::RequestInterrupt {},
-        ))
-        .await
-    }
-
-    /// Answers an approval.
-    pub async fn respond_approval(
-        &self,
-        approval_id: &str,
-        decision: keel_envelope::types::ApprovalDecision,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::ApprovalRespond(
-            keel_envelope::commands::ApprovalRespond {
-                approval_id: approval_id.to_owned(),
-                decision,
-            },
-        ))
-        .await
-    }
-
-    /// Approves a plan.
-    pub async fn approve_plan(
-        &self,
-        plan_id: &str,
-        mode: Option<keel_envelope::types::PermissionMode>,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::PlanApprove(
-            keel_envelope::commands::PlanApprove {
-                plan_id: plan_id.to_owned(),
-                mode,
-            },
-        ))
-        .await
-    }
-
-    /// Rejects a plan.
-    pub async fn reject_plan(
-        &self,
-        plan_id: &str,
-        feedback: Option<String>,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::PlanReject(
-            keel_envelope::commands::PlanReject {
-                plan_id: plan_id.to_owned(),
-                feedback,
-            },
-        ))
-        .await
-    }
-
-    /// Answers a question.
-    pub async fn answer_ask(
-        &self,
-        ask_id: &str,
-        answer: impl Into<String>,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::AskRespond(
-            keel_envelope::commands::AskRespond {
-                ask_id: ask_id.to_owned(),
-                answer: answer.into(),
-            },
-        ))
-        .await
-    }
-
-    /// Changes the permission mode.
-    pub async fn set_mode(
-        &self,
-        mode: keel_envelope::types::PermissionMode,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionSetMode(
-            keel_envelope::commands::SetMode { mode },
-        ))
-        .await
-    }
-
-    /// Syncs the always-allow rules.
-    pub async fn set_rules(
-        &self,
-        rules: keel_envelope::types::ApprovalRules,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionSetRules(
-            keel_envelope::commands::SetRules {
-                always_allow_global: rules.always_allow_global,
-                always_allow_project: rules.always_allow_project,
-                always_deny_global: rules.always_deny_global,
-                always_deny_project: rules.always_deny_project,
-                deny: Vec::new(),
-            },
-        ))
-        .await
-    }
-
-    /// Switches the model (idle only).
-    pub async fn set_model(&self, model: impl Into<String>) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionSetModel(
-            keel_envelope::commands::SetModel {
-                model: model.into(),
-            },
-        ))
-        .await
-    }
-
-    /// Loads history.
-    pub async fn load_history(
-        &self,
-        messages: Vec<keel_envelope::types::HistoryMessage>,
-    ) -> Result<String, ErrorPayload> {
-        self.run(CommandPayload::SessionLoadHistory(
-            keel_envelope::commands::LoadHistory { messages },
-        ))
-        .await
-    }
-
-    /// The session's current state.
-    pub fn state(&self) -> keel_envelope::events::SessionStateSnapshot {
-        self.session.snapshot()
-    }
-
-    /// Closes the session.
-    pub async fn close(&self) -> Result<(), ErrorPayload> {
-        self.kernel.close_session(&self.session.id).await
     }
 }

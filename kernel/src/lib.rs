@@ -7,21 +7,37 @@
 //! command) or the typed [`SessionHandle`] methods.
 
 mod agent;
+mod approval;
+mod builder;
+mod compact;
 pub mod config;
 mod emit;
 mod ext;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gate;
+mod handle;
 mod kernel;
+mod kernel_tools;
 pub mod model;
+mod pipeline;
+mod probe;
 mod prompt;
+mod registry;
+mod request;
 mod session;
 pub mod store;
+pub mod title;
+mod turn;
 
+pub use builder::{default_store_dir, KernelBuilder};
 pub use config::KernelConfig;
-pub use kernel::{
-    default_store_dir, EventStream, Kernel, KernelBuilder, ModelFactory, SessionHandle,
-    SessionOptions,
-};
+pub use handle::{EventStream, SessionHandle};
+pub use kernel::{Kernel, ModelFactory, SessionOptions};
+
+/// Test seams: a probe that pauses a request at the points of its life.
+#[doc(hidden)]
+pub mod testing {
+    pub use crate::probe::{Point, Probe};
+}
 pub use prompt::{ASK_USER, PROPOSE_PLAN, SPAWN_SUB_AGENT, TASK_GRAPH, UPDATE_PLAN};

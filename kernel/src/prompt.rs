@@ -1,11 +1,11 @@
-//! The system prompt, the tool definitions offered to the model, and token estimates.
+//! The system prompt, the kernel tools' names, and token estimates.
 
-use std::sync::Arc;
+use std::path::Path;
 
 use keel_envelope::types::PermissionMode;
-use keel_tools::Tool;
+use keel_envelope::{ErrorCode, ErrorPayload};
 
-use crate::model::{Message, ModelRequest, ToolDef};
+use crate::model::{Message, ModelRequest};
 use crate::session::Session;
 
 /// The kernel's plan tool.
@@ -23,8 +23,12 @@ const BASE: &str = "You are Keel, a coding agent working in a software project. 
 make small exact edits, and verify your work by running the project's checks. Tool calls may need the user's \
 approval; when a call is denied, do not retry it unchanged.";
 
-/// Builds the system prompt for the session's current mode.
-pub(crate) fn system_prompt(session: &Session, mode: PermissionMode) -> String {
+/// Builds the system prompt for the session's current mode, with the project's
+/// instructions; the error says why `AGENTS.md` was left out.
+pub(crate) fn system_prompt(
+    session: &Session,
+    mode: PermissionMode,
+) -> (String, Option<ErrorPayload>) {
     let mut s = String::from(BASE);
     s.push_str(&format!(
         "\n\nWorkspace root: {}\nPermission mode: {}\n",
@@ -42,122 +46,54 @@ Investigate, then call propose_plan with the steps and wait for approval before 
         s.push_str(extra);
         s.push('\n');
     }
-    if let Ok(text) = std::fs::read_to_string(session.workspace.join("AGENTS.md")) {
-        s.push_str("\n# Project instructions (AGENTS.md)\n");
-        s.push_str(&text);
-    }
-    s
-}
-
-fn kernel_tool_defs() -> Vec<ToolDef> {
-    let steps = serde_json::json!({
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string"},
-                "title": {"type": "string"},
-                "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-            }
+    match project_instructions(&session.workspace) {
+        Ok(Some(text)) => {
+            s.push_str("\n# Project instructions (AGENTS.md)\n");
+            s.push_str(&text);
+            (s, None)
         }
-    });
-    let node = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "title": {"type": "string"},
-            "description": {"type": "string"},
-            "dependsOn": {"type": "array", "items": {"type": "string"}}
-        },
-        "required": ["id", "title"]
-    });
-    vec![
-        ToolDef {
-            name: PROPOSE_PLAN.into(),
-            description: "Propose a plan (ordered steps with id and title). In plan mode the user must approve it before any write or command runs.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {"summary": {"type": "string"}, "steps": steps},
-                "required": ["steps"]
-            }),
-        },
-        ToolDef {
-            name: UPDATE_PLAN.into(),
-            description: "Update the status of plan steps (pending, in_progress, completed).".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {"steps": steps},
-                "required": ["steps"]
-            }),
-        },
-        ToolDef {
-            name: ASK_USER.into(),
-            description: "Ask the user a question and wait for the answer; give candidate answers when you can.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string"},
-                    "candidates": {"type": "array", "items": {"type": "string"}}
-                },
-                "required": ["question"]
-            }),
-        },
-        ToolDef {
-            name: SPAWN_SUB_AGENT.into(),
-            description: "Delegate a self-contained task to a sub-agent with its own conversation. It may use the given tools (a subset of yours; default all of your registered tools) under the same permissions, and returns only a summary of its work.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "task": {"type": "string"},
-                    "tools": {"type": "array", "items": {"type": "string"}}
-                },
-                "required": ["task"]
-            }),
-        },
-        ToolDef {
-            name: TASK_GRAPH.into(),
-            description: "Plan multi-step work as a task graph (a DAG kept with the session). Actions: create {title?, description?, nodes: [{id, title, description?, dependsOn?}]}; add_node {node}; update_node {nodeId, updates: {status?, title?, result?, error?, metadata?}} with status pending|ready|running|completed|failed|skipped; advance (marks every node whose dependencies are completed or skipped as ready and returns them); state.".into(),
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "action": {"type": "string", "enum": ["create", "add_node", "update_node", "advance", "state"]},
-                    "title": {"type": "string"},
-                    "description": {"type": "string"},
-                    "nodes": {"type": "array", "items": node},
-                    "node": node,
-                    "nodeId": {"type": "string"},
-                    "updates": {
-                        "type": "object",
-                        "properties": {
-                            "status": {"type": "string", "enum": ["pending", "ready", "running", "completed", "failed", "skipped"]},
-                            "title": {"type": "string"},
-                            "result": {},
-                            "error": {},
-                            "metadata": {"type": "object"}
-                        }
-                    }
-                },
-                "required": ["action"]
-            }),
-        },
-    ]
+        Ok(None) => (s, None),
+        Err(e) => (s, Some(e)),
+    }
 }
 
-/// The tools offered to the model: registered tools, then the kernel's own.
-pub(crate) fn tool_defs(tools: &[Arc<dyn Tool>]) -> Vec<ToolDef> {
-    let mut defs: Vec<ToolDef> = tools
-        .iter()
-        .map(|t| {
-            let s = t.spec();
-            ToolDef {
-                name: s.name.clone(),
-                description: s.description.clone(),
-                parameters: s.parameters.clone(),
-            }
-        })
-        .collect();
-    defs.extend(kernel_tool_defs());
-    defs
+/// Largest project-instructions file read into the prompt.
+const INSTRUCTIONS_CAP: usize = 256 * 1024;
+
+/// The workspace's `AGENTS.md`, read through the workspace jail like any tool read: a
+/// symlink (at any depth) that leads out of the workspace, a special file, a file over
+/// 256 KiB or one that is not UTF-8 is not read, and the error says why.
+pub(crate) fn project_instructions(workspace: &Path) -> Result<Option<String>, ErrorPayload> {
+    let r = keel_tools::jail::resolve(workspace, "AGENTS.md")?;
+    if !r.exists {
+        return Ok(None);
+    }
+    if !r.inside {
+        return Err(ErrorPayload::new(
+            ErrorCode::PathOutsideWorkspace,
+            format!(
+                "AGENTS.md leads outside the workspace (to `{}`); it was not read",
+                r.display
+            ),
+        )
+        .with_detail("path", "AGENTS.md"));
+    }
+    let unreadable = |why: String| {
+        ErrorPayload::new(
+            ErrorCode::ToolExecutionFailed,
+            format!("AGENTS.md was not read: {why}"),
+        )
+        .with_detail("path", "AGENTS.md")
+    };
+    let bytes = keel_tools::jail::read_regular(&r.abs).map_err(|e| unreadable(e.to_string()))?;
+    if bytes.len() > INSTRUCTIONS_CAP {
+        return Err(unreadable(format!(
+            "it is larger than {INSTRUCTIONS_CAP} bytes"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| unreadable("it is not UTF-8 text".into()))
 }
 
 fn message_chars(m: &Message) -> usize {

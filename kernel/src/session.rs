@@ -1,7 +1,7 @@
 //! One session: its state, its emitter, and the handling of session commands.
 //!
 //! State lives behind a short-lived lock that is never held across an await. The
-//! running request is a task ([`crate::agent`]) that talks to command handlers through
+//! running request is a task ([`crate::request`]) that talks to command handlers through
 //! one-shot channels registered here (approvals, questions, plan decisions).
 
 use std::collections::{HashMap, VecDeque};
@@ -82,6 +82,8 @@ pub(crate) struct Data {
     pub(crate) runner: Option<JoinHandle<()>>,
     /// Whether the session already warned that shell commands run unsandboxed.
     pub(crate) sandbox_warned: bool,
+    /// Whether the session already warned that `AGENTS.md` was not read.
+    pub(crate) instructions_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
 }
@@ -140,6 +142,7 @@ impl Session {
                 plan_wait: None,
                 runner: None,
                 sandbox_warned: false,
+                instructions_warned: false,
                 ext,
             }),
         })
@@ -153,6 +156,17 @@ impl Session {
         self.kernel.ctx.clock.now_ms()
     }
 
+    /// A request reached `point`: the kernel's own work there (a generated title
+    /// once the work is done), then a test probe may pause it.
+    pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
+        if point == crate::probe::Point::BeforeTerminal {
+            self.generate_title(request_id).await;
+        }
+        if let Some(p) = &self.kernel.probe {
+            p.reached(point, &self.id, request_id).await;
+        }
+    }
+
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
     pub(crate) async fn persist(&self, request_id: &str) {
         let snapshot = {
@@ -163,6 +177,7 @@ impl Session {
             d.state.clone()
         };
         if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
+            tracing::warn!(session_id = %self.id, code = %e.code, message = %e.message, "saving the session state failed");
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
     }
@@ -395,6 +410,10 @@ impl Session {
                     .await;
                 self.persist(rid).await;
             }
+            CommandPayload::SessionSetTitle(p) => {
+                let title = crate::title::validate(&p.title)?;
+                self.set_title(rid, title, "host").await;
+            }
             CommandPayload::RequestSend(p) => {
                 if p.message.trim().is_empty() {
                     return Err(ErrorPayload::new(
@@ -485,7 +504,7 @@ impl Session {
                         "compaction by hand runs while the session is idle",
                     ));
                 }
-                crate::agent::compact(self, rid, "manual", &CancellationToken::new()).await;
+                crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
                 self.persist(rid).await;
             }
             other if self.handle_ext(rid, other).await? => {}
@@ -562,7 +581,7 @@ impl Session {
         match outcome {
             Outcome::Start(cancel) => {
                 let me = self.clone();
-                let handle = tokio::spawn(crate::agent::run_requests(me, q, cancel));
+                let handle = tokio::spawn(crate::request::run_requests(me, q, cancel));
                 self.data().runner = Some(handle);
             }
             Outcome::Queued(position) => {

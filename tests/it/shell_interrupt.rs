@@ -38,7 +38,7 @@ async fn interrupt_kills_the_shell_child_and_grandchild() {
     // sandbox's own pid namespace is covered by the tools' tests).
     let kernel = Kernel::builder()
         .config(KernelConfig {
-            sandbox: SandboxConfig { enabled: false },
+            sandbox: SandboxConfig::off(),
             ..KernelConfig::default()
         })
         .workspace(ws.path())

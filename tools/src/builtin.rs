@@ -11,7 +11,7 @@ use keel_envelope::tools::{
 use keel_envelope::{ErrorCode, ErrorPayload};
 use serde::Serialize;
 
-use crate::exec::{self, ExecSpec, SandboxStatus};
+use crate::exec::{self, ExecSpec, ShellCommand};
 use crate::fs::parse_args;
 use crate::spec::{builtin_spec, ToolSpec};
 use crate::{jail, ProgressStream, Tool, ToolContext};
@@ -240,45 +240,22 @@ impl Tool for RunShell {
         }
         let timeout = timeout_of(a.timeout_ms)?;
         let cwd = jail::resolve_cwd(&ctx.workspace, a.cwd.as_deref())?;
-        let root = jail::canonical_root(&ctx.workspace);
-        let status = if ctx.sandbox.enabled {
-            Some(exec::sandbox_status())
-        } else {
-            None
+        let shell = ShellCommand {
+            workspace: jail::canonical_root(&ctx.workspace),
+            cwd,
+            command: a.command.clone(),
+            network: ctx.sandbox.network || ctx.elevated,
         };
-        let (spec, sandboxed) = match status {
-            Some(SandboxStatus::Available { bwrap }) => (
-                ExecSpec {
-                    program: bwrap.to_string_lossy().into_owned(),
-                    args: exec::bwrap_args(&root, &cwd, &a.command, ctx.elevated),
-                    cwd: cwd.clone(),
-                    env: vec![],
-                    timeout,
-                },
-                true,
-            ),
-            other => {
-                if let Some(SandboxStatus::Unavailable { reason }) = other {
-                    if !WARNED_UNSANDBOXED.swap(true, Ordering::SeqCst) {
-                        (ctx.progress)(
-                            ProgressStream::Info,
-                            format!("sandbox unavailable, running unsandboxed: {reason}"),
-                        );
-                    }
-                }
-                (
-                    ExecSpec {
-                        program: "/bin/sh".to_owned(),
-                        args: vec!["-c".to_owned(), a.command.clone()],
-                        cwd: cwd.clone(),
-                        env: vec![],
-                        timeout,
-                    },
-                    false,
-                )
+        let child = exec::spawn_shell(&shell, &ctx.sandbox)?;
+        if let Some(reason) = child.unsandboxed_reason() {
+            if !WARNED_UNSANDBOXED.swap(true, Ordering::SeqCst) {
+                (ctx.progress)(
+                    ProgressStream::Info,
+                    format!("sandbox unavailable, running unsandboxed: {reason}"),
+                );
             }
-        };
-        to_json(exec::run(spec, &ctx, sandboxed).await?)
+        }
+        to_json(exec::run_child(child, timeout, &ctx).await?)
     }
 }
 
@@ -314,6 +291,6 @@ impl Tool for Git {
             env,
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
         };
-        to_json(exec::run(spec, &ctx, false).await?)
+        to_json(exec::run(spec, &ctx).await?)
     }
 }

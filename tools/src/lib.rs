@@ -7,7 +7,8 @@
 //! - [`Tool`]: the trait every tool (built-in or registered by a host) implements.
 //!
 //! - [`builtin_tools`]: the seven tools; [`jail`] resolves their paths, [`shell`]
-//!   analyses shell commands, [`exec`] runs processes (in bubblewrap on Linux).
+//!   analyses shell commands, [`exec`] runs processes in the OS sandbox that
+//!   [`sandbox`] chooses (bubblewrap, else Landlock) and kills all they start.
 //!
 //! This crate knows nothing of sessions, envelopes streams or models.
 
@@ -18,6 +19,8 @@ pub mod fs;
 pub mod git;
 pub mod jail;
 pub mod policy;
+mod reap;
+pub mod sandbox;
 pub mod search;
 pub mod shell;
 pub mod spec;
@@ -28,9 +31,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_envelope::ErrorPayload;
 
-pub use builtin::builtin_tools;
-pub use exec::{sandbox_status, SandboxStatus};
+pub use builtin::{builtin_tools, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
+pub use keel_envelope::tools::SandboxKind;
 pub use policy::canonical_key;
+pub use sandbox::{
+    sandbox_report, sandbox_status, LandlockInfo, SandboxConfig, SandboxMode, SandboxReport,
+    SandboxStatus,
+};
 pub use spec::{ApprovalRequirement, PlanBehavior, ToolSpec};
 /// Re-exported so hosts can build a [`ToolContext`] without naming `tokio-util`.
 pub use tokio_util::sync::CancellationToken;
@@ -60,19 +67,6 @@ impl ProgressStream {
 /// Receives streamed output of a running tool.
 pub type ProgressSink = Arc<dyn Fn(ProgressStream, String) + Send + Sync>;
 
-/// Sandbox settings for `run_shell`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SandboxConfig {
-    /// Use bubblewrap when available.
-    pub enabled: bool,
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        Self { enabled: true }
-    }
-}
-
 /// Everything a tool call may use.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -85,7 +79,8 @@ pub struct ToolContext {
     /// Whether the call was approved at the elevated level (network allowed, paths
     /// outside the workspace readable).
     pub elevated: bool,
-    /// Sandbox settings.
+    /// Sandbox settings, including `require_sandbox` (refuse shell commands when no
+    /// sandbox can run), which the kernel sets per call.
     pub sandbox: SandboxConfig,
 }
 

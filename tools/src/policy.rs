@@ -74,7 +74,7 @@ use keel_envelope::ErrorPayload;
 use crate::git::{self, GitClass};
 use crate::jail::{self, ResolvedPath};
 use crate::shell::{self, ShellAnalysis};
-use crate::spec::{self, ApprovalRequirement, PlanBehavior, ToolSpec};
+use crate::spec::{self, Analysis, ApprovalRequirement, PlanBehavior, ToolSpec};
 
 /// The policy part of `docs/permissions.md`.
 pub const POLICY_DOC: &str = r#"
@@ -573,105 +573,158 @@ fn assess_git(args: &GitArgs) -> Assessment {
 }
 
 fn assess_custom(spec: &ToolSpec, args: &serde_json::Value) -> Assessment {
-    let risk = match spec.level {
-        PermissionLevel::Read => RiskLevel::Low,
-        PermissionLevel::Write | PermissionLevel::Execute => RiskLevel::Medium,
-        PermissionLevel::Elevated => RiskLevel::High,
-    };
     let key = format!(
         "{}:{}",
         spec.name,
         serde_json::to_string(args).unwrap_or_default()
     );
     let scope = format!("tool:{}", spec.name);
-    let mut a = Assessment::new(
+    Assessment::new(
         spec.level,
-        risk,
+        spec.risk,
         format!(
             "runs the tool `{}` (level {})",
             spec.name,
             spec::level_str(spec.level)
         ),
-        "tool.execute",
+        &spec.action_type,
         &[scope.as_str()],
         key,
-    );
-    a.safe = spec.approval == ApprovalRequirement::Never;
-    a.plan_ok = spec.plan == PlanBehavior::Allowed;
-    a.elevated = spec.level == PermissionLevel::Elevated;
-    a.needs_rule_in_auto = a.elevated;
+    )
+}
+
+/// The row of `tool`: the given spec, else the built-in or kernel row of that name,
+/// else the row of an undeclared tool (execute level, always asks, refused in plan
+/// mode).
+fn row_of(tool: &str, spec: Option<&ToolSpec>) -> ToolSpec {
+    if let Some(s) = spec {
+        return s.clone();
+    }
+    spec::builtin_spec(tool)
+        .or_else(|| spec::kernel_specs().into_iter().find(|s| s.name == tool))
+        .unwrap_or_else(|| {
+            ToolSpec::custom(
+                tool,
+                "",
+                serde_json::Value::Null,
+                PermissionLevel::Execute,
+                PlanBehavior::Denied,
+                ApprovalRequirement::Always,
+            )
+        })
+}
+
+/// Applies the row to the analysis of one call: the row's level and risk are
+/// floors, its plan behaviour and approval requirement decide unless they say
+/// "depends" (`Partial` / `Depends`), in which case the analysis decides. An elevated
+/// call always needs approval.
+fn apply_row(a: &mut Assessment, row: &ToolSpec) {
+    if a.hard_deny.is_some() {
+        return;
+    }
+    if row.level > a.level {
+        a.level = row.level;
+    }
+    if a.level == PermissionLevel::Elevated {
+        a.elevated = true;
+        a.needs_rule_in_auto = true;
+    }
+    if row.risk > a.risk {
+        a.risk = row.risk;
+    }
+    match row.plan {
+        PlanBehavior::Allowed => a.plan_ok = true,
+        PlanBehavior::Denied => a.plan_ok = false,
+        PlanBehavior::Partial => {}
+    }
+    match row.approval {
+        ApprovalRequirement::Never => a.safe = true,
+        ApprovalRequirement::Always => a.safe = false,
+        ApprovalRequirement::Depends => {}
+    }
+    if a.elevated {
+        a.safe = false;
+    }
+}
+
+/// The action type an analysis reports when it has nothing more specific to say; it
+/// stands for the row's own action type.
+fn generic_action(analysis: Analysis) -> &'static str {
+    match analysis {
+        Analysis::None => "tool.execute",
+        Analysis::ReadPath => "file.read",
+        Analysis::ListPath => "directory.list",
+        Analysis::SearchPath => "file.search",
+        Analysis::Edit => "file.edit",
+        Analysis::Write => "file.write",
+        Analysis::Shell => "shell.execute",
+        Analysis::Git => "git.execute",
+    }
+}
+
+/// The analysis of one call, named by its row, then the row applied to it.
+fn assess(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Assessment {
+    let row = row_of(input.tool, spec);
+    let mut a = analyse(input, &row);
+    // The analysis may refine the action (`git.read`, `file.overwrite`); otherwise
+    // the row's action stands.
+    if a.action_type == generic_action(row.analysis) {
+        a.action_type = row.action_type.clone();
+    }
+    apply_row(&mut a, &row);
     a
 }
 
-fn assess(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Assessment {
+fn analyse(input: &DecisionInput<'_>, row: &ToolSpec) -> Assessment {
     let ws = input.workspace.as_path();
+    let tool = row.name.as_str();
+    let action = row.action_type.as_str();
     macro_rules! args {
-        ($t:ty, $level:expr, $action:expr) => {
+        ($t:ty) => {
             match parse::<$t>(input.args) {
                 Ok(a) => a,
                 Err(e) => {
                     return Assessment::denied(
                         ErrorCode::ToolArgumentsInvalid,
-                        $level,
-                        format!("{}: {}", input.tool, e.message),
-                        $action,
-                        format!("{}:invalid", input.tool),
+                        row.level,
+                        format!("{tool}: {}", e.message),
+                        action,
+                        format!("{tool}:invalid"),
                     )
                 }
             }
         };
     }
-    match input.tool {
-        "read_file" => {
-            let a = args!(ReadFileArgs, PermissionLevel::Read, "file.read");
-            assess_read("read_file", "file.read", &a.path, ws)
+    match row.analysis {
+        Analysis::None => assess_custom(row, input.args),
+        Analysis::ReadPath => {
+            let a = args!(ReadFileArgs);
+            assess_read(tool, action, &a.path, ws)
         }
-        "list_dir" => {
-            let a = args!(ListDirArgs, PermissionLevel::Read, "directory.list");
-            assess_read("list_dir", "directory.list", &a.path, ws)
+        Analysis::ListPath => {
+            let a = args!(ListDirArgs);
+            assess_read(tool, action, &a.path, ws)
         }
-        "search_files" => {
-            let a = args!(SearchFilesArgs, PermissionLevel::Read, "file.search");
-            assess_read(
-                "search_files",
-                "file.search",
-                a.path.as_deref().unwrap_or("."),
-                ws,
-            )
+        Analysis::SearchPath => {
+            let a = args!(SearchFilesArgs);
+            assess_read(tool, action, a.path.as_deref().unwrap_or("."), ws)
         }
-        "edit_file" => {
-            let a = args!(EditFileArgs, PermissionLevel::Write, "file.edit");
+        Analysis::Edit => {
+            let a = args!(EditFileArgs);
             assess_edit(&a, ws)
         }
-        "write_file" => {
-            let a = args!(WriteFileArgs, PermissionLevel::Write, "file.write");
+        Analysis::Write => {
+            let a = args!(WriteFileArgs);
             assess_write(&a, ws)
         }
-        "run_shell" => {
-            let a = args!(RunShellArgs, PermissionLevel::Execute, "shell.execute");
+        Analysis::Shell => {
+            let a = args!(RunShellArgs);
             assess_shell(&a, ws, input.shell)
         }
-        "git" => {
-            let a = args!(GitArgs, PermissionLevel::Execute, "git.execute");
+        Analysis::Git => {
+            let a = args!(GitArgs);
             assess_git(&a)
         }
-        other => match spec {
-            Some(s) => assess_custom(s, input.args),
-            None => {
-                let generic = ToolSpec::custom(
-                    other,
-                    "",
-                    serde_json::Value::Null,
-                    PermissionLevel::Execute,
-                    PlanBehavior::Denied,
-                    ApprovalRequirement::Always,
-                );
-                let mut a = assess_custom(&generic, input.args);
-                a.reason =
-                    format!("`{other}` is not a built-in tool and declared no permission metadata");
-                a
-            }
-        },
     }
 }
 
@@ -906,8 +959,10 @@ pub fn decide(input: &DecisionInput<'_>) -> Verdict {
     decide_with_spec(input, None)
 }
 
-/// Like [`decide`], for a host-registered tool described by `spec` (built-in names
-/// always use the built-in rules).
+/// Like [`decide`], for the tool whose row is `spec` (`None`: the built-in or kernel
+/// row of that name). The row decides: its level and risk are floors, its plan
+/// behaviour and approval requirement apply, and the analysis it names looks at the
+/// arguments.
 pub fn decide_with_spec(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Verdict {
     let a = assess(input, spec);
     let tool = input.tool;
@@ -967,7 +1022,7 @@ pub fn decide_with_spec(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> V
         let elevated = a.elevated;
         return verdict(a, Decision::Allow, reason, None, elevated);
     }
-    if input.mode == PermissionMode::AutoEdit && a.edit_like {
+    if input.mode == PermissionMode::AutoEdit && a.edit_like && !a.elevated {
         let reason = format!("auto-edit mode: {}", a.reason);
         return verdict(a, Decision::Allow, reason, None, false);
     }

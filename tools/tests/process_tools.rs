@@ -8,8 +8,15 @@ use std::time::Duration;
 
 use keel_envelope::tools::RunShellResult;
 use keel_envelope::{ErrorCode, ErrorPayload};
-use keel_tools::{ProgressStream, SandboxConfig, SandboxStatus, Tool, ToolContext};
+use keel_tools::{
+    ProgressStream, SandboxConfig, SandboxKind, SandboxMode, SandboxStatus, Tool, ToolContext,
+};
 use serde_json::{json, Value};
+
+#[path = "process_tools/kill.rs"]
+mod kill;
+#[path = "process_tools/sandbox.rs"]
+mod sandbox;
 
 struct Ws {
     _dir: tempfile::TempDir,
@@ -39,6 +46,15 @@ fn ws_in(parent: &Path) -> Ws {
 type Chunks = Arc<Mutex<Vec<(ProgressStream, String)>>>;
 
 fn ctx_with(root: &Path, sandbox: bool, elevated: bool) -> (ToolContext, Chunks) {
+    let config = if sandbox {
+        SandboxConfig::new(SandboxMode::Bubblewrap)
+    } else {
+        SandboxConfig::off()
+    };
+    ctx_config(root, config, elevated)
+}
+
+fn ctx_config(root: &Path, sandbox: SandboxConfig, elevated: bool) -> (ToolContext, Chunks) {
     let chunks: Chunks = Arc::default();
     let sink = Arc::clone(&chunks);
     let ctx = ToolContext {
@@ -50,7 +66,7 @@ fn ctx_with(root: &Path, sandbox: bool, elevated: bool) -> (ToolContext, Chunks)
             }
         }),
         elevated,
-        sandbox: SandboxConfig { enabled: sandbox },
+        sandbox,
     };
     (ctx, chunks)
 }

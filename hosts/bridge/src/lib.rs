@@ -179,8 +179,14 @@ where
     );
     let first = codec::encode_line(&ready);
     if output.write_all(&first).await.is_err() || output.flush().await.is_err() {
+        tracing::warn!("bridge output closed before runtime.ready was written");
         return StopReason::OutputClosed;
     }
+    tracing::info!(
+        max_line_bytes = limits.max_line_bytes,
+        resume = options.resume_session.as_deref().unwrap_or(""),
+        "bridge ready"
+    );
 
     // The writer: one line per envelope; `runtime.stopped` is the last.
     let mut output = tokio::io::BufWriter::with_capacity(64 * 1024, output);
@@ -189,6 +195,12 @@ where
         while let Some(env) = events.recv().await {
             line.clear();
             codec::encode_into(&env, &mut line);
+            tracing::trace!(
+                event = env.type_name(),
+                request_id = %env.request_id,
+                bytes = line.len(),
+                "bridge envelope written"
+            );
             if output.write_all(&line).await.is_err() {
                 return false;
             }
@@ -223,6 +235,7 @@ where
         let line = match read_line(&mut reader, limits.max_line_bytes, &mut buf).await {
             Ok(None) => break StopReason::Eof,
             Err(e) => {
+                tracing::error!(error = %e, "bridge input failed");
                 eprintln!("keel bridge: input failed: {e}");
                 break StopReason::Eof;
             }
@@ -238,6 +251,7 @@ where
                 .with_detail("reason", "line_too_long")
                 .with_detail("limit", limits.max_line_bytes as u64)
                 .with_detail("size", size as u64);
+                tracing::warn!(size, limit = limits.max_line_bytes, "bridge line too long");
                 let rid = codec::scan_request_id(&prefix);
                 kernel
                     .publish(own.envelope(None, rid, Event::Error(error)))
@@ -251,11 +265,23 @@ where
         }
         match codec::decode_command(line, limits) {
             Err(e) => {
+                tracing::warn!(
+                    code = e.error.code.as_str(),
+                    reason = e.error.details.get("reason").and_then(|r| r.as_str()).unwrap_or(""),
+                    message = %e.error.message,
+                    "bridge line refused"
+                );
                 kernel
                     .publish(own.envelope(e.session_id, e.request_id, Event::Error(e.error)))
                     .await;
             }
             Ok(cmd) => {
+                tracing::info!(
+                    command = cmd.command_type().as_str(),
+                    request_id = %cmd.request_id,
+                    session_id = cmd.session_id.as_deref().unwrap_or(""),
+                    "bridge command received"
+                );
                 if matches!(cmd.payload, CommandPayload::RuntimeShutdown(_)) {
                     shutdown_request = Some(cmd.request_id);
                     break StopReason::Shutdown;
@@ -265,9 +291,11 @@ where
             }
         }
         if writer.is_finished() {
+            tracing::warn!("bridge output closed");
             break StopReason::OutputClosed;
         }
     };
+    tracing::info!(reason = ?reason, "bridge stopping");
 
     kernel
         .shutdown(if reason == StopReason::Shutdown {

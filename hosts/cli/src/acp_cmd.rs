@@ -1,26 +1,11 @@
 //! `keel acp`: Keel as an Agent Client Protocol agent on stdio.
 
+use crate::cli::AcpArgs;
 use crate::setup;
 
-const USAGE: &str = "usage: keel acp [--workspace DIR] [--model M] [--mode MODE]";
-
 /// Runs the ACP server on stdin/stdout; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    let common = match setup::parse_common(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("keel acp: {e}\n{USAGE}");
-            return 2;
-        }
-    };
-    if let Some(other) = common.rest.first() {
-        if other == "-h" || other == "--help" {
-            eprintln!("{USAGE}");
-            return 0;
-        }
-        eprintln!("keel acp: unknown argument {other:?}\n{USAGE}");
-        return 2;
-    }
+pub fn run(args: AcpArgs) -> i32 {
+    let common = args.session;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

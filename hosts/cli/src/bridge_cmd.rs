@@ -1,35 +1,15 @@
 //! `keel bridge`: the stdio JSON-lines bridge for desktop hosts.
 
+use crate::cli::BridgeArgs;
 use crate::setup;
 
-const USAGE: &str = "usage: keel bridge [--workspace DIR] [--session-id ID] [--model M] [--permission-mode MODE] [--max-line-bytes N]";
-
 /// Runs the bridge on stdin/stdout; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    let common = match setup::parse_common(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("keel bridge: {e}\n{USAGE}");
-            return 2;
-        }
-    };
-    let mut session_id = None;
-    let mut max_line = None;
-    let mut it = common.rest.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--session-id" => session_id = it.next().cloned(),
-            "--max-line-bytes" => max_line = it.next().and_then(|v| v.parse::<usize>().ok()),
-            "-h" | "--help" => {
-                eprintln!("{USAGE}");
-                return 0;
-            }
-            other => {
-                eprintln!("keel bridge: unknown argument {other:?}\n{USAGE}");
-                return 2;
-            }
-        }
-    }
+pub fn run(args: BridgeArgs) -> i32 {
+    let BridgeArgs {
+        session: common,
+        session_id,
+        max_line_bytes: max_line,
+    } = args;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

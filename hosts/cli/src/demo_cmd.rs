@@ -10,7 +10,7 @@ use keel_envelope::types::{ApprovalDecision, PermissionMode};
 use keel_envelope::Event;
 use keel_kernel::{Kernel, SessionOptions};
 
-use crate::render::{colors, Renderer};
+use crate::render::{colors, width, Renderer};
 
 const SCRIPT: &str = include_str!("demo_script.json");
 const PROMPT: &str = "The greeting is wrong. Fix it and make sure ./check.sh passes.";
@@ -39,11 +39,7 @@ fn write_project(root: &Path) -> std::io::Result<()> {
 }
 
 /// Runs the demo; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    if let Some(a) = args.first() {
-        eprintln!("keel demo: takes no arguments (got {a:?})");
-        return 2;
-    }
+pub fn run() -> i32 {
     let base = std::env::temp_dir().join(
         UlidGen::default()
             .next_id(IdKind::Session)
@@ -95,7 +91,7 @@ async fn demo(workspace: PathBuf, store: PathBuf) -> i32 {
             return 1;
         }
     };
-    let mut r = Renderer::new(colors());
+    let mut r = Renderer::new(colors(), width());
     println!("Keel demo: an offline session on the built-in scripted model.");
     println!(
         "Workspace: {} (a tiny project with a typo)",

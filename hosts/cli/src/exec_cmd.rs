@@ -9,11 +9,10 @@ use keel_envelope::types::{ApprovalDecision, StopReason};
 use keel_envelope::{codec, ErrorCode, Event};
 use keel_kernel::SessionOptions;
 
-use crate::render::{colors, Renderer};
+use crate::cli::{ExecArgs, SessionArgs};
+use crate::interrupt::CtrlC;
+use crate::render::{colors, width, Renderer};
 use crate::setup;
-
-const USAGE: &str =
-    "usage: keel exec \"<prompt>\" [--json] [--mode ask|auto-edit|auto|plan] [--workspace DIR] [--model M]";
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -27,40 +26,17 @@ pub const EXIT_DENIED: i32 = 3;
 pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// Runs `keel exec`; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    let common = match setup::parse_common(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("keel exec: {e}\n{USAGE}");
-            return EXIT_USAGE;
-        }
-    };
-    let mut json = false;
-    let mut prompt: Option<String> = None;
-    for a in &common.rest {
-        match a.as_str() {
-            "--json" => json = true,
-            "-h" | "--help" => {
-                eprintln!("{USAGE}");
-                return EXIT_OK;
-            }
-            s if s.starts_with('-') && s.len() > 1 => {
-                eprintln!("keel exec: unknown flag {s:?}\n{USAGE}");
-                return EXIT_USAGE;
-            }
-            s => {
-                if prompt.is_some() {
-                    eprintln!("keel exec: give the prompt as one argument (quote it)\n{USAGE}");
-                    return EXIT_USAGE;
-                }
-                prompt = Some(s.to_owned());
-            }
-        }
-    }
-    let Some(prompt) = prompt.filter(|p| !p.trim().is_empty()) else {
-        eprintln!("keel exec: missing prompt\n{USAGE}");
+pub fn run(args: ExecArgs) -> i32 {
+    let ExecArgs {
+        prompt,
+        json,
+        session: common,
+    } = args;
+    let json = json.json;
+    if prompt.trim().is_empty() {
+        eprintln!("keel exec: the prompt is empty");
         return EXIT_USAGE;
-    };
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -74,7 +50,10 @@ pub fn run(args: &[String]) -> i32 {
     rt.block_on(exec(common, prompt, json))
 }
 
-async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
+async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
+    // One listener for the whole run: a Ctrl-C that arrives while an envelope is
+    // written is kept for the next turn of the loop below.
+    let mut ctrlc = CtrlC::install();
     let runtime = match setup::runtime(&common) {
         Ok(r) => r,
         Err(e) => {
@@ -86,7 +65,7 @@ async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
     let (session, mut events) = match kernel
         .start_session(SessionOptions {
             workspace_path: None,
-            permission_mode: common.mode,
+            permission_mode: common.mode.mode,
             model: None,
             title: Some(prompt.chars().take(60).collect()),
         })
@@ -98,7 +77,7 @@ async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut renderer = Renderer::new(colors());
+    let mut renderer = Renderer::new(colors(), width());
     let rid = match session.send(prompt).await {
         Ok(r) => r,
         Err(e) => {
@@ -106,13 +85,15 @@ async fn exec(common: setup::Common, prompt: String, json: bool) -> i32 {
             return EXIT_FAILED;
         }
     };
+    tracing::info!(session_id = %session.id(), request_id = %rid, json, "exec request sent");
     let mut denied = false;
     let mut code = EXIT_FAILED;
     let mut interrupted = false;
     loop {
         let env = tokio::select! {
             e = events.recv() => match e { Some(e) => e, None => break },
-            _ = tokio::signal::ctrl_c(), if !interrupted => {
+            _ = ctrlc.recv(), if !interrupted => {
+                tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
                 interrupted = true;
                 let _ = session.interrupt().await;
                 continue;

@@ -2,8 +2,13 @@
 
 mod acp_cmd;
 mod bridge_cmd;
+mod cli;
 mod demo_cmd;
+mod doctor_cmd;
 mod exec_cmd;
+mod interrupt;
+mod logging;
+mod markdown;
 mod policy_cmd;
 mod render;
 mod repl;
@@ -11,33 +16,67 @@ mod sessions_cmd;
 mod setup;
 mod tool_cmd;
 
+use clap::{CommandFactory, FromArgMatches};
+
+use cli::{Cli, Command};
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("--version") | Some("-V") => println!("keel {}", env!("CARGO_PKG_VERSION")),
-        Some("policy") => std::process::exit(policy_cmd::run(&args[1..])),
-        Some("tool") => std::process::exit(tool_cmd::run(&args[1..])),
-        Some("acp") => std::process::exit(acp_cmd::run(&args[1..])),
-        Some("bridge") => std::process::exit(bridge_cmd::run(&args[1..])),
-        Some("exec") => std::process::exit(exec_cmd::run(&args[1..])),
-        Some("demo") => std::process::exit(demo_cmd::run(&args[1..])),
-        Some("sessions") => std::process::exit(sessions_cmd::run(&args[1..])),
-        Some("resume") => {
-            // `keel resume <id> [flags]` is the REPL on a stored session.
-            let mut rest: Vec<String> = Vec::new();
-            match args.get(1) {
-                Some(id) if !id.starts_with('-') => {
-                    rest.push("--resume".into());
-                    rest.push(id.clone());
-                    rest.extend(args[2..].iter().cloned());
-                }
-                _ => {
-                    eprintln!("usage: keel resume <session-id> [--workspace DIR] [--model M] [--mode MODE]");
-                    std::process::exit(2);
-                }
-            }
-            std::process::exit(repl::run(&rest))
-        }
-        _ => std::process::exit(repl::run(&args)),
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match Cli::command()
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .and_then(|cli| cli.check().map(|()| cli))
+    {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(usage_error(&args, e)),
+    };
+    std::process::exit(run(cli))
+}
+
+/// Reports a command-line error (or prints the help or version asked for); returns
+/// the exit code: 0 for help and version, 2 for a usage error.
+fn usage_error(args: &[String], e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    let asked = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    let json = cli::command_name(args).is_some_and(|c| cli::JSON_ERROR_COMMANDS.contains(&c));
+    if json && !asked {
+        return policy_cmd::usage_error(&e);
+    }
+    let _ = e.print();
+    e.exit_code()
+}
+
+fn run(cli: Cli) -> i32 {
+    if let Some(Command::Completions(a)) = &cli.command {
+        let mut cmd = Cli::command();
+        clap_complete::generate(a.shell, &mut cmd, "keel", &mut std::io::stdout());
+        return 0;
+    }
+    let log = logging::init(cli.global.log_stderr);
+    let name = cli.command.as_ref().map_or("repl", Command::name);
+    tracing::info!(
+        command = name,
+        version = env!("CARGO_PKG_VERSION"),
+        pid = std::process::id(),
+        "keel started"
+    );
+    let code = dispatch(cli, log);
+    tracing::info!(command = name, code, "keel finished");
+    code
+}
+
+fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
+    match cli.command {
+        Some(Command::Exec(a)) => exec_cmd::run(a),
+        Some(Command::Resume(a)) => repl::run(a.session, Some(a.session_id)),
+        Some(Command::Demo) => demo_cmd::run(),
+        Some(Command::Sessions(a)) => sessions_cmd::run(a),
+        Some(Command::Bridge(a)) => bridge_cmd::run(a),
+        Some(Command::Acp(a)) => acp_cmd::run(a),
+        Some(Command::Policy(a)) => policy_cmd::run(a),
+        Some(Command::Tool(a)) => tool_cmd::run(a),
+        Some(Command::Doctor(a)) => doctor_cmd::run(a, &log),
+        Some(Command::Completions(_)) => 0,
+        None => repl::run(cli.repl.session, cli.repl.resume),
     }
 }

@@ -7,6 +7,8 @@ use keel_envelope::types::PermissionMode;
 use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::{decide, DecisionInput, Rules, ShellPolicy};
 
+use crate::cli::{self, PolicyArgs, PolicyCommand};
+
 /// Parsed command line shared by `keel policy check` and `keel tool`.
 #[derive(Debug)]
 pub struct CallArgs {
@@ -30,61 +32,16 @@ fn bad(message: impl Into<String>) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::RequestInvalid, message)
 }
 
-/// Parses `<tool> '<json-args>' --workspace DIR [--mode MODE]`.
-pub fn parse_call(args: &[String], allow_mode: bool) -> Result<CallArgs, ErrorPayload> {
-    let mut positional = Vec::new();
-    let mut workspace = None;
-    let mut mode = PermissionMode::Ask;
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        let value = |i: usize| {
-            args.get(i + 1)
-                .cloned()
-                .ok_or_else(|| bad(format!("`{a}` needs a value")))
-        };
-        match a {
-            "--workspace" | "-w" => {
-                workspace = Some(value(i)?);
-                i += 2;
-            }
-            "--mode" if allow_mode => {
-                let m = value(i)?;
-                mode = PermissionMode::parse(&m).ok_or_else(|| {
-                    bad(format!(
-                        "unknown mode `{m}`; use ask, auto-edit, auto or plan"
-                    ))
-                    .with_detail("field", "mode")
-                })?;
-                i += 2;
-            }
-            s if s.starts_with("--workspace=") => {
-                workspace = Some(s["--workspace=".len()..].to_owned());
-                i += 1;
-            }
-            s if allow_mode && s.starts_with("--mode=") => {
-                let m = &s["--mode=".len()..];
-                mode = PermissionMode::parse(m).ok_or_else(|| {
-                    bad(format!(
-                        "unknown mode `{m}`; use ask, auto-edit, auto or plan"
-                    ))
-                    .with_detail("field", "mode")
-                })?;
-                i += 1;
-            }
-            s if s.starts_with("--") => return Err(bad(format!("unknown option `{s}`"))),
-            _ => {
-                positional.push(args[i].clone());
-                i += 1;
-            }
-        }
-    }
-    let [tool, json] = positional.as_slice() else {
-        return Err(bad(format!(
-            "expected <tool> '<json-args>', got {} arguments",
-            positional.len()
-        )));
-    };
+/// Checks a tool call given on the command line: a known tool, arguments that are
+/// one JSON object, and a workspace directory.
+pub fn parse_call(
+    call: &cli::CallArgs,
+    mode: Option<PermissionMode>,
+) -> Result<CallArgs, ErrorPayload> {
+    let tool = &call.tool;
+    let json = &call.args;
+    let mode = mode.unwrap_or(PermissionMode::Ask);
+    let workspace = call.workspace.workspace.clone();
     let known = keel_tools::spec::builtin_specs()
         .iter()
         .any(|s| &s.name == tool);
@@ -104,13 +61,13 @@ pub fn parse_call(args: &[String], allow_mode: bool) -> Result<CallArgs, ErrorPa
     let Some(ws) = workspace else {
         return Err(bad("`--workspace DIR` is required").with_detail("field", "workspace"));
     };
+    let shown = ws.display();
     let workspace = std::fs::canonicalize(&ws).map_err(|e| {
-        bad(format!("workspace `{ws}` cannot be used: {e}")).with_detail("field", "workspace")
+        bad(format!("workspace `{shown}` cannot be used: {e}")).with_detail("field", "workspace")
     })?;
     if !workspace.is_dir() {
-        return Err(
-            bad(format!("workspace `{ws}` is not a directory")).with_detail("field", "workspace")
-        );
+        return Err(bad(format!("workspace `{shown}` is not a directory"))
+            .with_detail("field", "workspace"));
     }
     Ok(CallArgs {
         tool: tool.clone(),
@@ -120,15 +77,46 @@ pub fn parse_call(args: &[String], allow_mode: bool) -> Result<CallArgs, ErrorPa
     })
 }
 
-/// Runs `keel policy …`; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    match args.first().map(String::as_str) {
-        Some("check") => {}
-        other => {
-            return fail(bad(format!("unknown policy subcommand {other:?}; usage: keel policy check <tool> '<json-args>' --workspace DIR [--mode ask|auto-edit|auto|plan]")), 2);
+/// Prints a command-line error of `keel policy` or `keel tool` as
+/// `{ok: false, error}` on stdout; returns exit code 2.
+pub fn usage_error(e: &clap::Error) -> i32 {
+    let rendered = e.render().to_string();
+    // The first paragraph of clap's message, on one line.
+    let message = rendered
+        .trim_start()
+        .split("\n\n")
+        .next()
+        .unwrap_or("bad usage")
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let message = message.trim_start_matches("error: ").to_owned();
+    let mut error = bad(message).with_detail("usage", rendered.trim().to_owned());
+    let arg = match e.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(a)) => Some(a.clone()),
+        Some(clap::error::ContextValue::Strings(a)) => a.first().cloned(),
+        _ => None,
+    };
+    if let Some(arg) = arg {
+        let field = arg
+            .trim_start_matches('-')
+            .split([' ', '=', '<'])
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .replace('-', "_");
+        if !field.is_empty() {
+            error = error.with_detail("field", field);
         }
     }
-    let call = match parse_call(&args[1..], true) {
+    fail(error, 2)
+}
+
+/// Runs `keel policy …`; returns the exit code.
+pub fn run(args: PolicyArgs) -> i32 {
+    let PolicyCommand::Check { call, mode } = args.command;
+    let call = match parse_call(&call, mode.mode) {
         Ok(c) => c,
         Err(e) => return fail(e, 2),
     };

@@ -1,32 +1,49 @@
 //! A plain-text view of envelopes, as a person reads a session (used by `demo` and
-//! `exec` without `--json`).
+//! `exec` without `--json`). The model's Markdown is rendered as it streams
+//! (`crate::markdown`); everything printed goes through the REPL's sanitizer, so text
+//! from the model or a tool cannot drive the terminal.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+
+use crate::markdown::{strip_controls, MarkdownStream, RenderOptions};
 
 use keel_envelope::types::StepStatus;
 use keel_envelope::{Envelope, Event};
 
-/// Whether to use ANSI colors.
+/// Whether to use ANSI colors: stdout is a terminal and `NO_COLOR` is unset or empty.
 pub fn colors() -> bool {
-    std::env::var_os("NO_COLOR").is_none() && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+}
+
+/// The width to render Markdown to: the terminal's, when stdout is one.
+pub fn width() -> Option<usize> {
+    let stdout = std::io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    terminal_size::terminal_size_of(&stdout)
+        .map(|(w, _)| usize::from(w.0).clamp(20, 1000))
+        .or(Some(80))
 }
 
 /// Renders envelopes one by one; keeps track of an open line of streamed text.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Renderer {
     /// Use ANSI colors.
     pub color: bool,
     in_text: bool,
     in_thought: bool,
+    markdown: MarkdownStream,
 }
 
 impl Renderer {
-    /// A renderer.
-    pub fn new(color: bool) -> Self {
+    /// A renderer, writing Markdown for `width` columns (`None`: no wrapping).
+    pub fn new(color: bool, width: Option<usize>) -> Self {
         Self {
             color,
             in_text: false,
             in_thought: false,
+            markdown: MarkdownStream::new(RenderOptions { color, width }),
         }
     }
 
@@ -39,12 +56,15 @@ impl Renderer {
     }
 
     fn end_text(&mut self, out: &mut String) {
-        if self.in_text || self.in_thought {
-            if self.in_thought && self.color {
+        if self.in_text {
+            out.push_str(&self.markdown.finish());
+            self.in_text = false;
+        }
+        if self.in_thought {
+            if self.color {
                 out.push_str("\x1b[0m");
             }
             out.push('\n');
-            self.in_text = false;
             self.in_thought = false;
         }
     }
@@ -77,7 +97,7 @@ impl Renderer {
                 if self.in_thought {
                     self.end_text(&mut out);
                 }
-                out.push_str(&d.text);
+                out.push_str(&self.markdown.push(&d.text));
                 self.in_text = true;
                 return out;
             }
@@ -87,7 +107,7 @@ impl Renderer {
                     out.push_str(&self.paint("2;3", "  (thinking) "));
                     self.in_thought = true;
                 }
-                out.push_str(&self.paint("2;3", &t.text));
+                out.push_str(&self.paint("2;3", &strip_controls(&t.text)));
                 return out;
             }
             Event::ToolCallStarted(t) => {
@@ -222,14 +242,7 @@ impl Renderer {
                 self.end_text(&mut out);
                 out.push_str(&self.paint(
                     "2",
-                    &format!(
-                        "  — {} turns, {} tool calls, {} in / {} out tokens, {} ms",
-                        c.telemetry.turns,
-                        c.telemetry.tool_calls,
-                        c.telemetry.input_tokens,
-                        c.telemetry.output_tokens,
-                        c.telemetry.elapsed_ms
-                    ),
+                    &format!("  — {}", telemetry_parts(&c.telemetry).join(", ")),
                 ));
                 out.push('\n');
             }
@@ -241,10 +254,41 @@ impl Renderer {
     /// Renders and writes to stdout.
     pub fn print(&mut self, env: &Envelope) {
         let text = self.render(env);
+        let text = crate::repl::render::sanitize(&text);
         if !text.is_empty() {
             let mut stdout = std::io::stdout().lock();
             let _ = stdout.write_all(text.as_bytes());
             let _ = stdout.flush();
         }
     }
+}
+
+/// The request's figures as short phrases: time, model calls, tool calls, tokens
+/// (with the cached share), and how full the context was.
+pub(crate) fn telemetry_parts(tm: &keel_envelope::types::Telemetry) -> Vec<String> {
+    let plural = |n: u32, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+    let mut parts = vec![crate::repl::render::duration(
+        std::time::Duration::from_millis(tm.elapsed_ms),
+    )];
+    if tm.turns > 0 {
+        parts.push(plural(tm.turns, "model call"));
+    }
+    if tm.tool_calls > 0 {
+        parts.push(plural(tm.tool_calls, "tool call"));
+    }
+    if tm.input_tokens + tm.output_tokens > 0 {
+        let cached = if tm.cached_input_tokens > 0 {
+            format!(" ({} cached)", tm.cached_input_tokens)
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "{} in{cached} / {} out tokens",
+            tm.input_tokens, tm.output_tokens
+        ));
+    }
+    if let Some(pct) = (tm.context_tokens * 100).checked_div(tm.context_window) {
+        parts.push(format!("context {pct}% of {}", tm.context_window));
+    }
+    parts
 }

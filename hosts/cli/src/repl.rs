@@ -6,7 +6,8 @@
 
 mod ext;
 mod input;
-mod render;
+mod notices;
+pub(crate) mod render;
 mod rules;
 mod slash;
 mod turn;
@@ -17,17 +18,12 @@ use std::time::Duration;
 use keel_kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
 use rustyline::error::ReadlineError;
 
+use crate::cli::SessionArgs;
+use crate::interrupt::CtrlC;
 use crate::setup;
-use input::{CtrlC, LineEditor, TypeAhead};
+use input::{LineEditor, TypeAhead};
 use render::Screen;
 use slash::Flow;
-
-const USAGE: &str =
-    "usage: keel [--workspace DIR] [--model provider:model] [--mode ask|auto-edit|auto|plan] [--resume ID]
-       keel resume ID [--workspace DIR] [--model provider:model]
-
-Starts an interactive session in the workspace (default: the current directory).
-Type a message and press Enter; /help lists the slash commands; Ctrl-D exits.";
 
 /// The running REPL.
 pub(crate) struct Repl {
@@ -49,6 +45,8 @@ pub(crate) struct Repl {
     /// `/preview`: whether messages propose edits as patches (`None`: the
     /// configuration decides).
     patch_preview: Option<bool>,
+    /// Lines that come on their own (a background task that exited).
+    notices: notices::Notices,
 }
 
 impl std::fmt::Debug for Repl {
@@ -59,36 +57,8 @@ impl std::fmt::Debug for Repl {
     }
 }
 
-/// Runs the REPL; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    let common = match setup::parse_common(args) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("keel: {e}\n{USAGE}");
-            return 2;
-        }
-    };
-    let mut resume: Option<String> = None;
-    let mut rest = common.rest.iter();
-    while let Some(a) = rest.next() {
-        match a.as_str() {
-            "-h" | "--help" | "help" => {
-                println!("{USAGE}");
-                return 0;
-            }
-            "--resume" => match rest.next() {
-                Some(id) => resume = Some(id.clone()),
-                None => {
-                    eprintln!("keel: --resume needs a session id\n{USAGE}");
-                    return 2;
-                }
-            },
-            _ => {
-                eprintln!("keel: unknown argument {a:?}\n{USAGE}");
-                return 2;
-            }
-        }
-    }
+/// Runs the REPL (on a stored session with `resume`); returns the exit code.
+pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -119,7 +89,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         let opts = SessionOptions {
             workspace_path: Some(runtime.workspace.display().to_string()),
-            permission_mode: common.mode,
+            permission_mode: common.mode.mode,
             model: None,
             title: None,
         };
@@ -151,6 +121,11 @@ pub fn run(args: &[String]) -> i32 {
     if let Some((cols, _)) = editor.dimensions() {
         screen.set_width(usize::from(cols));
     }
+    let printer = editor
+        .create_external_printer()
+        .ok()
+        .map(|p| Box::new(p) as notices::Printer);
+    let notices = notices::Notices::start(&rt, runtime.kernel.subscribe(), printer, screen.style);
     let mut repl = Repl {
         rt,
         kernel: runtime.kernel,
@@ -165,7 +140,13 @@ pub fn run(args: &[String]) -> i32 {
         rules,
         queued_text: Default::default(),
         patch_preview: None,
+        notices,
     };
+    tracing::info!(
+        session_id = %repl.session.id(),
+        resumed = resume.is_some(),
+        "REPL session opened"
+    );
     repl.banner();
     repl.apply_saved_rules(None);
     let code = repl.main_loop();
@@ -215,7 +196,12 @@ impl Repl {
             // Answers to earlier commands nobody waited for.
             while self.events.try_recv().is_some() {}
             let (raw, styled) = self.prompt();
-            match self.editor.readline(&(raw.as_str(), styled.as_str())) {
+            for line in self.notices.at_prompt() {
+                self.screen.line(&line);
+            }
+            let read = self.editor.readline(&(raw.as_str(), styled.as_str()));
+            self.notices.busy();
+            match read {
                 Ok(line) => {
                     ctrl_c_at_prompt = 0;
                     let private = line.starts_with(' ');

@@ -1,28 +1,13 @@
-//! `keel sessions list [--json]`: the sessions in the store (`KEEL_HOME`).
+//! `keel sessions list [--json]` and `keel sessions delete <id>`: the sessions in the
+//! store (`KEEL_HOME`).
 
+use keel_kernel::Kernel;
+
+use crate::cli::{SessionArgs, SessionsArgs, SessionsCommand};
 use crate::setup;
 
-const USAGE: &str = "usage: keel sessions list [--json]";
-
 /// Runs `keel sessions`; returns the exit code.
-pub fn run(args: &[String]) -> i32 {
-    let mut json = false;
-    match args.first().map(String::as_str) {
-        Some("list") => {}
-        _ => {
-            eprintln!("{USAGE}");
-            return 2;
-        }
-    }
-    for a in &args[1..] {
-        match a.as_str() {
-            "--json" => json = true,
-            other => {
-                eprintln!("keel sessions: unknown argument {other:?}\n{USAGE}");
-                return 2;
-            }
-        }
-    }
+pub fn run(args: SessionsArgs) -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -34,39 +19,62 @@ pub fn run(args: &[String]) -> i32 {
         }
     };
     rt.block_on(async move {
-        let runtime = match setup::runtime(&setup::Common::default()) {
+        let runtime = match setup::runtime(&SessionArgs::default()) {
             Ok(r) => r,
             Err(e) => {
                 setup::report(&e);
                 return 1;
             }
         };
-        let sessions = match runtime.kernel.list_sessions() {
-            Ok(s) => s,
-            Err(e) => {
-                setup::report(&e);
-                return 1;
-            }
-        };
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into())
-            );
-        } else if sessions.is_empty() {
-            println!("no sessions in {}", runtime.home.display());
-        } else {
-            for s in &sessions {
-                println!(
-                    "{}  {:<8} {:<9} {}  {}",
-                    s.session_id,
-                    format!("{:?}", s.state).to_lowercase(),
-                    s.permission_mode.as_str(),
-                    s.title.as_deref().unwrap_or("-"),
-                    s.workspace
-                );
-            }
+        match args.command {
+            SessionsCommand::List { json } => list(&runtime, json.json),
+            SessionsCommand::Delete { session_id } => delete(&runtime.kernel, &session_id).await,
         }
-        0
     })
+}
+
+fn list(runtime: &setup::Runtime, json: bool) -> i32 {
+    let sessions = match runtime.kernel.list_sessions() {
+        Ok(s) => s,
+        Err(e) => {
+            setup::report(&e);
+            return 1;
+        }
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into())
+        );
+    } else if sessions.is_empty() {
+        println!("no sessions in {}", runtime.home.display());
+    } else {
+        for s in &sessions {
+            println!(
+                "{}  {:<8} {:<9} {}  {}",
+                s.session_id,
+                format!("{:?}", s.state).to_lowercase(),
+                s.permission_mode.as_str(),
+                s.title.as_deref().unwrap_or("-"),
+                s.workspace
+            );
+        }
+    }
+    0
+}
+
+/// Deletes one session (`session.delete`): exit 0, or 1 with the reason on stderr.
+async fn delete(kernel: &Kernel, id: &str) -> i32 {
+    let result = kernel.delete_session(id).await;
+    kernel.shutdown("exit").await;
+    match result {
+        Ok(()) => {
+            println!("deleted {id}");
+            0
+        }
+        Err(e) => {
+            eprintln!("keel sessions delete: {}", e.message);
+            1
+        }
+    }
 }

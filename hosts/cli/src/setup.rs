@@ -1,4 +1,4 @@
-//! Shared set-up of the commands that run sessions: common flags, configuration,
+//! Shared set-up of the commands that run sessions: configuration,
 //! model selection and the kernel.
 
 use std::path::PathBuf;
@@ -7,57 +7,11 @@ use std::time::Duration;
 
 use keel_adapters::{build_model, resolve_model_spec, Config};
 use keel_adapters::{default_keel_home, EnvMap};
-use keel_envelope::types::PermissionMode;
 use keel_envelope::ErrorPayload;
 use keel_kernel::{Kernel, KernelConfig};
 use keel_tools::policy::ShellPolicy;
-use keel_tools::SandboxConfig;
 
-/// Flags shared by `bridge`, `exec`, the REPL and `acp`.
-#[derive(Debug, Clone, Default)]
-pub struct Common {
-    /// `--workspace DIR` (default: the current directory).
-    pub workspace: Option<PathBuf>,
-    /// `--model provider:model`.
-    pub model: Option<String>,
-    /// `--mode` / `--permission-mode`.
-    pub mode: Option<PermissionMode>,
-    /// Arguments that are not common flags, in order.
-    pub rest: Vec<String>,
-}
-
-/// Parses the common flags out of `args`.
-pub fn parse_common(args: &[String]) -> Result<Common, String> {
-    let mut c = Common::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (a.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            match inline.clone() {
-                Some(v) => Ok(v),
-                None => it
-                    .next()
-                    .cloned()
-                    .ok_or_else(|| format!("{name} needs a value")),
-            }
-        };
-        match flag {
-            "--workspace" | "-w" => c.workspace = Some(PathBuf::from(value(flag)?)),
-            "--model" | "-m" => c.model = Some(value(flag)?),
-            "--mode" | "--permission-mode" => {
-                let v = value(flag)?;
-                c.mode = Some(PermissionMode::parse(&v).ok_or_else(|| {
-                    format!("unknown mode {v:?}: use ask, auto-edit, auto or plan")
-                })?);
-            }
-            _ => c.rest.push(a.clone()),
-        }
-    }
-    Ok(c)
-}
+use crate::cli::SessionArgs;
 
 /// Everything a running command needs.
 #[derive(Debug)]
@@ -76,9 +30,9 @@ pub struct Runtime {
 }
 
 /// Loads configuration and builds the kernel for `common`.
-pub fn runtime(common: &Common) -> Result<Runtime, ErrorPayload> {
+pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     let env = EnvMap::from_process();
-    let workspace = match &common.workspace {
+    let workspace = match &common.workspace.workspace {
         Some(w) => w.clone(),
         None => std::env::current_dir().map_err(|e| {
             ErrorPayload::new(
@@ -100,15 +54,30 @@ pub fn runtime(common: &Common) -> Result<Runtime, ErrorPayload> {
         )
     })?;
     let config = Config::load(&home, Some(&workspace))?;
-    let model_spec =
-        resolve_model_spec(common.model.as_deref(), env.get("KEEL_MODEL"), &config).ok();
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+        eprintln!("keel: {w}");
+    }
+    let model_spec = resolve_model_spec(
+        common.model.model.as_deref(),
+        env.get("KEEL_MODEL"),
+        &config,
+    )
+    .ok();
+    tracing::info!(
+        workspace = %workspace.display(),
+        home = %home.display(),
+        model = model_spec.as_deref().unwrap_or("(none)"),
+        config_files = config.sources.len(),
+        "runtime configured"
+    );
     let default_model = match &model_spec {
         Some(spec) => Some(build_model(spec, &config)?),
         None => None,
     };
     let kernel_config = KernelConfig {
         workspace: Some(workspace.clone()),
-        permission_mode: common.mode.unwrap_or(config.permission_mode),
+        permission_mode: common.mode.mode.unwrap_or(config.permission_mode),
         approval_timeout: Duration::from_secs(config.approval_timeout_secs),
         max_turns: config.max_turns,
         compaction_threshold: config.compaction_threshold,
@@ -116,10 +85,9 @@ pub fn runtime(common: &Common) -> Result<Runtime, ErrorPayload> {
             whitelist: config.shell.whitelist.clone(),
             high_risk: config.shell.high_risk.clone(),
         },
-        sandbox: SandboxConfig {
-            enabled: config.sandbox,
-        },
+        sandbox: config.sandbox.clone(),
         available_models: config.available_models(model_spec.as_deref()),
+        patch_preview: config.patch_preview,
         ..KernelConfig::default()
     };
     let factory_config = config.clone();
@@ -142,7 +110,8 @@ pub fn runtime(common: &Common) -> Result<Runtime, ErrorPayload> {
     })
 }
 
-/// Prints an error payload as one JSON line on stderr.
+/// Prints an error's message on stderr, and logs it.
 pub fn report(error: &ErrorPayload) {
+    tracing::error!(code = error.code.as_str(), message = %error.message, "command failed");
     eprintln!("keel: {}", error.message);
 }

@@ -10,12 +10,13 @@ use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::{decide, DecisionInput, Rules, ShellPolicy};
 use keel_tools::{SandboxConfig, ToolContext};
 
+use crate::cli::ToolArgs;
 use crate::policy_cmd::{fail, parse_call};
 
 /// Runs `keel tool …`; returns the exit code (0 on success, 1 when the call was
 /// refused or failed, 2 on bad input).
-pub fn run(args: &[String]) -> i32 {
-    let call = match parse_call(args, false) {
+pub fn run(args: ToolArgs) -> i32 {
+    let call = match parse_call(&args.call, None) {
         Ok(c) => c,
         Err(e) => return fail(e, 2),
     };

@@ -158,6 +158,49 @@ fn exec_in_auto_edit_mode_writes() {
         .unwrap();
     let sessions: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(sessions.as_array().unwrap().len(), 1);
+    // Its title was made from the message.
+    assert_eq!(sessions[0]["title"], "write it");
+
+    // `keel sessions delete` removes it; a second delete, or an unknown id, fails.
+    let id = sessions[0]["sessionId"].as_str().unwrap().to_owned();
+    let out = keel()
+        .args(["sessions", "delete", &id])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("deleted {id}\n")
+    );
+    let list = keel()
+        .args(["sessions", "list", "--json"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&list.stdout).trim(), "[]");
+    assert!(!home.path().join("sessions").join(&id).exists());
+    for bad in [id.as_str(), "sess_unknown", "../x"] {
+        let out = keel()
+            .args(["sessions", "delete", bad])
+            .env("KEEL_HOME", home.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("keel sessions delete: "), "{stderr}");
+    }
+    let out = keel()
+        .args(["sessions", "delete"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a missing id is a usage error");
 }
 
 #[test]
@@ -222,16 +265,88 @@ fn exec_interrupted_by_ctrl_c_exits_130() {
             break;
         }
     }
-    Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
+    interrupt(child.id());
     let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
     assert!(
         rest.iter().any(|l| l.contains("\"session.interrupted\"")),
         "{rest:?}"
     );
     assert_eq!(child.wait().unwrap().code(), Some(130));
+}
+
+fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Ctrl-C pressed while `keel exec` is busy writing envelopes (here: blocked on a full
+/// stdout pipe that nobody reads) is not lost: the request is interrupted once the
+/// output drains. Several runs, several Ctrl-C each, with the cores kept busy.
+#[test]
+fn exec_keeps_a_ctrl_c_that_arrives_while_it_writes() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect();
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // A long answer: thousands of deltas, far more output than a pipe holds.
+    let long = "lorem ipsum dolor sit amet ".repeat(8000);
+    let model = script(home.path(), serde_json::json!({"turns": [{"text": long}]}));
+    let mut seed = std::process::id() as u64;
+    let mut rand = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for run in 0..3 {
+        let mut child = keel()
+            .args(["exec", "talk", "--json", "--workspace"])
+            .arg(ws.path())
+            .args(["--model", &model])
+            .env("KEEL_HOME", home.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        loop {
+            let line = lines.next().unwrap().unwrap();
+            if codec::decode_envelope(line.as_bytes()).unwrap().type_name() == "assistant.delta" {
+                break;
+            }
+        }
+        // Stop reading: the pipe fills and `keel exec` blocks in a write. Press
+        // Ctrl-C a few times at random moments meanwhile.
+        for _ in 0..3 {
+            std::thread::sleep(std::time::Duration::from_millis(100 + rand(300)));
+            interrupt(child.id());
+        }
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        let code = child.wait().unwrap().code();
+        assert!(
+            rest.iter().any(|l| l.contains("\"session.interrupted\"")),
+            "run {run}: the request was not interrupted ({} lines after, exit {code:?})",
+            rest.len()
+        );
+        assert_eq!(code, Some(130), "run {run}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
 }
 
 #[test]
@@ -292,10 +407,15 @@ fn bridge_stdout_carries_envelopes_only() {
     );
 }
 
-#[test]
-fn a_missing_sandbox_is_reported_once_as_a_warning() {
+/// Runs two `echo`s with bubblewrap forced and off the PATH (so no sandbox can run).
+fn run_without_a_sandbox(mode: &str) -> (Option<i32>, Vec<keel_envelope::Envelope>) {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "sandbox = \"bubblewrap\"\n",
+    )
+    .unwrap();
     // A PATH with a shell but without bubblewrap.
     let bin = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
@@ -310,24 +430,26 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         ]}),
     );
     let out = keel()
-        .args(["exec", "run", "--json", "--mode", "auto", "--workspace"])
+        .args(["exec", "run", "--json", "--mode", mode, "--workspace"])
         .arg(ws.path())
         .args(["--model", &model])
         .env("KEEL_HOME", home.path())
         .env("PATH", bin.path())
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let envs: Vec<_> = String::from_utf8(out.stdout)
+    let envs = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| codec::decode_envelope(l.as_bytes()).unwrap())
         .collect();
+    (out.status.code(), envs)
+}
+
+#[test]
+fn a_missing_sandbox_is_reported_once_as_a_warning() {
+    // In `ask` mode a command the gate allows runs unsandboxed, with one warning.
+    let (code, envs) = run_without_a_sandbox("ask");
+    assert_eq!(code, Some(0));
     let warnings: Vec<_> = envs
         .iter()
         .filter(|e| matches!(&e.event, Event::Warning(w) if w.details["reason"] == "sandbox_unavailable"))
@@ -338,6 +460,30 @@ fn a_missing_sandbox_is_reported_once_as_a_warning() {
         .filter(|e| e.type_name() == "tool.call.completed")
         .count();
     assert_eq!(completed, 2);
+}
+
+#[test]
+fn auto_mode_refuses_commands_when_no_sandbox_can_run() {
+    let (code, envs) = run_without_a_sandbox("auto");
+    assert_eq!(code, Some(0));
+    let failed: Vec<_> = envs
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolCallFailed(f) => Some(f.error.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for f in &failed {
+        assert_eq!(f.code, keel_envelope::ErrorCode::SandboxUnavailable);
+        assert!(f.message.contains("sandbox = \"off\""), "{}", f.message);
+    }
+    assert_eq!(
+        envs.iter()
+            .filter(|e| e.type_name() == "tool.call.completed")
+            .count(),
+        0
+    );
 }
 
 #[test]
@@ -397,4 +543,99 @@ fn resume_opens_a_stored_session() {
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("sess_nope"));
+}
+
+#[test]
+fn patch_preview_in_the_config_turns_edits_into_patches() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = write_script(home.path());
+    let run = |config: &str| {
+        std::fs::write(home.path().join("config.toml"), config).unwrap();
+        let out = keel()
+            .args([
+                "exec",
+                "write it",
+                "--json",
+                "--mode",
+                "auto-edit",
+                "--workspace",
+            ])
+            .arg(ws.path())
+            .args(["--model", &model])
+            .env("KEEL_HOME", home.path())
+            .output()
+            .unwrap();
+        let types: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                codec::decode_envelope(l.as_bytes())
+                    .unwrap()
+                    .type_name()
+                    .to_owned()
+            })
+            .collect();
+        (out.status.code(), types)
+    };
+    let (code, types) = run("patchPreview = true\n");
+    assert_eq!(code, Some(0));
+    assert!(types.iter().any(|t| t == "patch.proposed"), "{types:?}");
+    assert!(!ws.path().join("out.txt").exists(), "nothing written");
+    let (code, types) = run("patchPreview = false\n");
+    assert_eq!(code, Some(0));
+    assert!(!types.iter().any(|t| t == "patch.proposed"), "{types:?}");
+    assert!(ws.path().join("out.txt").exists());
+    // A bad value is a set-up error that names the key and its line.
+    std::fs::write(home.path().join("config.toml"), "\npatchPreview = 1\n").unwrap();
+    let out = keel()
+        .args(["exec", "x", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("patchPreview") && err.contains(":2:"), "{err}");
+}
+
+#[test]
+fn exec_renders_the_model_s_markdown_as_plain_text_off_a_terminal() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let text = "# Result\n\nThe **answer** is *here*:\n\n- one\n- two\n\n| k | v |\n|---|---|\n| a | 1 |\n\n```rust\nfn main() {}\n```\nBye \u{1b}]0;pwned\u{7}\u{1b}[2Jnow.";
+    let model = script(home.path(), serde_json::json!({"turns": [{"text": text}]}));
+    let out = keel()
+        .args(["exec", "show me", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !stdout.contains('\u{1b}'),
+        "no escapes off a terminal: {stdout:?}"
+    );
+    assert!(
+        !stdout.contains("pwned"),
+        "the OSC string is removed whole: {stdout:?}"
+    );
+    for gone in ["**", "# Result", "```", "|---|"] {
+        assert!(!stdout.contains(gone), "{gone:?} left in:\n{stdout}");
+    }
+    for kept in [
+        "Result\n",
+        "The answer is here:",
+        "- one\n- two",
+        "k | v",
+        "a | 1",
+        "    fn main() {}",
+        "Bye now.",
+    ] {
+        assert!(stdout.contains(kept), "{kept:?} missing from:\n{stdout}");
+    }
 }

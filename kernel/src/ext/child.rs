@@ -1,42 +1,28 @@
 //! Sub-agent runs (`spawn_sub_agent`): a child loop with its own history and a tool
-//! set that is a subset of the parent's. Its calls go through the same gate, in the
-//! parent's permission mode, and its approvals are asked on the parent request's
-//! stream, so the same host answers them. Only the child's final text returns to the
-//! parent. The child uses the parent request's cancellation: interrupting the parent
-//! stops it.
+//! set that is a subset of the parent's. Its model calls go through the turn engine
+//! and its tool calls through the same pipeline as the parent's: the same gate, in the
+//! parent's permission mode, with approvals asked on the parent request's stream, so
+//! the same host answers them. Only the child's final text returns to the parent. The
+//! child's calls are children of the parent request's cancellation token:
+//! interrupting the parent stops it.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use async_trait::async_trait;
 use keel_envelope::events::{SubAgentEvent, SubAgentProgress};
 use keel_envelope::ext::{SubAgentInfo, SubAgentStatus};
 use keel_envelope::ids::IdKind;
-use keel_envelope::types::Usage;
+use keel_envelope::kernel_tools::SpawnSubAgentArgs;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::Interrupted;
-use crate::model::{Message, ModelEvent, ModelRequest, ToolCallRequest, ToolDef};
+use crate::model::{Message, ModelRequest};
+use crate::pipeline::{self, CallCx, Interrupted};
+use crate::probe::Point;
 use crate::prompt;
+use crate::registry::{KernelHandler, Origin};
 use crate::session::Session;
-
-/// Names of the kernel's own tools; never given to a sub-agent.
-const KERNEL_TOOLS: &[&str] = &[
-    prompt::PROPOSE_PLAN,
-    prompt::UPDATE_PLAN,
-    prompt::ASK_USER,
-    prompt::TASK_GRAPH,
-    prompt::SPAWN_SUB_AGENT,
-];
-
-#[derive(Debug, serde::Deserialize)]
-struct SpawnArgs {
-    task: String,
-    #[serde(default)]
-    tools: Option<Vec<String>>,
-}
+use crate::turn::{self, Echo, TurnEnd};
 
 enum ChildEnd {
     Done(String),
@@ -44,21 +30,21 @@ enum ChildEnd {
     Interrupted,
 }
 
-type CallFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<(String, bool), Interrupted>> + Send + 'a>>;
-
-/// The tools a sub-agent may use: the requested ones (default: all of the parent's
-/// registered tools), refused if any is not the parent's.
+/// The tools a sub-agent may use: the requested ones (default: every tool its caller
+/// may use, except the kernel's own), refused if any is not available to the caller.
 fn child_tools(
     session: &Session,
+    caller: Option<&[String]>,
     requested: Option<Vec<String>>,
 ) -> Result<Vec<String>, ErrorPayload> {
     let parent: Vec<String> = session
         .kernel
-        .tools
+        .registry
+        .entries()
         .iter()
-        .map(|t| t.spec().name.clone())
-        .filter(|n| !KERNEL_TOOLS.contains(&n.as_str()))
+        .filter(|e| e.origin != Origin::Kernel)
+        .map(|e| e.spec.name.clone())
+        .filter(|n| caller.is_none_or(|c| c.contains(n)))
         .collect();
     let Some(requested) = requested else {
         return Ok(parent);
@@ -101,114 +87,79 @@ async fn progress(session: &Session, rid: &str, id: &str, message: String) {
         .await;
 }
 
-/// `spawn_sub_agent {task, tools?}`. Boxed: the child's calls run through
-/// `handle_call`, which dispatches here.
-pub(crate) fn spawn_sub_agent<'a>(
-    session: &'a Arc<Session>,
-    rid: &'a str,
-    tool_call_id: &'a str,
-    call: &'a ToolCallRequest,
-    cancel: &'a CancellationToken,
-) -> CallFuture<'a> {
-    Box::pin(spawn(session, rid, tool_call_id, call, cancel))
-}
+/// `spawn_sub_agent {task, tools?}`.
+#[derive(Debug)]
+pub(crate) struct SpawnSubAgent;
 
-async fn spawn(
-    session: &Arc<Session>,
-    rid: &str,
-    tool_call_id: &str,
-    call: &ToolCallRequest,
-    cancel: &CancellationToken,
-) -> Result<(String, bool), Interrupted> {
-    crate::agent::emit_kernel_tool_started(session, rid, tool_call_id, call).await;
-    let parsed = serde_json::from_value::<SpawnArgs>(call.arguments.clone())
-        .map_err(|e| {
-            ErrorPayload::new(
+#[async_trait]
+impl KernelHandler for SpawnSubAgent {
+    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
+        let session = cx.session;
+        let rid = cx.rid;
+        let a: SpawnSubAgentArgs = crate::kernel_tools::args(cx)?;
+        if a.task.trim().is_empty() {
+            return Err(ErrorPayload::new(
                 ErrorCode::ToolArgumentsInvalid,
-                format!("bad arguments for spawn_sub_agent: {e}"),
-            )
-        })
-        .and_then(|a| {
-            if a.task.trim().is_empty() {
-                return Err(ErrorPayload::new(
-                    ErrorCode::ToolArgumentsInvalid,
-                    "the sub-agent's task is empty",
-                ));
-            }
-            let tools = child_tools(session, a.tools)?;
-            Ok((a.task, tools))
-        });
-    let (task, tools) = match parsed {
-        Ok(x) => x,
-        Err(e) => {
-            return Ok(
-                crate::agent::kernel_tool_done(session, rid, tool_call_id, call, Err(e)).await,
-            )
+                "the sub-agent's task is empty",
+            ));
         }
-    };
-    let id = session.kernel.ctx.ids.next_id(IdKind::SubAgent);
-    let info = SubAgentInfo {
-        sub_agent_id: id.clone(),
-        parent_session_id: session.id.clone(),
-        parent_request_id: rid.to_owned(),
-        task: task.clone(),
-        tools: tools.clone(),
-        status: SubAgentStatus::Running,
-        summary: None,
-        error: None,
-        usage: Usage::default(),
-        turns: 0,
-        started_at: session.now(),
-        finished_at: None,
-    };
-    session.data().ext.sub_agents.start(info.clone());
-    session
-        .emitter
-        .emit(
-            rid,
-            Event::SubAgentStarted(SubAgentEvent {
-                parent_session_id: session.id.clone(),
-                sub_agent_id: id.clone(),
-                sub_agent: info,
-            }),
-        )
-        .await;
-    let end = run_child(session, rid, &id, &task, &tools, cancel).await;
-    let outcome = match &end {
-        ChildEnd::Done(text) => Ok(text.clone()),
-        ChildEnd::Failed(e) => Err(e.clone()),
-        ChildEnd::Interrupted => Err(ErrorPayload::new(
-            ErrorCode::Interrupted,
-            "the parent request was interrupted",
-        )),
-    };
-    let finished = session
-        .data()
-        .ext
-        .sub_agents
-        .finish(&id, outcome, session.now());
-    if let Some(info) = finished {
+        let tools = child_tools(session, cx.scope, a.tools)?;
+        let task = a.task;
+        let id = session.kernel.ctx.ids.next_id(IdKind::SubAgent);
+        let info = SubAgentInfo {
+            sub_agent_id: id.clone(),
+            parent_session_id: session.id.clone(),
+            parent_request_id: rid.to_owned(),
+            task: task.clone(),
+            tools: tools.clone(),
+            status: SubAgentStatus::Running,
+            summary: None,
+            error: None,
+            usage: Default::default(),
+            turns: 0,
+            started_at: session.now(),
+            finished_at: None,
+        };
+        session.data().ext.sub_agents.start(info.clone());
         let ev = SubAgentEvent {
             parent_session_id: session.id.clone(),
             sub_agent_id: id.clone(),
             sub_agent: info,
         };
-        let event = match end {
-            ChildEnd::Done(_) => Event::SubAgentCompleted(ev),
-            _ => Event::SubAgentFailed(ev),
+        session.emitter.emit(rid, Event::SubAgentStarted(ev)).await;
+        let end = run_child(session, rid, &id, &task, &tools, cx.cancel).await;
+        let outcome = match &end {
+            ChildEnd::Done(text) => Ok(text.clone()),
+            ChildEnd::Failed(e) => Err(e.clone()),
+            ChildEnd::Interrupted => Err(ErrorPayload::new(
+                ErrorCode::Interrupted,
+                "the parent request was interrupted",
+            )),
         };
-        session.emitter.emit(rid, event).await;
-    }
-    let result = match end {
-        ChildEnd::Interrupted => return Err(Interrupted),
-        ChildEnd::Failed(e) => Err(e),
-        ChildEnd::Done(text) => Ok(serde_json::json!({
+        let finished = session
+            .data()
+            .ext
+            .sub_agents
+            .finish(&id, outcome.clone(), session.now());
+        if let Some(info) = finished {
+            let ev = SubAgentEvent {
+                parent_session_id: session.id.clone(),
+                sub_agent_id: id.clone(),
+                sub_agent: info,
+            };
+            let event = match end {
+                ChildEnd::Done(_) => Event::SubAgentCompleted(ev),
+                _ => Event::SubAgentFailed(ev),
+            };
+            session.emitter.emit(rid, event).await;
+        }
+        let text = outcome?;
+        Ok(serde_json::json!({
             "subAgentId": id,
             "summary": text,
             "message": format!("Sub-agent {id} finished. Its summary:\n{text}"),
-        })),
-    };
-    Ok(crate::agent::kernel_tool_done(session, rid, tool_call_id, call, result).await)
+        }))
+    }
 }
 
 async fn run_child(
@@ -219,20 +170,7 @@ async fn run_child(
     tools: &[String],
     cancel: &CancellationToken,
 ) -> ChildEnd {
-    let defs: Vec<ToolDef> = session
-        .kernel
-        .tools
-        .iter()
-        .filter(|t| tools.contains(&t.spec().name))
-        .map(|t| {
-            let s = t.spec();
-            ToolDef {
-                name: s.name.clone(),
-                description: s.description.clone(),
-                parameters: s.parameters.clone(),
-            }
-        })
-        .collect();
+    let defs = session.kernel.registry.defs_of(tools);
     let mut history = vec![Message::User {
         text: task.to_owned(),
         images: Vec::new(),
@@ -244,7 +182,7 @@ async fn run_child(
         }
         let (model, system) = {
             let d = session.data();
-            let mut system = prompt::system_prompt(session, d.state.mode);
+            let (mut system, _) = prompt::system_prompt(session, d.state.mode);
             system.push_str(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",
@@ -257,43 +195,28 @@ then answer with a short summary of what you found or did; only that summary rea
             tools: defs.clone(),
             max_output_tokens: None,
         };
-        let mut stream = model.stream(request, cancel.child_token());
-        let mut text = String::new();
-        let mut calls: Vec<ToolCallRequest> = Vec::new();
-        let mut usage = Usage::default();
-        let mut failure = None;
-        loop {
-            let item = tokio::select! {
-                biased;
-                _ = cancel.cancelled() => return ChildEnd::Interrupted,
-                item = stream.next() => item,
-            };
-            match item {
-                None | Some(Ok(ModelEvent::Finished(_))) => break,
-                Some(Ok(ModelEvent::TextDelta(t))) => text.push_str(&t),
-                Some(Ok(ModelEvent::ToolCall(c))) => calls.push(c),
-                Some(Ok(ModelEvent::Usage(u))) => usage = u,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
-                    failure = Some(e.0);
-                    break;
-                }
-            }
-        }
-        drop(stream);
-        session.data().state.usage.add(usage);
-        session.data().ext.sub_agents.turn(id, usage);
-        if let Some(e) = failure {
-            return ChildEnd::Failed(e);
+        session.probe(Point::SubAgentTurn, rid).await;
+        let echo = Echo {
+            session,
+            rid,
+            deltas: false,
+        };
+        let out = turn::stream(&model, request, cancel, echo).await;
+        session.data().state.usage.add(out.usage);
+        session.data().ext.sub_agents.turn(id, out.usage);
+        match out.end {
+            TurnEnd::Interrupted => return ChildEnd::Interrupted,
+            TurnEnd::Failed(e) => return ChildEnd::Failed(e),
+            TurnEnd::Finished(_) => {}
         }
         history.push(Message::Assistant {
-            text: text.clone(),
-            tool_calls: calls.clone(),
+            text: out.text.clone(),
+            tool_calls: out.calls.clone(),
         });
-        if calls.is_empty() {
-            return ChildEnd::Done(text);
+        if out.calls.is_empty() {
+            return ChildEnd::Done(out.text);
         }
-        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = out.calls.iter().map(|c| c.name.as_str()).collect();
         progress(
             session,
             rid,
@@ -301,22 +224,12 @@ then answer with a short summary of what you found or did; only that summary rea
             format!("turn {turn}: {}", names.join(", ")),
         )
         .await;
-        for call in &calls {
-            let (content, is_error) = if tools.contains(&call.name) {
-                match crate::agent::handle_call(session, rid, call, cancel).await {
+        for call in &out.calls {
+            let (content, is_error) =
+                match pipeline::run_call(session, rid, call, cancel, Some(tools)).await {
                     Ok(r) => r,
                     Err(Interrupted) => return ChildEnd::Interrupted,
-                }
-            } else {
-                (
-                    format!(
-                        "{}: the tool {:?} is not available to this sub-agent",
-                        ErrorCode::ToolNotRegistered,
-                        call.name
-                    ),
-                    true,
-                )
-            };
+                };
             history.push(Message::Tool {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),

@@ -17,22 +17,27 @@ pub(crate) mod subagent;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use keel_envelope::commands::{CommandPayload, NewTaskNode, NodeUpdates};
 use keel_envelope::events::{
     BackgroundEvent, BackgroundHistory, BackgroundList, PatchEvent, PatchSummary, ReviewEvent,
     ReviewStateEvent, SubAgentGet, SubAgentList, TaskGraphAdvanced, TaskGraphEvent,
-    TaskGraphNodeEvent, ToolCallStarted,
+    TaskGraphNodeEvent,
 };
 use keel_envelope::ext::{NodeStatus, PatchStatus, ReviewState, TaskGraph};
 use keel_envelope::ids::IdKind;
+use keel_envelope::kernel_tools::{TaskGraphAction, TaskGraphArgs};
 use keel_envelope::tools::{EditFileArgs, WriteFileArgs};
-use keel_envelope::types::PermissionLevel;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
+use keel_tools::spec::Analysis;
 use keel_tools::ToolContext;
+use keel_tools::ToolSpec;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use crate::model::ToolCallRequest;
+use crate::pipeline::CallCx;
+use crate::registry::{KernelHandler, Stage};
 use crate::session::Session;
 
 use self::background::BackgroundBook;
@@ -516,41 +521,22 @@ impl Session {
     }
 }
 
-/// Arguments of the `task_graph` tool.
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GraphToolArgs {
-    action: String,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    nodes: Option<Vec<NewTaskNode>>,
-    #[serde(default)]
-    node: Option<NewTaskNode>,
-    #[serde(default)]
-    node_id: Option<String>,
-    #[serde(default)]
-    updates: Option<NodeUpdates>,
-}
-
 fn tool_args_error(message: impl Into<String>) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::ToolArgumentsInvalid, message).with_detail("tool", "task_graph")
 }
 
-fn graph_op_of(args: GraphToolArgs) -> Result<GraphOp, ErrorPayload> {
-    Ok(match args.action.as_str() {
-        "create" => GraphOp::Create {
+fn graph_op_of(args: TaskGraphArgs) -> Result<GraphOp, ErrorPayload> {
+    Ok(match args.action {
+        TaskGraphAction::Create => GraphOp::Create {
             title: args.title,
             description: args.description,
             nodes: args.nodes.unwrap_or_default(),
         },
-        "add_node" => GraphOp::AddNode(
+        TaskGraphAction::AddNode => GraphOp::AddNode(
             args.node
                 .ok_or_else(|| tool_args_error("add_node needs `node`"))?,
         ),
-        "update_node" => GraphOp::UpdateNode {
+        TaskGraphAction::UpdateNode => GraphOp::UpdateNode {
             node_id: args
                 .node_id
                 .ok_or_else(|| tool_args_error("update_node needs `nodeId`"))?,
@@ -558,58 +544,34 @@ fn graph_op_of(args: GraphToolArgs) -> Result<GraphOp, ErrorPayload> {
                 .updates
                 .ok_or_else(|| tool_args_error("update_node needs `updates`"))?,
         },
-        "advance" => GraphOp::Advance,
-        "state" => GraphOp::State,
-        other => {
-            return Err(tool_args_error(format!(
-                "unknown action {other:?}; use create, add_node, update_node, advance or state"
-            )))
-        }
+        TaskGraphAction::Advance => GraphOp::Advance,
+        TaskGraphAction::State => GraphOp::State,
     })
 }
 
 /// The `task_graph` kernel tool: the same operations as the commands, on the
 /// request's stream.
-pub(crate) async fn task_graph_tool(
-    session: &Arc<Session>,
-    rid: &str,
-    tool_call_id: &str,
-    call: &ToolCallRequest,
-) -> (String, bool) {
-    crate::agent::emit_kernel_tool_started(session, rid, tool_call_id, call).await;
-    let result = match serde_json::from_value::<GraphToolArgs>(call.arguments.clone()) {
-        Err(e) => Err(tool_args_error(format!(
-            "bad arguments for task_graph: {e}"
-        ))),
-        Ok(args) => match graph_op_of(args) {
-            Err(e) => Err(e),
-            Ok(op) => session.graph_op(rid, op).await.map(|out| {
-                let mut message = match &out.graph {
-                    Some(g) => graph::describe(g),
-                    None => "There is no task graph yet.".to_owned(),
-                };
-                if !out.became_ready.is_empty() {
-                    message.push_str(&format!("Now ready: {}\n", out.became_ready.join(", ")));
-                }
-                serde_json::json!({
-                    "graph": out.graph,
-                    "becameReady": out.became_ready,
-                    "message": message,
-                })
-            }),
-        },
-    };
-    crate::agent::kernel_tool_done(session, rid, tool_call_id, call, result).await
-}
+#[derive(Debug)]
+pub(crate) struct TaskGraphTool;
 
-/// Whether this call of the running request is proposed as a patch instead of run.
-pub(crate) fn previews(session: &Session, tool_name: &str) -> bool {
-    matches!(tool_name, "edit_file" | "write_file")
-        && session
-            .data()
-            .active
-            .as_ref()
-            .is_some_and(|a| a.patch_preview)
+#[async_trait]
+impl KernelHandler for TaskGraphTool {
+    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
+        let args: TaskGraphArgs = crate::kernel_tools::args(cx)?;
+        let out = cx.session.graph_op(cx.rid, graph_op_of(args)?).await?;
+        let mut message = match &out.graph {
+            Some(g) => graph::describe(g),
+            None => "There is no task graph yet.".to_owned(),
+        };
+        if !out.became_ready.is_empty() {
+            message.push_str(&format!("Now ready: {}\n", out.became_ready.join(", ")));
+        }
+        Ok(serde_json::json!({
+            "graph": out.graph,
+            "becameReady": out.became_ready,
+            "message": message,
+        }))
+    }
 }
 
 fn parse<T: DeserializeOwned>(call: &ToolCallRequest) -> Result<T, ErrorPayload> {
@@ -652,49 +614,44 @@ fn propose_from_call(
     Ok(p)
 }
 
-/// Patch preview of an allowed `edit_file` / `write_file` call: nothing is written;
-/// `patch.proposed` is emitted and the model learns that the change awaits review.
-pub(crate) async fn preview_call(
-    session: &Session,
-    rid: &str,
-    tool_call_id: &str,
-    call: &ToolCallRequest,
-    level: PermissionLevel,
-) -> (String, bool) {
-    session
-        .emitter
-        .emit(
-            rid,
-            Event::ToolCallStarted(ToolCallStarted {
-                tool_call_id: tool_call_id.to_owned(),
-                tool_name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                permission_level: level,
-            }),
-        )
-        .await;
-    let result = match propose_from_call(session, rid, call) {
-        Ok(p) => {
-            session
-                .emitter
-                .emit(rid, Event::PatchProposed(PatchEvent { patch: p.clone() }))
-                .await;
-            let path = p.files.first().map(|f| f.path.clone()).unwrap_or_default();
-            let message = format!(
-                "The change to `{path}` was NOT written: it is proposed as patch {} and is pending review by the user. Continue as if it will be applied, and do not propose the same change again.",
-                p.patch_id
-            );
-            let result = serde_json::json!({
-                "patchId": p.patch_id,
-                "status": "pending",
-                "path": path,
-                "stats": p.stats,
-                "diff": p.files.first().map(|f| f.diff.clone()).unwrap_or_default(),
-                "message": message,
-            });
-            Ok(result)
-        }
-        Err(error) => Err(error),
-    };
-    crate::agent::kernel_tool_done(session, rid, tool_call_id, call, result).await
+/// Patch preview: an allowed `edit_file` / `write_file` call of a request that
+/// previews edits is proposed as a patch instead of written. `patch.proposed` is
+/// emitted and the model learns that the change awaits review.
+#[derive(Debug)]
+pub(crate) struct PatchPreview;
+
+#[async_trait]
+impl Stage for PatchPreview {
+    fn claims(&self, session: &Session, spec: &ToolSpec, _call: &ToolCallRequest) -> bool {
+        matches!(spec.analysis, Analysis::Edit | Analysis::Write)
+            && session
+                .data()
+                .active
+                .as_ref()
+                .is_some_and(|a| a.patch_preview)
+    }
+
+    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
+        let p = propose_from_call(cx.session, cx.rid, cx.call)?;
+        cx.session
+            .emitter
+            .emit(
+                cx.rid,
+                Event::PatchProposed(PatchEvent { patch: p.clone() }),
+            )
+            .await;
+        let path = p.files.first().map(|f| f.path.clone()).unwrap_or_default();
+        let message = format!(
+            "The change to `{path}` was NOT written: it is proposed as patch {} and is pending review by the user. Continue as if it will be applied, and do not propose the same change again.",
+            p.patch_id
+        );
+        Ok(serde_json::json!({
+            "patchId": p.patch_id,
+            "status": "pending",
+            "path": path,
+            "stats": p.stats,
+            "diff": p.files.first().map(|f| f.diff.clone()).unwrap_or_default(),
+            "message": message,
+        }))
+    }
 }

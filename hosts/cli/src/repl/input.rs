@@ -3,7 +3,6 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
@@ -91,62 +90,6 @@ pub(crate) fn editor(history: Option<&Path>) -> rustyline::Result<LineEditor> {
 pub(crate) fn history_path(home: &Path) -> Option<PathBuf> {
     std::fs::create_dir_all(home).ok()?;
     Some(home.join("history"))
-}
-
-/// Ctrl-C while a turn runs. At the prompt the editor reads Ctrl-C itself (the
-/// terminal is in raw mode); between prompts the terminal sends SIGINT, which is
-/// caught here for the whole life of the REPL so that it never kills the process.
-#[derive(Debug)]
-pub(crate) struct CtrlC {
-    #[cfg(unix)]
-    sig: Option<tokio::signal::unix::Signal>,
-}
-
-impl CtrlC {
-    /// Installs the handler; call inside the runtime.
-    pub(crate) fn install() -> Self {
-        #[cfg(unix)]
-        {
-            CtrlC {
-                sig: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            CtrlC {}
-        }
-    }
-
-    /// Waits for the next Ctrl-C.
-    pub(crate) async fn recv(&mut self) {
-        #[cfg(unix)]
-        {
-            match &mut self.sig {
-                Some(s) => {
-                    if s.recv().await.is_none() {
-                        std::future::pending::<()>().await;
-                    }
-                }
-                None => std::future::pending::<()>().await,
-            }
-        }
-        #[cfg(not(unix))]
-        {
-            if tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-
-    /// Forgets a Ctrl-C pressed before now (between turns).
-    pub(crate) async fn drain(&mut self) {
-        #[cfg(unix)]
-        if let Some(s) = &mut self.sig {
-            while let Ok(Some(())) = tokio::time::timeout(Duration::from_millis(1), s.recv()).await
-            {
-            }
-        }
-    }
 }
 
 /// Lines typed while a turn runs. The terminal is in its normal (line) mode then, so

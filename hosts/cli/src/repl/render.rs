@@ -1,11 +1,13 @@
-//! What the REPL prints: colors, streamed text, tool lines with a spinner, diffs and
-//! plans.
+//! What the REPL prints: colors, streamed text (the model's Markdown rendered block by
+//! block, see `crate::markdown`), tool lines with a spinner, diffs and plans.
 
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use keel_envelope::types::{PlanStep, StepStatus};
 use serde_json::Value;
+
+use crate::markdown::{strip_controls, MarkdownStream, RenderOptions};
 
 /// Colors on or off. Off when `NO_COLOR` is set (to anything but the empty string) or
 /// stdout is not a terminal.
@@ -71,23 +73,38 @@ pub(crate) struct Screen {
     at_line_start: bool,
     block: Block,
     spinner_drawn: bool,
+    /// The assistant's Markdown being streamed.
+    markdown: MarkdownStream,
 }
 
 impl Screen {
     pub(crate) fn new() -> Self {
-        Screen {
-            style: Style::detect(),
-            tty: std::io::stdout().is_terminal(),
+        let style = Style::detect();
+        let tty = std::io::stdout().is_terminal();
+        let mut screen = Screen {
+            style,
+            tty,
             width: 80,
             at_line_start: true,
             block: Block::None,
             spinner_drawn: false,
-        }
+            markdown: MarkdownStream::new(RenderOptions {
+                color: style.color,
+                width: None,
+            }),
+        };
+        screen.set_width(80);
+        screen
     }
 
-    /// Sets the terminal width (columns), used to keep the spinner on one line.
+    /// Sets the terminal width (columns), used to keep the spinner on one line and to
+    /// wrap text and fit tables (on a terminal only).
     pub(crate) fn set_width(&mut self, width: usize) {
         self.width = width.clamp(20, 1000);
+        self.markdown.set_options(RenderOptions {
+            color: self.style.color,
+            width: self.tty.then_some(self.width),
+        });
     }
 
     /// Whether a spinner may be drawn now without breaking a line of text.
@@ -114,24 +131,50 @@ impl Screen {
         }
     }
 
-    /// Streams assistant text.
+    /// Streams assistant text: its Markdown is rendered block by block as each block
+    /// closes; the unfinished tail is printed when the text ends ([`Self::end_block`]).
     pub(crate) fn text(&mut self, s: &str) {
         if s.is_empty() {
             return;
         }
-        self.spinner_clear();
         if self.block != Block::Text {
+            self.spinner_clear();
             self.end_line();
             self.block = Block::Text;
         }
-        self.out(s);
-        self.at_line_start = s.ends_with('\n');
+        let rendered = self.markdown.push(s);
+        self.print_rendered(&rendered);
+    }
+
+    fn print_rendered(&mut self, rendered: &str) {
+        if rendered.is_empty() {
+            return;
+        }
+        self.spinner_clear();
+        self.end_line();
+        self.out(rendered);
+        self.at_line_start = rendered.ends_with('\n');
+    }
+
+    /// Prints the buffered end of the assistant's text.
+    fn flush_text(&mut self) {
+        if self.markdown.is_pending() {
+            let rest = self.markdown.finish();
+            self.print_rendered(&rest);
+        } else {
+            // The next message starts without a blank line.
+            let _ = self.markdown.finish();
+        }
     }
 
     /// Streams a thought summary, dimmed.
     pub(crate) fn thought(&mut self, s: &str) {
         if s.is_empty() {
             return;
+        }
+        let s = &*strip_controls(s);
+        if self.block != Block::Thought {
+            self.flush_text();
         }
         self.spinner_clear();
         if self.block != Block::Thought {
@@ -152,6 +195,7 @@ impl Screen {
 
     /// Ends any streamed block so the next output starts on its own line.
     pub(crate) fn end_block(&mut self) {
+        self.flush_text();
         self.spinner_clear();
         self.end_line();
         self.block = Block::None;

@@ -218,6 +218,19 @@ askId: string,
 answer: string, };
 
 /**
+ * `ask_user {question, candidates?}`.
+ */
+export type AskUserArgs = { 
+/**
+ * The question.
+ */
+question: string, 
+/**
+ * Suggested answers.
+ */
+candidates: Array<string>, };
+
+/**
  * `assistant.delta`: a streamed piece of text.
  */
 export type AssistantDelta = { 
@@ -254,7 +267,7 @@ export type AssistantThoughtSummary = {
 text: string, };
 
 /**
- * `background.get` / `background.stopped`.
+ * `background.get` / `background.stopped` / `background.exited`.
  */
 export type BackgroundEvent = { 
 /**
@@ -540,7 +553,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -1148,6 +1161,23 @@ title: string,
 status: StepStatus, };
 
 /**
+ * One step as the model writes it: every field optional (ids default to `s1`, `s2`, …).
+ */
+export type PlanStepArg = { 
+/**
+ * Stable id within the plan.
+ */
+id?: string | null, 
+/**
+ * What the step does.
+ */
+title?: string | null, 
+/**
+ * Where it stands.
+ */
+status?: StepStatus | null, };
+
+/**
  * `plan.updated`.
  */
 export type PlanUpdated = { 
@@ -1188,6 +1218,19 @@ actionType: string,
  * The approval scope, e.g. `["process:spawn", "filesystem:workspace"]`.
  */
 scope: Array<string>, };
+
+/**
+ * `propose_plan {summary?, steps}`.
+ */
+export type ProposePlanArgs = { 
+/**
+ * One paragraph on what the plan achieves.
+ */
+summary?: string | null, 
+/**
+ * The ordered steps (at least one).
+ */
+steps: Array<PlanStepArg>, };
 
 /**
  * A file in `patch.propose`.
@@ -1532,9 +1575,13 @@ truncated: boolean,
  */
 durationMs: number, 
 /**
- * Whether it ran inside the OS sandbox.
+ * Whether it ran inside an OS sandbox (`sandbox` is not `none`).
  */
-sandboxed: boolean, };
+sandboxed: boolean, 
+/**
+ * Which OS sandbox it ran in.
+ */
+sandbox: SandboxKind, };
 
 /**
  * `runtime.ready`: the first line a bridge writes (seed 000 §4.1).
@@ -1582,6 +1629,11 @@ export type RuntimeStopped = {
  * Why (`shutdown`, `eof`).
  */
 reason: string, };
+
+/**
+ * The OS sandbox a shell command ran in.
+ */
+export type SandboxKind = "bubblewrap" | "landlock" | "none";
 
 /**
  * `search_files {query, path?, mode, glob?, caseSensitive?, regex?, contextLines?, maxResults?}`.
@@ -1669,7 +1721,7 @@ export type SessionClose = Record<string, never>;
  */
 export type SessionClosed = { 
 /**
- * Why (`requested`, `shutdown`).
+ * Why (`requested`, `shutdown`, `deleted`).
  */
 reason: string, };
 
@@ -1689,6 +1741,24 @@ finalText: string | null,
  * Figures.
  */
 telemetry: Telemetry, };
+
+/**
+ * `session.delete`: close the session if it is open, then remove its stored files.
+ */
+export type SessionDelete = { 
+/**
+ * The session (open or stored).
+ */
+sessionId: string, };
+
+/**
+ * `session.deleted`: answers `session.delete`; the session's stored files are gone.
+ */
+export type SessionDeleted = { 
+/**
+ * The deleted session.
+ */
+sessionId: string, };
 
 /**
  * `session.history_loaded`.
@@ -1955,6 +2025,24 @@ messageCount: number,
 state: SessionState, };
 
 /**
+ * `session.title_changed`: answers `session.set_title`, or reports the title the
+ * kernel generated after a request (see docs/protocol.md).
+ */
+export type SessionTitleChanged = { 
+/**
+ * The new title.
+ */
+title: string, 
+/**
+ * The title before, if there was one.
+ */
+previousTitle: string | null, 
+/**
+ * `host` (`session.set_title`) or `generated`.
+ */
+source: string, };
+
+/**
  * `session.set_mode`.
  */
 export type SetMode = { 
@@ -1999,6 +2087,15 @@ alwaysDenyProject: Array<string>,
 deny: Array<string>, };
 
 /**
+ * `session.set_title`.
+ */
+export type SetTitle = { 
+/**
+ * The new title: 1 to 200 characters after trimming, no control characters.
+ */
+title: string, };
+
+/**
  * How serious an error is.
  */
 export type Severity = "error" | "warning" | "info";
@@ -2007,6 +2104,19 @@ export type Severity = "error" | "warning" | "info";
  * Who produced an event.
  */
 export type Source = "runtime" | "tool" | "bridge" | "host" | "renderer" | "desktop-main" | "cli-runtime";
+
+/**
+ * `spawn_sub_agent {task, tools?}`.
+ */
+export type SpawnSubAgentArgs = { 
+/**
+ * The self-contained task.
+ */
+task: string, 
+/**
+ * The tools it may use (a subset of the caller's; default: all registered tools).
+ */
+tools?: Array<string> | null, };
 
 /**
  * The status of a plan step.
@@ -2188,6 +2298,11 @@ updatedAt: number,
 completedAt: number | null, };
 
 /**
+ * The `task_graph` tool's action.
+ */
+export type TaskGraphAction = "create" | "add_node" | "update_node" | "advance" | "state";
+
+/**
  * `task-graph.add-node`.
  */
 export type TaskGraphAddNode = { 
@@ -2217,6 +2332,39 @@ becameReady: Array<string>,
  * The graph after the advance.
  */
 graph: TaskGraph, };
+
+/**
+ * `task_graph {action, …}`.
+ */
+export type TaskGraphArgs = { 
+/**
+ * What to do.
+ */
+action: TaskGraphAction, 
+/**
+ * `create`: the graph's title.
+ */
+title?: string | null, 
+/**
+ * `create`: the graph's description.
+ */
+description?: string | null, 
+/**
+ * `create`: the nodes.
+ */
+nodes?: Array<NewTaskNode> | null, 
+/**
+ * `add_node`: the node.
+ */
+node?: NewTaskNode | null, 
+/**
+ * `update_node`: which node.
+ */
+nodeId?: string | null, 
+/**
+ * `update_node`: the changes.
+ */
+updates?: NodeUpdates | null, };
 
 /**
  * `task-graph.create`.
@@ -2351,7 +2499,19 @@ inputTokens: number,
 /**
  * Completion tokens over the request.
  */
-outputTokens: number, };
+outputTokens: number, 
+/**
+ * Prompt tokens served from the provider's cache over the request.
+ */
+cachedInputTokens: number, 
+/**
+ * Estimated tokens of the context sent with the request's last model call.
+ */
+contextTokens: number, 
+/**
+ * The model's context window in tokens (0 when unknown).
+ */
+contextWindow: number, };
 
 /**
  * `tool.call.completed`.
@@ -2451,6 +2611,59 @@ arguments: unknown,
 permissionLevel: PermissionLevel, };
 
 /**
+ * `turn.completed`: a model call and the tool calls it asked for are done (seed
+ * 000 `turn_end`). The request's last turn also carries the request's telemetry.
+ */
+export type TurnCompleted = { 
+/**
+ * 1-based index of the model call within the request.
+ */
+index: number, 
+/**
+ * Why the model call ended.
+ */
+stopReason: TurnStopReason, 
+/**
+ * Tool calls the model asked for in this turn.
+ */
+toolCalls: number, 
+/**
+ * This model call's token usage.
+ */
+usage: Usage, 
+/**
+ * Wall time of the turn: the model call and its tool calls.
+ */
+elapsedMs: number, 
+/**
+ * The request's figures; set on the request's last turn only.
+ */
+telemetry: Telemetry | null, };
+
+/**
+ * `turn.started`: one model call of the request begins (seed 000 `turn_start`).
+ */
+export type TurnStarted = { 
+/**
+ * 1-based index of the model call within the request.
+ */
+index: number, };
+
+/**
+ * Why one model call (a turn) of a request ended.
+ */
+export type TurnStopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | "error" | "interrupted";
+
+/**
+ * `update_plan {steps}`: steps matched by id; unknown ids are added.
+ */
+export type UpdatePlanArgs = { 
+/**
+ * The steps whose status or title changes.
+ */
+steps: Array<PlanStepArg>, };
+
+/**
  * Token usage.
  */
 export type Usage = { 
@@ -2525,6 +2738,8 @@ export interface EventPayloads {
   "session.model_changed": SessionModelChanged;
   "session.rules_updated": SessionRulesUpdated;
   "session.history_loaded": SessionHistoryLoaded;
+  "session.title_changed": SessionTitleChanged;
+  "session.deleted": SessionDeleted;
   "request.accepted": RequestAccepted;
   "request.rejected": ErrorPayload;
   "request.queued": RequestQueued;
@@ -2554,6 +2769,8 @@ export interface EventPayloads {
   "context.compaction.started": CompactionStarted;
   "context.compaction.completed": CompactionCompleted;
   "usage.updated": UsageUpdated;
+  "turn.started": TurnStarted;
+  "turn.completed": TurnCompleted;
   "warning": ErrorPayload;
   "error": ErrorPayload;
   "review.requested": ReviewEvent;
@@ -2584,6 +2801,7 @@ export interface EventPayloads {
   "background.get": BackgroundEvent;
   "background.history": BackgroundHistory;
   "background.stopped": BackgroundEvent;
+  "background.exited": BackgroundEvent;
 }
 
 export type EventTypeName = keyof EventPayloads;
@@ -2602,6 +2820,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.model_changed",
   "session.rules_updated",
   "session.history_loaded",
+  "session.title_changed",
+  "session.deleted",
   "request.accepted",
   "request.rejected",
   "request.queued",
@@ -2631,6 +2851,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "context.compaction.started",
   "context.compaction.completed",
   "usage.updated",
+  "turn.started",
+  "turn.completed",
   "warning",
   "error",
   "review.requested",
@@ -2661,6 +2883,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "background.get",
   "background.history",
   "background.stopped",
+  "background.exited",
 ];
 
 /** The envelope fields common to every event. */
@@ -2693,6 +2916,8 @@ export interface CommandPayloads {
   "session.set_model": SetModel;
   "session.set_rules": SetRules;
   "session.load_history": LoadHistory;
+  "session.set_title": SetTitle;
+  "session.delete": SessionDelete;
   "request.send": RequestSend;
   "request.interrupt": RequestInterrupt;
   "request.cancel_queued": CancelQueued;
@@ -2736,6 +2961,8 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "session.set_model",
   "session.set_rules",
   "session.load_history",
+  "session.set_title",
+  "session.delete",
   "request.send",
   "request.interrupt",
   "request.cancel_queued",
@@ -2774,6 +3001,7 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "session.set_model",
   "session.set_rules",
   "session.load_history",
+  "session.set_title",
   "request.send",
   "request.interrupt",
   "request.cancel_queued",
@@ -2840,4 +3068,6 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "MAX_TURNS_EXCEEDED",
   "PATH_OUTSIDE_WORKSPACE",
   "TOOL_ARGUMENTS_INVALID",
+  "TOOL_NAME_CONFLICT",
+  "SANDBOX_UNAVAILABLE",
 ];

@@ -1,0 +1,296 @@
+//! Whether a model's endpoint answers: one short `GET` of the provider's model list,
+//! with a time limit. Used by `keel doctor`; the key is sent as a real call would
+//! send it and never appears in what is returned.
+
+use std::time::{Duration, Instant};
+
+use keel_envelope::ErrorPayload;
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+
+use crate::anthropic::ANTHROPIC_VERSION;
+use crate::config::Config;
+use crate::http::HttpOptions;
+use crate::select::{base_url_for, parse_model_spec, EnvMap};
+
+/// Longest model-list body read.
+const MAX_BODY: usize = 1 << 20;
+
+/// Where an HTTP model is called, as the model itself would be built.
+#[derive(Clone)]
+pub struct ProviderTarget {
+    /// `provider:model`.
+    pub spec: String,
+    /// `openai` or `anthropic`.
+    pub provider: &'static str,
+    /// The model name.
+    pub model: String,
+    /// The base URL.
+    pub base_url: String,
+    /// Where the base URL came from: an environment variable, a configuration key,
+    /// or `the default`.
+    pub base_url_source: &'static str,
+    /// The environment variable holding the key.
+    pub key_variable: &'static str,
+    api_key: Option<String>,
+}
+
+impl std::fmt::Debug for ProviderTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderTarget")
+            .field("spec", &self.spec)
+            .field("base_url", &self.base_url)
+            .field("key_set", &self.key_set())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProviderTarget {
+    /// Whether a key is set (its value is never shown).
+    pub fn key_set(&self) -> bool {
+        self.api_key.is_some()
+    }
+
+    /// The URL the probe asks: the provider's model list.
+    pub fn probe_url(&self) -> String {
+        let base = self.base_url.trim_end_matches('/');
+        if self.provider == "anthropic" {
+            format!("{base}/v1/models")
+        } else {
+            format!("{base}/models")
+        }
+    }
+}
+
+/// The endpoint of `spec`; `None` for a model that is not called over HTTP
+/// (`scripted:`). `MODEL_UNAVAILABLE` when the spec is malformed.
+pub fn provider_target(
+    spec: &str,
+    config: &Config,
+    env: &EnvMap,
+) -> Result<Option<ProviderTarget>, ErrorPayload> {
+    let (provider, model) = parse_model_spec(spec)?;
+    let (provider, key_variable): (&'static str, &'static str) = match provider {
+        "openai" => ("openai", "OPENAI_API_KEY"),
+        "anthropic" => ("anthropic", "ANTHROPIC_API_KEY"),
+        _ => return Ok(None),
+    };
+    let (base, source) = base_url_for(provider, config, env);
+    Ok(Some(ProviderTarget {
+        spec: spec.trim().to_owned(),
+        provider,
+        model: model.to_owned(),
+        base_url: base.trim_end_matches('/').to_owned(),
+        base_url_source: source,
+        key_variable,
+        api_key: env.get(key_variable).map(str::to_owned),
+    }))
+}
+
+/// What the probe found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// The server answered with an HTTP status.
+    Answered {
+        /// The status.
+        status: u16,
+        /// How long it took.
+        elapsed_ms: u64,
+        /// Whether the model list names the model (`None` when there was no list).
+        lists_model: Option<bool>,
+    },
+    /// No answer: the connection failed (refused, DNS, TLS, …).
+    Unreachable {
+        /// Why.
+        message: String,
+    },
+    /// No answer within the time limit.
+    TimedOut {
+        /// The limit.
+        limit_ms: u64,
+    },
+}
+
+/// Asks the endpoint for its model list, within `limit`.
+pub async fn probe(target: &ProviderTarget, limit: Duration) -> ProbeOutcome {
+    let limit_ms = limit.as_millis() as u64;
+    let options = HttpOptions {
+        connect_timeout: limit,
+        ..HttpOptions::default()
+    };
+    let client = match options.client(&target.base_url) {
+        Ok(c) => c,
+        Err(e) => {
+            return ProbeOutcome::Unreachable {
+                message: format!("the HTTP client could not be created: {e}"),
+            }
+        }
+    };
+    let mut headers = HeaderMap::new();
+    if let Some(key) = &target.api_key {
+        if target.provider == "anthropic" {
+            if let Ok(v) = HeaderValue::from_str(key) {
+                headers.insert("x-api-key", v);
+            }
+        } else if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
+            headers.insert(AUTHORIZATION, v);
+        }
+    }
+    if target.provider == "anthropic" {
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+    }
+    let started = Instant::now();
+    let url = target.probe_url();
+    let call = async {
+        let mut response = client.get(&url).headers(headers).send().await?;
+        let status = response.status().as_u16();
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            body.extend_from_slice(&chunk);
+            if body.len() > MAX_BODY {
+                break;
+            }
+        }
+        Ok::<_, reqwest::Error>((status, body))
+    };
+    let outcome = match tokio::time::timeout(limit, call).await {
+        Err(_) => ProbeOutcome::TimedOut { limit_ms },
+        Ok(Err(e)) if e.is_timeout() => ProbeOutcome::TimedOut { limit_ms },
+        Ok(Err(e)) => ProbeOutcome::Unreachable {
+            message: describe(&e),
+        },
+        Ok(Ok((status, body))) => ProbeOutcome::Answered {
+            status,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            lists_model: ((200..300).contains(&status))
+                .then(|| lists_model(&body, &target.model))
+                .flatten(),
+        },
+    };
+    tracing::info!(
+        provider = target.provider,
+        url = %url,
+        outcome = ?outcome,
+        "model endpoint probed"
+    );
+    outcome
+}
+
+/// A transport error with its causes, on one line.
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Whether a `{data: [{id}]}` model list names `model`.
+fn lists_model(body: &[u8], model: &str) -> Option<bool> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let list = v.get("data")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|m| m.get("id").and_then(|i| i.as_str()))
+            .any(|id| id == model),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_follow_the_model_s_own_resolution() {
+        let mut config = Config::default();
+        config.providers.openai.base_url = Some("http://127.0.0.1:9/v1/".into());
+        let env = EnvMap::from_pairs([("OPENAI_API_KEY", "sk-secret")]);
+        let t = provider_target("openai:gpt-x", &config, &env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.probe_url(), "http://127.0.0.1:9/v1/models");
+        assert_eq!(t.base_url_source, "providers.openai.baseUrl");
+        assert!(t.key_set());
+        assert!(!format!("{t:?}").contains("sk-secret"));
+        let env = EnvMap::from_pairs([("ANTHROPIC_BASE_URL", "http://h:1")]);
+        let t = provider_target("anthropic:claude-x", &config, &env)
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.probe_url(), "http://h:1/v1/models");
+        assert_eq!(t.base_url_source, "ANTHROPIC_BASE_URL");
+        assert!(!t.key_set());
+        assert!(provider_target("scripted:x.json", &config, &env)
+            .unwrap()
+            .is_none());
+        assert!(provider_target("nope", &config, &env).is_err());
+    }
+
+    #[test]
+    fn model_lists_are_read() {
+        assert_eq!(
+            lists_model(br#"{"data":[{"id":"a"},{"id":"b"}]}"#, "b"),
+            Some(true)
+        );
+        assert_eq!(lists_model(br#"{"data":[{"id":"a"}]}"#, "b"), Some(false));
+        assert_eq!(lists_model(b"<html>", "b"), None);
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let env = EnvMap::from_pairs([("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))]);
+        let t = provider_target("openai:m", &Config::default(), &env)
+            .unwrap()
+            .unwrap();
+        let out = probe(&t, Duration::from_secs(5)).await;
+        assert!(matches!(out, ProbeOutcome::Unreachable { .. }), "{out:?}");
+    }
+
+    #[tokio::test]
+    async fn an_answering_server_is_asked_with_the_key() {
+        use crate::testing::{FakeResponse, FakeServer};
+        let server = FakeServer::start([FakeResponse::json(
+            200,
+            &serde_json::json!({"data": [{"id": "claude-x"}]}),
+        )])
+        .await
+        .unwrap();
+        let env = EnvMap::from_pairs([
+            ("ANTHROPIC_BASE_URL", server.base_url()),
+            ("ANTHROPIC_API_KEY", "k-1".to_owned()),
+        ]);
+        let t = provider_target("anthropic:claude-x", &Config::default(), &env)
+            .unwrap()
+            .unwrap();
+        let out = probe(&t, Duration::from_secs(20)).await;
+        assert!(
+            matches!(
+                out,
+                ProbeOutcome::Answered {
+                    status: 200,
+                    lists_model: Some(true),
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
+        let req = &server.requests()[0];
+        assert_eq!(
+            (req.method.as_str(), req.path.as_str()),
+            ("GET", "/v1/models")
+        );
+        assert_eq!(req.header("x-api-key"), Some("k-1"));
+        assert_eq!(req.header("anthropic-version"), Some(ANTHROPIC_VERSION));
+    }
+}

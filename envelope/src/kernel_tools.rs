@@ -1,0 +1,113 @@
+//! Argument shapes of the kernel's own tools: `propose_plan`, `update_plan`,
+//! `ask_user`, `task_graph` and `spawn_sub_agent`. Their schemas are what the model is
+//! offered; unknown fields are ignored (models add them), missing required fields are
+//! `TOOL_ARGUMENTS_INVALID`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::commands::{NewTaskNode, NodeUpdates};
+use crate::types::StepStatus;
+
+/// One step as the model writes it: every field optional (ids default to `s1`, `s2`, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct PlanStepArg {
+    /// Stable id within the plan.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// What the step does.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Where it stands.
+    #[serde(default)]
+    pub status: Option<StepStatus>,
+}
+
+/// `propose_plan {summary?, steps}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct ProposePlanArgs {
+    /// One paragraph on what the plan achieves.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// The ordered steps (at least one).
+    pub steps: Vec<PlanStepArg>,
+}
+
+/// `update_plan {steps}`: steps matched by id; unknown ids are added.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdatePlanArgs {
+    /// The steps whose status or title changes.
+    pub steps: Vec<PlanStepArg>,
+}
+
+/// `ask_user {question, candidates?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AskUserArgs {
+    /// The question.
+    pub question: String,
+    /// Suggested answers.
+    #[serde(default)]
+    pub candidates: Vec<String>,
+}
+
+/// `spawn_sub_agent {task, tools?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct SpawnSubAgentArgs {
+    /// The self-contained task.
+    pub task: String,
+    /// The tools it may use (a subset of the caller's; default: all registered tools).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// The `task_graph` tool's action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskGraphAction {
+    /// Create the graph from `nodes`.
+    Create,
+    /// Add `node`.
+    AddNode,
+    /// Apply `updates` to `nodeId`.
+    UpdateNode,
+    /// Mark every node whose dependencies are done as ready.
+    Advance,
+    /// Return the graph.
+    State,
+}
+
+/// `task_graph {action, …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct TaskGraphArgs {
+    /// What to do.
+    pub action: TaskGraphAction,
+    /// `create`: the graph's title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// `create`: the graph's description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `create`: the nodes.
+    #[serde(default)]
+    pub nodes: Option<Vec<NewTaskNode>>,
+    /// `add_node`: the node.
+    #[serde(default)]
+    pub node: Option<NewTaskNode>,
+    /// `update_node`: which node.
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// `update_node`: the changes.
+    #[serde(default)]
+    pub updates: Option<NodeUpdates>,
+}

@@ -1,0 +1,596 @@
+//! The command line of the `keel` binary, declared once with clap: the sub-commands,
+//! their flags, the flags they share, and the global ones. `docs/cli.md`'s flag tables
+//! and the shell completions are generated from these declarations.
+
+use std::path::PathBuf;
+
+use clap::builder::TypedValueParser;
+use clap::{Args, Parser, Subcommand};
+use keel_envelope::types::PermissionMode;
+
+/// The `keel` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "keel",
+    version,
+    about = "Keel: an agent runtime. Without a command, starts the interactive REPL.",
+    long_about = "Keel: an agent runtime.\n\nWithout a command, `keel` starts an interactive \
+                  session (the REPL) in the workspace. Type a message and press Enter; /help \
+                  lists the slash commands; Ctrl-D exits.",
+    disable_help_subcommand = false,
+    after_help = "Run `keel help <command>` or `keel <command> --help` for the details of a command."
+)]
+pub struct Cli {
+    /// Flags every command accepts.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The REPL's flags, when no command is given.
+    #[command(flatten)]
+    pub repl: ReplArgs,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Flags every command accepts.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalArgs {
+    /// Also write the log to stderr (the log file under KEEL_HOME/logs is always written).
+    #[arg(long, global = true)]
+    pub log_stderr: bool,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one request headless and exit (exit code 0, 1, 2, 3 or 130).
+    #[command(
+        long_about = "Runs one request in a new session and exits. Without --json the session \
+                      is printed as the REPL shows it; with --json every envelope is one JSON \
+                      line on stdout. Nobody can answer in exec mode: approvals are denied, \
+                      plans rejected, questions answered \"no user is available\".\n\nExit \
+                      codes: 0 completed, 1 failed, 2 bad usage or set-up, 3 a call was denied, \
+                      130 interrupted."
+    )]
+    Exec(ExecArgs),
+    /// Open a stored session in the REPL.
+    Resume(ResumeArgs),
+    /// Run an offline demo session on the built-in scripted model.
+    Demo,
+    /// List or delete the sessions in the store (KEEL_HOME).
+    Sessions(SessionsArgs),
+    /// Serve the stdio JSON-lines bridge for desktop hosts.
+    Bridge(BridgeArgs),
+    /// Serve the Agent Client Protocol on stdio, for editors.
+    Acp(AcpArgs),
+    /// Show what the permission gate decides for one tool call.
+    Policy(PolicyArgs),
+    /// Run one tool through the permission gate (ask mode, nobody to approve).
+    Tool(ToolArgs),
+    /// Check the installation and the configuration, with a fix for each problem.
+    Doctor(DoctorArgs),
+    /// Print a shell completion script.
+    #[command(
+        long_about = "Prints a completion script for the shell on stdout.\n\nbash: \
+                      `keel completions bash > ~/.local/share/bash-completion/completions/keel`\n\
+                      zsh: `keel completions zsh > ~/.zfunc/_keel` (with ~/.zfunc in fpath)\n\
+                      fish: `keel completions fish > ~/.config/fish/completions/keel.fish`"
+    )]
+    Completions(CompletionsArgs),
+}
+
+impl Command {
+    /// The command's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Exec(_) => "exec",
+            Command::Resume(_) => "resume",
+            Command::Demo => "demo",
+            Command::Sessions(_) => "sessions",
+            Command::Bridge(_) => "bridge",
+            Command::Acp(_) => "acp",
+            Command::Policy(_) => "policy",
+            Command::Tool(_) => "tool",
+            Command::Doctor(_) => "doctor",
+            Command::Completions(_) => "completions",
+        }
+    }
+}
+
+/// `--workspace`, the same for every command that takes it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WorkspaceArg {
+    /// The project directory the session works in (default: the current directory).
+    #[arg(short = 'w', long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub workspace: Option<PathBuf>,
+}
+
+/// `--model`, the same for every command that takes it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ModelArg {
+    /// The model, provider:model (default: KEEL_MODEL, else the configuration).
+    #[arg(short = 'm', long, value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+}
+
+/// `--mode`, the same for every command that takes it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ModeArg {
+    /// The permission mode (default: permissionMode of the configuration, else ask).
+    #[arg(long, alias = "permission-mode", value_name = "MODE", value_parser = mode_parser())]
+    pub mode: Option<PermissionMode>,
+}
+
+/// `--json`, the same for every command that takes it.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct JsonArg {
+    /// Print JSON on stdout instead of text, and nothing else (`exec`: one envelope per line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The flags of every command that runs sessions: workspace, model and mode.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SessionArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub model: ModelArg,
+    #[command(flatten)]
+    pub mode: ModeArg,
+}
+
+/// The REPL's flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ReplArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Open this stored session instead of starting a new one.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub resume: Option<String>,
+}
+
+/// `keel exec`.
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// The message to send (quote it).
+    #[arg(value_name = "PROMPT")]
+    pub prompt: String,
+    #[command(flatten)]
+    pub json: JsonArg,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// `keel resume`.
+#[derive(Debug, Clone, Args)]
+pub struct ResumeArgs {
+    /// The stored session's id.
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: String,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// `keel sessions`.
+#[derive(Debug, Clone, Args)]
+#[command(subcommand_required = true, arg_required_else_help = false)]
+pub struct SessionsArgs {
+    #[command(subcommand)]
+    pub command: SessionsCommand,
+}
+
+/// `keel sessions …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum SessionsCommand {
+    /// List the stored sessions: id, state, mode, title, workspace.
+    List {
+        #[command(flatten)]
+        json: JsonArg,
+    },
+    /// Delete a stored session: its event log and state are removed for good.
+    Delete {
+        /// The session's id (as `keel sessions list` shows it).
+        #[arg(value_name = "ID")]
+        session_id: String,
+    },
+}
+
+/// `keel bridge`.
+#[derive(Debug, Clone, Args)]
+pub struct BridgeArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Resume this stored session at start-up.
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<String>,
+    /// The longest command line accepted, in bytes.
+    #[arg(long, value_name = "N")]
+    pub max_line_bytes: Option<usize>,
+}
+
+/// `keel acp`.
+#[derive(Debug, Clone, Args)]
+pub struct AcpArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// `keel policy`.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+/// `keel policy …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum PolicyCommand {
+    /// Print the gate's verdict on one call as one JSON object.
+    Check {
+        #[command(flatten)]
+        call: CallArgs,
+        #[command(flatten)]
+        mode: ModeArg,
+    },
+}
+
+/// A tool call given on the command line.
+#[derive(Debug, Clone, Args)]
+#[command(mut_arg("workspace", |a| a
+    .required(true)
+    .help("The workspace the call runs in or is checked against (required)")))]
+pub struct CallArgs {
+    /// The tool's name (read_file, list_dir, search_files, edit_file, write_file, run_shell, git).
+    #[arg(value_name = "TOOL")]
+    pub tool: String,
+    /// The tool's arguments, one JSON object.
+    #[arg(value_name = "JSON_ARGS")]
+    pub args: String,
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+}
+
+/// `keel tool`.
+#[derive(Debug, Clone, Args)]
+pub struct ToolArgs {
+    #[command(flatten)]
+    pub call: CallArgs,
+}
+
+/// `keel doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub model: ModelArg,
+    #[command(flatten)]
+    pub json: JsonArg,
+    /// How long each model endpoint may take to answer, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub timeout: u64,
+}
+
+/// `keel completions`.
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// Parses a permission mode by its wire spelling; the possible values are listed in
+/// the help and the completions.
+fn mode_parser() -> ModeParser {
+    ModeParser
+}
+
+/// The value parser of `--mode`.
+#[derive(Debug, Clone, Copy)]
+pub struct ModeParser;
+
+impl TypedValueParser for ModeParser {
+    type Value = PermissionMode;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<PermissionMode, clap::Error> {
+        let text = value.to_string_lossy();
+        PermissionMode::parse(&text).ok_or_else(|| {
+            let flag = arg
+                .and_then(|a| a.get_long())
+                .map_or_else(|| "mode".to_owned(), |l| format!("--{l}"));
+            let mut e = clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("unknown mode {text:?} for {flag}: use ask, auto-edit, auto or plan\n"),
+            )
+            .with_cmd(cmd);
+            e.insert(
+                clap::error::ContextKind::InvalidArg,
+                clap::error::ContextValue::String(flag),
+            );
+            e
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            PermissionMode::ALL
+                .into_iter()
+                .map(|m| clap::builder::PossibleValue::new(m.as_str())),
+        ))
+    }
+}
+
+impl Cli {
+    /// Refuses the REPL's flags before a command (`keel --model m exec …`): they
+    /// would be ignored, since each command takes its own.
+    pub fn check(&self) -> Result<(), clap::Error> {
+        if self.command.is_none() {
+            return Ok(());
+        }
+        let r = &self.repl;
+        let given: Vec<&str> = [
+            ("--workspace", r.session.workspace.workspace.is_some()),
+            ("--model", r.session.model.model.is_some()),
+            ("--mode", r.session.mode.mode.is_some()),
+            ("--resume", r.resume.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
+        match given.first() {
+            None => Ok(()),
+            Some(flag) => {
+                use clap::CommandFactory;
+                Err(Cli::command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{flag} is given before the command; put it after the command's name (e.g. `keel exec --model M \"prompt\"`)"
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+/// The commands whose errors are printed as one JSON object on stdout
+/// (`{ok: false, error}`), because their output is JSON.
+pub const JSON_ERROR_COMMANDS: &[&str] = &["policy", "tool"];
+
+/// The command named on a command line (the first word that is not a flag), if any.
+pub fn command_name(args: &[String]) -> Option<&str> {
+    args.iter()
+        .skip(1)
+        .map(String::as_str)
+        .find(|a| !a.starts_with('-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_declarations_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_command_name_is_the_first_word() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command_name(&args(&["keel", "--log-stderr", "tool", "x"])),
+            Some("tool")
+        );
+        assert_eq!(command_name(&args(&["keel", "--help"])), None);
+    }
+}
+
+/// The flag tables of `docs/cli.md`, generated from the declarations above (checked
+/// by a test that regenerates them with `KEEL_UPDATE_GENERATED=1`).
+#[cfg(test)]
+pub mod docs {
+    use clap::{Arg, Command};
+
+    /// The marker before the generated tables in `docs/cli.md`.
+    pub const BEGIN: &str =
+        "<!-- BEGIN GENERATED FLAGS: do not edit; regenerate with KEEL_UPDATE_GENERATED=1 cargo test -p keel-cli flag_tables -->";
+    /// The marker after them.
+    pub const END: &str = "<!-- END GENERATED FLAGS -->";
+
+    fn cell(text: &str) -> String {
+        text.replace('|', "\\|").replace('\n', " ")
+    }
+
+    fn flag_name(a: &Arg) -> String {
+        let value = a
+            .get_value_names()
+            .and_then(|v| v.first())
+            .map(|v| v.to_string());
+        let takes_value = a.get_action().takes_values();
+        if a.is_positional() {
+            return format!("`{}`", value.unwrap_or_else(|| a.get_id().to_string()));
+        }
+        let mut names = Vec::new();
+        if let Some(s) = a.get_short() {
+            names.push(format!("`-{s}`"));
+        }
+        if let Some(l) = a.get_long() {
+            match (&value, takes_value) {
+                (Some(v), true) => names.push(format!("`--{l} {v}`")),
+                _ => names.push(format!("`--{l}`")),
+            }
+        }
+        names.join(", ")
+    }
+
+    fn meaning(a: &Arg) -> String {
+        let mut text = a
+            .get_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+            .trim_end_matches('.')
+            .to_owned();
+        if !text.is_empty() {
+            text.push('.');
+        }
+        let values: Vec<String> = a
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
+        if !values.is_empty() && a.get_action().takes_values() {
+            text.push_str(&format!(" One of {}.", values.join(", ")));
+        }
+        let aliases: Vec<String> = a
+            .get_all_aliases()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| format!("`--{l}`"))
+            .collect();
+        if !aliases.is_empty() {
+            text.push_str(&format!(" Also {}.", aliases.join(", ")));
+        }
+        if a.is_positional() && a.is_required_set() {
+            text.push_str(" Required.");
+        }
+        cell(text.trim())
+    }
+
+    fn default(a: &Arg) -> String {
+        let d: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|v| format!("`{}`", v.to_string_lossy()))
+            .collect();
+        d.join(", ")
+    }
+
+    fn table(args: &[&Arg]) -> String {
+        let mut out = String::from("| flag | default | meaning |\n| --- | --- | --- |\n");
+        for a in args {
+            out.push_str(&format!(
+                "| {} | {} | {} |\n",
+                flag_name(a),
+                default(a),
+                meaning(a)
+            ));
+        }
+        out
+    }
+
+    fn shown(a: &Arg) -> bool {
+        let id = a.get_id().as_str();
+        !a.is_hide_set() && id != "help" && id != "version"
+    }
+
+    fn command(out: &mut String, path: &str, cmd: &Command) {
+        let args: Vec<&Arg> = cmd
+            .get_arguments()
+            .filter(|a| shown(a) && !a.is_global_set())
+            .collect();
+        let subs: Vec<&Command> = cmd.get_subcommands().filter(|c| !c.is_hide_set()).collect();
+        if !args.is_empty() || subs.is_empty() {
+            out.push_str(&format!("### `{path}`\n\n"));
+            if let Some(about) = cmd.get_about() {
+                out.push_str(&format!("{about}.\n\n"));
+            }
+            if args.is_empty() {
+                out.push_str("No flags.\n\n");
+            } else {
+                out.push_str(&table(&args));
+                out.push('\n');
+            }
+        }
+        for sub in subs {
+            command(out, &format!("{path} {}", sub.get_name()), sub);
+        }
+    }
+
+    /// Markdown: the global flags, then one table per command.
+    pub fn flag_tables(root: &Command) -> String {
+        let mut out = String::new();
+        let global: Vec<&Arg> = root
+            .get_arguments()
+            .filter(|a| shown(a) && a.is_global_set())
+            .collect();
+        out.push_str("### Every command\n\n");
+        out.push_str(&table(&global));
+        out.push_str("| `-h`, `--help` |  | Prints the help (`keel help <command>` too). |\n");
+        out.push_str("| `-V`, `--version` |  | Prints the version (`keel` only). |\n\n");
+        // The REPL: `keel` itself, without a command.
+        let repl: Vec<&Arg> = root
+            .get_arguments()
+            .filter(|a| shown(a) && !a.is_global_set())
+            .collect();
+        out.push_str("### `keel` (the REPL)\n\n");
+        out.push_str(&table(&repl));
+        out.push('\n');
+        for sub in root.get_subcommands().filter(|c| !c.is_hide_set()) {
+            command(&mut out, &format!("keel {}", sub.get_name()), sub);
+        }
+        out.trim_end().to_owned() + "\n"
+    }
+
+    /// `doc` with the part between the markers replaced by `generated`.
+    pub fn splice(doc: &str, generated: &str) -> Option<String> {
+        let start = doc.find(BEGIN)? + BEGIN.len();
+        let end = doc.find(END)?;
+        (start <= end).then(|| format!("{}\n\n{}\n{}", &doc[..start], generated, &doc[end..]))
+    }
+
+    #[allow(clippy::unwrap_used)]
+    mod tests {
+        use super::*;
+        use clap::CommandFactory;
+
+        #[test]
+        fn flag_tables_in_docs_cli_md_are_fresh() {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md");
+            let doc = std::fs::read_to_string(&path).unwrap();
+            let want = splice(&doc, &flag_tables(&crate::cli::Cli::command()))
+                .expect("docs/cli.md lacks the generated-flags markers");
+            if doc != want {
+                if std::env::var_os("KEEL_UPDATE_GENERATED").is_some() {
+                    std::fs::write(&path, &want).unwrap();
+                } else {
+                    panic!(
+                        "the flag tables in docs/cli.md are stale; regenerate with:\n\
+                         KEEL_UPDATE_GENERATED=1 cargo test -p keel-cli flag_tables"
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn every_command_and_shared_flag_is_in_the_tables() {
+            let t = flag_tables(&crate::cli::Cli::command());
+            for c in [
+                "keel exec",
+                "keel resume",
+                "keel demo",
+                "keel sessions list",
+                "keel sessions delete",
+                "keel bridge",
+                "keel acp",
+                "keel policy check",
+                "keel tool",
+                "keel doctor",
+                "keel completions",
+            ] {
+                assert!(t.contains(&format!("### `{c}`")), "{c} missing:\n{t}");
+            }
+            assert!(t.contains("`-w`, `--workspace DIR`"));
+            assert!(t.contains("Also `--permission-mode`"));
+            assert!(t.contains("`--log-stderr`"));
+        }
+    }
+}

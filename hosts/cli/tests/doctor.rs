@@ -1,0 +1,315 @@
+//! `keel doctor` through the real binary: a valid configuration with a model server
+//! on loopback, an endpoint that refuses, a broken configuration, an unwritable
+//! store, and with and without a sandbox.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use keel_adapters::testing::{openai, FakeResponse, FakeServer};
+use serde_json::Value;
+
+fn doctor(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_keel"));
+    c.arg("doctor")
+        .args(args)
+        .env("KEEL_HOME", home)
+        .env_remove("KEEL_MODEL")
+        .env_remove("KEEL_LOG")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn json_report(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON object ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_valid_configuration_with_an_answering_endpoint() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start([FakeResponse::json(
+            200,
+            &serde_json::json!({"object": "list", "data": [{"id": "gpt-test", "object": "model"}]}),
+        )]))
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "model = \"openai:gpt-test\"\n\n[providers.openai]\nbaseUrl = \"{}/v1\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let key = "sk-doctor-secret-0123";
+    let out = doctor(
+        home.path(),
+        &["--json", "--timeout", "60"],
+        &[("OPENAI_API_KEY", key)],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = json_report(&out);
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(check(&report, "config")["status"], "ok");
+    assert_eq!(check(&report, "KEEL_HOME")["status"], "ok");
+    assert_eq!(check(&report, "session")["status"], "ok");
+    let model = check(&report, "model openai:gpt-test");
+    assert_eq!(model["status"], "ok", "{model}");
+    let summary = model["summary"].as_str().unwrap();
+    assert!(summary.contains("answers HTTP 200"), "{summary}");
+    assert!(summary.contains("OPENAI_API_KEY is set"), "{summary}");
+    // The endpoint was really asked, with the key; the key is never printed.
+    let req = &server.requests()[0];
+    assert_eq!(
+        (req.method.as_str(), req.path.as_str()),
+        ("GET", "/v1/models")
+    );
+    assert_eq!(
+        req.header("authorization"),
+        Some(format!("Bearer {key}").as_str())
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(key));
+    // The text report says the same, one line per check.
+    let out = doctor(
+        home.path(),
+        &["--timeout", "60"],
+        &[("OPENAI_API_KEY", key)],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains('\x1b'), "no colour off a terminal");
+    assert!(
+        text.contains("keel doctor") && text.contains("Keel can run sessions"),
+        "{text}"
+    );
+    assert!(text
+        .lines()
+        .any(|l| l.contains("ok") && l.contains("version")));
+    assert!(!text.contains(key));
+}
+
+#[test]
+fn an_endpoint_that_refuses_is_a_warning_with_a_fix() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[[availableModels]]\nid = \"anthropic:claude-test\"\n",
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = doctor(
+        home.path(),
+        &["--json"],
+        &[("ANTHROPIC_BASE_URL", &url), ("ANTHROPIC_API_KEY", "k")],
+    );
+    assert_eq!(out.status.code(), Some(0), "the main job still runs");
+    let report = json_report(&out);
+    let model = check(&report, "model anthropic:claude-test");
+    assert_eq!(model["status"], "warn", "{model}");
+    assert!(model["summary"]
+        .as_str()
+        .unwrap()
+        .contains("does not answer"));
+    assert!(model["fix"]
+        .as_str()
+        .unwrap()
+        .contains("ANTHROPIC_BASE_URL"));
+}
+
+#[test]
+fn a_refused_key_and_a_missing_key_are_warnings() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start([FakeResponse::json(
+            401,
+            &openai::error_body("Incorrect API key provided", "invalid_request_error", None),
+        )]))
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "model = \"openai:gpt-test\"\n[[availableModels]]\nid = \"anthropic:claude-x\"\n",
+    )
+    .unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let out = doctor(
+        home.path(),
+        &["--json", "--timeout", "60"],
+        &[("OPENAI_BASE_URL", &base), ("OPENAI_API_KEY", "sk-wrong")],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let report = json_report(&out);
+    let m = check(&report, "model openai:gpt-test");
+    assert_eq!(m["status"], "warn");
+    assert!(m["summary"].as_str().unwrap().contains("refused"), "{m}");
+    let m = check(&report, "model anthropic:claude-x");
+    assert_eq!(m["status"], "warn");
+    assert!(
+        m["fix"].as_str().unwrap().contains("ANTHROPIC_API_KEY"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_broken_configuration_names_its_line_and_key_and_fails() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "model = \"scripted:x.json\"\n\nmaxTurnz = 3\n",
+    )
+    .unwrap();
+    let out = doctor(home.path(), &[], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let line = text.lines().find(|l| l.contains("config")).unwrap();
+    assert!(line.contains("FAIL"), "{line}");
+    assert!(
+        text.contains("config.toml:3:") && text.contains("maxTurnz"),
+        "{text}"
+    );
+    assert!(
+        text.contains("fix: in ") && text.contains("line 3"),
+        "{text}"
+    );
+    assert!(text.contains("Keel cannot run sessions"), "{text}");
+    // A bad value: its key and line too.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "sandbox = true\nmaxTurns = 0\n",
+    )
+    .unwrap();
+    let out = doctor(home.path(), &["--json"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json_report(&out);
+    let c = check(&report, "config");
+    assert_eq!(c["status"], "fail");
+    assert!(c["summary"].as_str().unwrap().contains(":2:"), "{c}");
+    assert!(c["fix"].as_str().unwrap().contains("`maxTurns`"), "{c}");
+}
+
+#[test]
+fn an_unwritable_store_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    // Under a regular file nothing can be created, even as root.
+    let home = file.join("keel");
+    let out = doctor(&home, &["--json"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json_report(&out);
+    assert_eq!(report["ok"], false);
+    let c = check(&report, "KEEL_HOME");
+    assert_eq!(c["status"], "fail");
+    assert!(c["fix"].as_str().unwrap().contains("KEEL_HOME"));
+    assert_eq!(check(&report, "logs")["status"], "warn");
+}
+
+#[test]
+fn without_a_sandbox_rg_or_git_the_main_job_still_runs() {
+    let home = tempfile::tempdir().unwrap();
+    // bubblewrap forced, and not on the PATH: no sandbox can run.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "sandbox = \"bubblewrap\"\n",
+    )
+    .unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.path().join("sh")).unwrap();
+    let path = bin.path().to_str().unwrap();
+    let out = doctor(home.path(), &["--json"], &[("PATH", path)]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = json_report(&out);
+    let s = check(&report, "sandbox");
+    assert_eq!(s["status"], "warn");
+    assert!(s["summary"].as_str().unwrap().starts_with("none"), "{s}");
+    assert!(s["fix"].as_str().unwrap().contains("bubblewrap"));
+    for p in ["rg", "git"] {
+        assert_eq!(check(&report, p)["status"], "warn", "{p}");
+    }
+    // Turned off in the configuration: said so.
+    std::fs::write(home.path().join("config.toml"), "sandbox = false\n").unwrap();
+    let report = json_report(&doctor(home.path(), &["--json"], &[]));
+    let s = check(&report, "sandbox");
+    assert!(
+        s["summary"].as_str().unwrap().contains("sandbox = false"),
+        "{s}"
+    );
+}
+
+#[test]
+fn with_a_working_bubblewrap_the_sandbox_is_reported() {
+    // What the tools find in this environment (same PATH), asked directly.
+    let kind = keel_tools::sandbox_report(&keel_tools::SandboxConfig::default()).sandbox;
+    let home = tempfile::tempdir().unwrap();
+    let report = json_report(&doctor(home.path(), &["--json"], &[]));
+    let s = check(&report, "sandbox");
+    assert!(
+        s["summary"].as_str().unwrap().starts_with(kind.as_str()),
+        "{s}"
+    );
+    let want = if kind == keel_tools::SandboxKind::None {
+        "warn"
+    } else {
+        "ok"
+    };
+    assert_eq!(s["status"], want, "{s}");
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let home = tempfile::tempdir().unwrap();
+    for bad in [
+        vec!["--bogus"],
+        vec!["--timeout"],
+        vec!["--timeout", "soon"],
+        vec!["extra"],
+    ] {
+        let out = doctor(home.path(), &bad, &[]);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(out.stdout.is_empty());
+    }
+}

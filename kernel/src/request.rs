@@ -1,0 +1,269 @@
+//! A request's life: `request.accepted`, the agent loop, the terminal event, then the
+//! next queued request. One task runs a session's requests one after another.
+//!
+//! The terminal event is decided under the session's turnover lock. An interrupt
+//! takes the same lock, so it either finds the request still running (and the request
+//! ends with `session.interrupted` answering it, even when its work was already done)
+//! or finds it over (and is answered at once as a no-op). No interrupt is left without
+//! an answer.
+
+use std::sync::Arc;
+
+use keel_envelope::events::{
+    ApprovalExpired, AskExpired, AssistantFinal, RequestAccepted, SessionCompleted,
+    SessionInterrupted, SubAgentEvent,
+};
+use keel_envelope::types::{StopReason, Telemetry};
+use keel_envelope::{ErrorCode, ErrorPayload, Event};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent::{self, Counters, Outcome};
+use crate::model::Message;
+use crate::probe::Point;
+use crate::session::{Active, Queued, Session};
+
+/// Runs `first`, then whatever is queued, until the queue is empty.
+pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
+    let mut next = Some((first, cancel, false));
+    while let Some((q, cancel, from_queue)) = next.take() {
+        // Every log line of the request carries its session and request ids.
+        let span = tracing::info_span!("request", session_id = %session.id, request_id = %q.id);
+        let run = std::panic::AssertUnwindSafe(tracing::Instrument::instrument(
+            run_request(&session, &q, &cancel, from_queue),
+            span,
+        ));
+        let turnover = match futures::FutureExt::catch_unwind(run).await {
+            Ok(turnover) => turnover,
+            Err(panic) => {
+                // A bug must not take the session down: report it and end the request.
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(session_id = %session.id, request_id = %q.id, panic = %what, "a request panicked");
+                let turnover = session.turnover.lock().await;
+                {
+                    let mut d = session.data();
+                    d.approvals.clear();
+                    d.asks.clear();
+                    d.plan_wait = None;
+                }
+                let error = ErrorPayload::new(
+                    ErrorCode::RuntimeInternalError,
+                    format!("the request failed inside the runtime: {what}"),
+                )
+                .with_detail("panic", what.clone());
+                finish(
+                    &session,
+                    &q.id,
+                    Outcome::Failed(error),
+                    Telemetry::default(),
+                )
+                .await;
+                turnover
+            }
+        };
+        let popped = {
+            let mut d = session.data();
+            d.active = None;
+            if d.state.closed {
+                None
+            } else {
+                d.queue.pop_front().map(|q| {
+                    let cancel = session.cancel.child_token();
+                    d.active = Some(Active {
+                        id: q.id.clone(),
+                        cancel: cancel.clone(),
+                        interrupt_reply: None,
+                        steer: Vec::new(),
+                        patch_preview: q.patch_preview,
+                    });
+                    (q, cancel)
+                })
+            }
+        };
+        drop(turnover);
+        next = popped.map(|(q, c)| (q, c, true));
+    }
+}
+
+/// Runs one request. Returns holding the session's turnover lock: the terminal
+/// event is out, and the caller switches to the next request before anything else
+/// (a new `request.send`, an interrupt) sees the session.
+async fn run_request<'s>(
+    session: &'s Arc<Session>,
+    q: &Queued,
+    cancel: &CancellationToken,
+    from_queue: bool,
+) -> tokio::sync::MutexGuard<'s, ()> {
+    let rid = q.id.as_str();
+    session
+        .emitter
+        .emit(
+            rid,
+            Event::RequestAccepted(RequestAccepted {
+                message: q.message.clone(),
+                from_queue,
+            }),
+        )
+        .await;
+    session.data().state.history.push(Message::User {
+        text: q.message.clone(),
+        images: q.images.clone(),
+    });
+    tracing::info!(from_queue, "request accepted");
+    session.probe(Point::RequestStarted, rid).await;
+    let mut c = Counters::new();
+    let outcome = agent::run(session, rid, cancel, &mut c).await;
+    let telemetry = c.telemetry();
+    session.persist(rid).await;
+    session.probe(Point::BeforeTerminal, rid).await;
+    let turnover = session.turnover.lock().await;
+    finish(session, rid, outcome, telemetry).await;
+    turnover
+}
+
+/// Emits the request's terminal event (under the turnover lock). An interrupt that
+/// reached the request before this point makes it end as interrupted, whatever its
+/// outcome, so the interrupt always gets its answer.
+async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: Telemetry) {
+    let interrupted = session
+        .data()
+        .active
+        .as_ref()
+        .is_some_and(|a| a.interrupt_reply.is_some());
+    match &outcome {
+        Outcome::Done { stop, .. } => {
+            tracing::info!(stop = ?stop, turns = telemetry.turns, tool_calls = telemetry.tool_calls, elapsed_ms = telemetry.elapsed_ms, "request completed")
+        }
+        Outcome::Failed(e) => {
+            tracing::warn!(code = %e.code, message = %e.message, "request failed")
+        }
+        Outcome::Interrupted => tracing::info!("request interrupted"),
+    }
+    let outcome = match outcome {
+        Outcome::Failed(error) => {
+            session.emitter.emit(rid, Event::Error(error)).await;
+            if interrupted {
+                Outcome::Interrupted
+            } else {
+                Outcome::Done {
+                    stop: StopReason::Error,
+                    text: None,
+                }
+            }
+        }
+        _ if interrupted => Outcome::Interrupted,
+        other => other,
+    };
+    match outcome {
+        Outcome::Done { stop, text } => {
+            if let Some(t) = &text {
+                session
+                    .emitter
+                    .emit(
+                        rid,
+                        Event::AssistantFinal(AssistantFinal { text: t.clone() }),
+                    )
+                    .await;
+            }
+            session
+                .emitter
+                .emit(
+                    rid,
+                    Event::SessionCompleted(SessionCompleted {
+                        stop_reason: stop,
+                        final_text: text,
+                        telemetry,
+                    }),
+                )
+                .await;
+        }
+        Outcome::Interrupted | Outcome::Failed(_) => finish_interrupted(session, rid).await,
+    }
+}
+
+/// Releases every waiter and emits `session.interrupted` on the request's stream.
+async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
+    let now = session.now();
+    let (approvals, asks, reply, sub_agents) = {
+        let mut d = session.data();
+        // Sub-agents of this request that did not get to report their end.
+        let running: Vec<String> = d
+            .ext
+            .sub_agents
+            .active
+            .iter()
+            .filter(|a| a.parent_request_id == rid)
+            .map(|a| a.sub_agent_id.clone())
+            .collect();
+        let interrupted = || {
+            Err(ErrorPayload::new(
+                ErrorCode::Interrupted,
+                "the parent request was interrupted",
+            ))
+        };
+        let sub_agents: Vec<_> = running
+            .iter()
+            .filter_map(|id| d.ext.sub_agents.finish(id, interrupted(), now))
+            .collect();
+        let approvals: Vec<String> = d.approvals.drain().map(|(k, _)| k).collect();
+        let asks: Vec<String> = d.asks.drain().map(|(k, _)| k).collect();
+        d.plan_wait = None;
+        let reply = d.active.as_ref().and_then(|a| a.interrupt_reply.clone());
+        (approvals, asks, reply, sub_agents)
+    };
+    for info in sub_agents {
+        let ev = SubAgentEvent {
+            parent_session_id: session.id.clone(),
+            sub_agent_id: info.sub_agent_id.clone(),
+            sub_agent: info,
+        };
+        session.emitter.emit(rid, Event::SubAgentFailed(ev)).await;
+    }
+    // Waiters normally release themselves (they select on the token); these are
+    // leftovers, reported so a host never keeps a dialog open.
+    for id in approvals {
+        session
+            .emitter
+            .emit(
+                rid,
+                Event::ApprovalExpired(ApprovalExpired {
+                    approval_id: id,
+                    tool_call_id: String::new(),
+                    reason: "interrupted".into(),
+                }),
+            )
+            .await;
+    }
+    for id in asks {
+        session
+            .emitter
+            .emit(
+                rid,
+                Event::AskExpired(AskExpired {
+                    ask_id: id,
+                    reason: "interrupted".into(),
+                }),
+            )
+            .await;
+    }
+    let reason = if session.cancel.is_cancelled() {
+        "shutdown"
+    } else {
+        "user"
+    };
+    session
+        .emitter
+        .emit_reply(
+            rid,
+            reply.as_deref(),
+            Event::SessionInterrupted(SessionInterrupted {
+                interrupted_request_id: Some(rid.to_owned()),
+                reason: reason.into(),
+                was_running: true,
+            }),
+        )
+        .await;
+}
