@@ -141,9 +141,9 @@ Low-risk: the §6.7 whitelist (`npm run test:*`, `npm run lint`, `npm run build:
 
 Network commands (`curl`, `wget`, `ssh`, `git push/fetch/pull`, package installs, inline code that reaches the network) are `elevated`: when approved, run_shell runs them with the network; otherwise the sandbox has no network.
 
-## Sandbox
+**Background commands.** `run_shell {background: true}` is analysed like the same command in the foreground, so it is never rated or decided more leniently, and its reason ends with `(runs in the background)`. Its canonical key is the same, so one `allow_session` covers both.
 
-On Linux, run_shell runs inside bubblewrap when it is available: the workspace is writable (its `.git` stays read-only), `/tmp` is private, everything else is read-only, the network is unshared unless the call was approved at the `elevated` level, the command gets its own PID namespace and dies with the runtime. `SandboxConfig { enabled: false }` turns it off. When bubblewrap is missing or cannot start a sandbox (for example without user namespaces), commands run unsandboxed: `keel_tools::sandbox_status()` says why, every result carries `sandboxed: false`, and the first such call of the process emits an `info` progress chunk. Either way the command runs in its own process group, and on timeout, cancellation or exit the whole group is killed. The `git` tool runs unsandboxed, always with the pager, external diff, textconv and fsmonitor disabled and no terminal prompts.
+**Where commands run.** The rating does not depend on the sandbox: a command is rated by what it would do unsandboxed. run_shell then runs it (foreground or background) inside an OS sandbox chosen by `SandboxConfig { enabled, mode, network, require_sandbox, bwrap }`: bubblewrap when it can start here, else Landlock when the kernel has it, else none (see Sandbox below). With no sandbox the call is refused with `SANDBOX_UNAVAILABLE` when it requires one (the kernel requires it in `auto` mode, where nobody approves each command) and otherwise runs with a warning; every result's `sandbox` says which one ran. The command runs in its own process group, and on timeout, cancellation or exit everything it started is killed. The `git` tool runs unsandboxed, always with the pager, external diff, textconv and fsmonitor disabled and no terminal prompts.
 "#;
 
 /// A parsed allow or deny rule.

@@ -83,12 +83,15 @@ fn decision_of(s: &str) -> Option<Decision> {
 }
 
 /// Checks one row of the shell corpus (`ask auto-edit auto plan risk command`) against
-/// the gate in every mode; returns every mismatch.
+/// the gate in every mode; returns every mismatch. With `background`, the call is
+/// `run_shell {background: true}`, which must be rated and decided the same and say
+/// so in its reason.
 fn check_shell_row(
     line: usize,
     cols: &[String],
     ws: &PathBuf,
     policy: &ShellPolicy,
+    background: bool,
 ) -> Result<RiskLevel, Vec<String>> {
     let [ask, auto_edit, auto, plan, risk, command] = cols else {
         return Err(vec![format!(
@@ -105,7 +108,16 @@ fn check_shell_row(
     };
     // `\n` in the corpus stands for a newline (here-documents).
     let command = &command.replace("\\n", "\n");
-    let args = json!({ "command": command });
+    let args = if background {
+        json!({ "command": command, "background": true })
+    } else {
+        json!({ "command": command })
+    };
+    let line = if background {
+        format!("{line} (background)")
+    } else {
+        line.to_string()
+    };
     let wants = [
         (PermissionMode::Ask, ask),
         (PermissionMode::AutoEdit, auto_edit),
@@ -161,6 +173,12 @@ fn check_shell_row(
             if v.verdict.reason.is_empty() {
                 out.push(format!("line {line}: `{command}`: empty reason"));
             }
+            if background != v.verdict.reason.contains("(runs in the background)") {
+                out.push(format!(
+                    "line {line}: `{command}`: the reason does not say where it runs: {}",
+                    v.verdict.reason
+                ));
+            }
             let network = v.verdict.scope.iter().any(|s| s == "network");
             if network && v.verdict.level != keel_envelope::types::PermissionLevel::Elevated {
                 out.push(format!(
@@ -184,7 +202,12 @@ fn shell_corpus() {
     let mut mismatches = Vec::new();
     let (mut dangerous, mut harmless) = (0, 0);
     for (line, cols) in rows(&text) {
-        match check_shell_row(line, &cols, &ws, &policy) {
+        // A background command is rated and decided like the same command in the
+        // foreground.
+        if let Err(e) = check_shell_row(line, &cols, &ws, &policy, true) {
+            mismatches.extend(e);
+        }
+        match check_shell_row(line, &cols, &ws, &policy, false) {
             Ok(RiskLevel::High) => dangerous += 1,
             Ok(RiskLevel::Low) => harmless += 1,
             Ok(RiskLevel::Medium) => {}

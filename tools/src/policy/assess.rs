@@ -237,6 +237,11 @@ pub(super) fn assess_shell(args: &RunShellArgs, ws: &Path, policy: &ShellPolicy)
     a.needs_rule_in_auto = an.elevated || an.needs_approval;
     a.preview = args.command.clone();
     a.command = Some(args.command.clone());
+    if args.background == Some(true) {
+        // A background command is rated and decided like the same command in the
+        // foreground (same key, never milder); the reason says where it runs.
+        a.reason = format!("{} (runs in the background)", a.reason);
+    }
     a.target = Target::Shell(Box::new(an));
     a
 }
