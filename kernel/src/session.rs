@@ -156,12 +156,8 @@ impl Session {
         self.kernel.ctx.clock.now_ms()
     }
 
-    /// A request reached `point`: the kernel's own work there (a generated title
-    /// once the work is done), then a test probe may pause it.
+    /// A request reached `point`: a test probe may pause it there.
     pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
-        if point == crate::probe::Point::BeforeTerminal {
-            self.generate_title(request_id).await;
-        }
         if let Some(p) = &self.kernel.probe {
             p.reached(point, &self.id, request_id).await;
         }
