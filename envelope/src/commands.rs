@@ -126,6 +126,16 @@ command_payloads! {
         /// Rules valid in this project.
         #[serde(default)]
         pub always_allow_project: Vec<String>,
+        /// Deny rules valid everywhere.
+        #[serde(default)]
+        pub always_deny_global: Vec<String>,
+        /// Deny rules valid in this project.
+        #[serde(default)]
+        pub always_deny_project: Vec<String>,
+        /// Deny rules for this session only (kept with the session, not with the
+        /// host's rules).
+        #[serde(default)]
+        pub deny: Vec<String>,
     }
 
     /// `session.set_title`.
@@ -493,7 +503,7 @@ define_commands! {
     SessionSetMode = "session.set_mode" => SetMode, session: true,
     /// Change the model.
     SessionSetModel = "session.set_model" => SetModel, session: true,
-    /// Sync always-allow rules.
+    /// Sync the always-allow and deny rules.
     SessionSetRules = "session.set_rules" => SetRules, session: true,
     /// Load history.
     SessionLoadHistory = "session.load_history" => LoadHistory, session: true,

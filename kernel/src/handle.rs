@@ -271,7 +271,8 @@ impl SessionHandle {
         .await
     }
 
-    /// Syncs the always-allow rules.
+    /// Syncs the always-allow and always-deny rules (the session-only deny rules
+    /// are cleared).
     pub async fn set_rules(
         &self,
         rules: keel_envelope::types::ApprovalRules,
@@ -280,6 +281,9 @@ impl SessionHandle {
             keel_envelope::commands::SetRules {
                 always_allow_global: rules.always_allow_global,
                 always_allow_project: rules.always_allow_project,
+                always_deny_global: rules.always_deny_global,
+                always_deny_project: rules.always_deny_project,
+                deny: Vec::new(),
             },
         ))
         .await

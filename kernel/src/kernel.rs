@@ -471,6 +471,7 @@ impl Kernel {
                 .unwrap_or(self.inner.config.permission_mode),
             rules: Default::default(),
             session_keys: Vec::new(),
+            session_deny: Vec::new(),
             history: Vec::new(),
             plan: None,
             usage: Default::default(),

@@ -14,6 +14,8 @@ mod compact;
 pub mod config;
 mod emit;
 mod ext;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 mod handle;
 pub mod hooks;

@@ -367,8 +367,14 @@ impl Session {
                 let rules = ApprovalRules {
                     always_allow_global: p.always_allow_global.clone(),
                     always_allow_project: p.always_allow_project.clone(),
+                    always_deny_global: p.always_deny_global.clone(),
+                    always_deny_project: p.always_deny_project.clone(),
                 };
-                self.data().state.rules = rules.clone();
+                {
+                    let mut d = self.data();
+                    d.state.rules = rules.clone();
+                    d.state.session_deny = p.deny.clone();
+                }
                 self.emitter
                     .emit(
                         rid,

@@ -39,6 +39,9 @@ pub struct PersistedSession {
     /// Canonical keys approved for the session.
     #[serde(default)]
     pub session_keys: Vec<String>,
+    /// Deny rules for this session only (`session.set_rules` `deny`).
+    #[serde(default)]
+    pub session_deny: Vec<String>,
     /// Conversation history.
     pub history: Vec<Message>,
     /// The plan.

@@ -147,7 +147,7 @@ define_events! {
     SessionModeChanged = "session.mode_changed" => SessionModeChanged,
     /// The model changed.
     SessionModelChanged = "session.model_changed" => SessionModelChanged,
-    /// The always-allow rules changed.
+    /// The always-allow or always-deny rules changed.
     SessionRulesUpdated = "session.rules_updated" => SessionRulesUpdated,
     /// History was loaded.
     SessionHistoryLoaded = "session.history_loaded" => SessionHistoryLoaded,

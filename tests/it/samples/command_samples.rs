@@ -44,6 +44,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionSetRules => CommandPayload::SessionSetRules(c::SetRules {
             always_allow_global: vec![s("read_file")],
             always_allow_project: vec![s("run_shell(cargo test:*)")],
+            always_deny_global: vec![s("run_shell(rm -rf *)")],
+            always_deny_project: vec![s("git(push*)")],
+            deny: vec![s("run_shell(curl *)")],
         }),
         CommandType::SessionSetTitle => CommandPayload::SessionSetTitle(c::SetTitle {
             title: s("Fix the failing parser test"),

@@ -83,6 +83,8 @@ fn rules() -> ApprovalRules {
     ApprovalRules {
         always_allow_global: vec![s("read_file")],
         always_allow_project: vec![s("run_shell(cargo test:*)")],
+        always_deny_global: vec![s("run_shell(rm -rf *)")],
+        always_deny_project: vec![s("git(push*)")],
     }
 }
 

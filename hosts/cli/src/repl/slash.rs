@@ -70,6 +70,11 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "send a message that joins the running request (else runs now)",
     },
     SlashCommand {
+        name: "/rules",
+        args: "[allow|deny <rule>]",
+        help: "list the allow and deny rules; add one for this session",
+    },
+    SlashCommand {
         name: "/title",
         args: "[text]",
         help: "show the session's title, or rename it",
@@ -220,6 +225,7 @@ impl Repl {
                 }
             }
             "/title" => self.title(arg),
+            "/rules" => self.rules_command(arg),
             "/review" => self.review(arg),
             "/patches" => self.patches(arg),
             "/preview" => self.preview(arg),

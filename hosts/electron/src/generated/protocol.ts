@@ -130,8 +130,10 @@ approvalId: string,
 decision: ApprovalDecision, };
 
 /**
- * The always-allow rules a host keeps and syncs (seed 000 §5.6). A rule is a tool name
- * (`edit_file`) or a tool with a pattern (`run_shell(npm run test:*)`).
+ * The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
+ * rule is a tool name (`edit_file`) or a tool with a pattern
+ * (`run_shell(npm run test:*)`). A matching deny rule beats every allow rule and
+ * session approval.
  */
 export type ApprovalRules = { 
 /**
@@ -141,7 +143,15 @@ alwaysAllowGlobal: Array<string>,
 /**
  * Rules valid in this project.
  */
-alwaysAllowProject: Array<string>, };
+alwaysAllowProject: Array<string>, 
+/**
+ * Deny rules valid in every project (absent in protocol 1.0 peers: empty).
+ */
+alwaysDenyGlobal: Array<string>, 
+/**
+ * Deny rules valid in this project (absent in protocol 1.0 peers: empty).
+ */
+alwaysDenyProject: Array<string>, };
 
 /**
  * `ask.answered`.
@@ -2213,7 +2223,20 @@ alwaysAllowGlobal: Array<string>,
 /**
  * Rules valid in this project.
  */
-alwaysAllowProject: Array<string>, };
+alwaysAllowProject: Array<string>, 
+/**
+ * Deny rules valid everywhere.
+ */
+alwaysDenyGlobal: Array<string>, 
+/**
+ * Deny rules valid in this project.
+ */
+alwaysDenyProject: Array<string>, 
+/**
+ * Deny rules for this session only (kept with the session, not with the
+ * host's rules).
+ */
+deny: Array<string>, };
 
 /**
  * `session.set_title`.
