@@ -84,6 +84,9 @@ pub(crate) struct Data {
     pub(crate) sandbox_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
+    /// Whether the running unit of work (`active`) is a compaction by hand: it has no
+    /// model call a steered message could join, so such messages are queued.
+    pub(crate) compacting: bool,
 }
 
 /// One session.
@@ -141,6 +144,7 @@ impl Session {
                 runner: None,
                 sandbox_warned: false,
                 ext,
+                compacting: false,
             }),
         })
     }
@@ -479,16 +483,7 @@ impl Session {
                     return Err(not_found(ErrorCode::AskNotFound, "question", &p.ask_id));
                 }
             }
-            CommandPayload::ContextCompact(_) => {
-                if self.data().active.is_some() {
-                    return Err(ErrorPayload::new(
-                        ErrorCode::SessionBusy,
-                        "compaction by hand runs while the session is idle",
-                    ));
-                }
-                crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
-                self.persist(rid).await;
-            }
+            CommandPayload::ContextCompact(_) => crate::compact::start_manual(self, rid).await?,
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(
@@ -530,6 +525,7 @@ impl Session {
                     "the session is closed",
                 ));
             }
+            let compacting = d.compacting;
             match (&mut d.active, when_busy) {
                 (None, _) => {
                     let cancel = self.cancel.child_token();
@@ -541,6 +537,10 @@ impl Session {
                         patch_preview: q.patch_preview,
                     });
                     Outcome::Start(cancel)
+                }
+                (Some(_), WhenBusy::Steer | WhenBusy::Queue) if compacting => {
+                    d.queue.push_back(q.clone());
+                    Outcome::Queued(d.queue.len() as u32)
                 }
                 (Some(active), WhenBusy::Steer) => {
                     active.steer.push(q.message.clone());

@@ -299,6 +299,7 @@ fn opts() -> SessionOptions {
     }
 }
 
+mod compaction;
 mod context;
 mod interrupts;
 mod persistence;
