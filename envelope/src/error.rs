@@ -99,6 +99,9 @@ error_codes! {
     ToolNameConflict = "TOOL_NAME_CONFLICT",
     /// A shell command must run in an OS sandbox and none can run on this machine.
     SandboxUnavailable = "SANDBOX_UNAVAILABLE",
+    /// The runtime already has its maximum number of open sessions
+    /// (`details.limit`); close one, or raise the limit.
+    SessionLimitReached = "SESSION_LIMIT_REACHED",
 }
 
 impl std::fmt::Display for ErrorCode {
