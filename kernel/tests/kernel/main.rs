@@ -307,3 +307,4 @@ mod plans;
 mod registry;
 mod requests;
 mod stop;
+mod store;
