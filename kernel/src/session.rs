@@ -28,6 +28,11 @@ use crate::kernel::KernelInner;
 use crate::model::{Message, Model, ToolCallRequest};
 use crate::store::PersistedSession;
 
+/// Most messages waiting on a busy session (queued requests plus steered messages not
+/// yet given to the model); beyond it `request.send` is refused with `SESSION_BUSY`
+/// (`details.reason: "queue_full"`).
+pub(crate) const MAX_WAITING: usize = 64;
+
 /// A request waiting to run.
 #[derive(Debug, Clone)]
 pub(crate) struct Queued {
@@ -526,6 +531,19 @@ impl Session {
                 ));
             }
             let compacting = d.compacting;
+            let waiting = d.queue.len() + d.active.as_ref().map_or(0, |a| a.steer.len());
+            if d.active.is_some()
+                && !matches!(when_busy, WhenBusy::Reject)
+                && waiting >= MAX_WAITING
+            {
+                return Err(ErrorPayload::new(
+                    ErrorCode::SessionBusy,
+                    format!("{waiting} messages already wait for the running request (the most a session keeps)"),
+                )
+                .retryable(true)
+                .with_detail("reason", "queue_full")
+                .with_detail("limit", MAX_WAITING as u64));
+            }
             match (&mut d.active, when_busy) {
                 (None, _) => {
                     let cancel = self.cancel.child_token();

@@ -299,6 +299,7 @@ fn opts() -> SessionOptions {
     }
 }
 
+mod bounds;
 mod compaction;
 mod context;
 mod interrupts;

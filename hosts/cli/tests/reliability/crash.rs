@@ -119,14 +119,17 @@ fn restart_and_check(
         );
     }
     // The request cut by the kill ends, continuing its own sequence (unless its
-    // terminal event was already logged).
-    let ended = log_before.iter().any(|e| {
-        e.request_id == cut_request
-            && matches!(
-                e.event,
-                Event::SessionCompleted(_) | Event::SessionInterrupted(_)
-            )
-    });
+    // terminal event was already logged, or the kill came before the session took
+    // the request: then nothing of it was logged and nothing is owed).
+    let logged = log_before.iter().any(|e| e.request_id == cut_request);
+    let ended = !logged
+        || log_before.iter().any(|e| {
+            e.request_id == cut_request
+                && matches!(
+                    e.event,
+                    Event::SessionCompleted(_) | Event::SessionInterrupted(_)
+                )
+        });
     if !ended {
         let end = b.until_on(cut_request, "session.interrupted");
         let Event::SessionInterrupted(i) = &end.last().unwrap().event else {

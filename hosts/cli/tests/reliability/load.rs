@@ -55,6 +55,9 @@ impl Tracker {
         self.checker.check(env).unwrap();
         self.events += 1;
         let &i = self.owner.get(&env.request_id)?;
+        if let (Event::SessionStarted(_), Some(slot)) = (&env.event, self.sessions.get_mut(i)) {
+            *slot = env.session_id.clone().unwrap();
+        }
         if let Some(sid) = self.sessions.get(i) {
             assert_eq!(
                 env.session_id.as_deref(),
@@ -100,14 +103,22 @@ fn run_load(sessions: usize, requests: usize, max_files: Option<u64>) -> (usize,
         extra_args: &[],
     });
     let t = Instant::now();
-    let mut tr = Tracker::default();
+    let mut tr = Tracker {
+        sessions: vec![String::new(); sessions],
+        done: vec![0; sessions],
+        ..Tracker::default()
+    };
     for i in 0..sessions {
         let rid = format!("start{i}");
         tr.owner.insert(rid.clone(), i);
-        b.send(&command("session.start", &rid, None, json!({})));
+        // Each session gets its own scripted model (the default one would be shared).
+        b.send(&command(
+            "session.start",
+            &rid,
+            None,
+            json!({"model": model}),
+        ));
     }
-    tr.sessions = vec![String::new(); sessions];
-    tr.done = vec![0; sessions];
     let mut started = 0;
     let mut finished = 0;
     let mut peak_files = 0;
@@ -127,7 +138,6 @@ fn run_load(sessions: usize, requests: usize, max_files: Option<u64>) -> (usize,
             continue;
         };
         if let Event::SessionStarted(_) = env.event {
-            tr.sessions[i] = env.session_id.clone().unwrap();
             started += 1;
             send(&b, &mut tr, i);
             if started % 100 == 0 {
