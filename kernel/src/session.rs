@@ -106,6 +106,9 @@ pub(crate) struct Session {
     /// look at the running request, so a host that saw a terminal event finds the
     /// session already switched.
     pub(crate) turnover: tokio::sync::Mutex<()>,
+    /// Held while a state snapshot is taken and written, so snapshots of the session
+    /// reach the store in the order they were taken.
+    saving: tokio::sync::Mutex<()>,
     data: Mutex<Data>,
 }
 
@@ -137,6 +140,7 @@ impl Session {
             emitter,
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
+            saving: tokio::sync::Mutex::new(()),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -170,7 +174,12 @@ impl Session {
     }
 
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
+    ///
+    /// The write runs on the blocking pool: replacing a file can wait for the disk
+    /// (ext4 flushes the new data before a rename over an existing file), and many
+    /// sessions saving at once must not hold the runtime's worker threads.
     pub(crate) async fn persist(&self, request_id: &str) {
+        let _saving = self.saving.lock().await;
         let snapshot = {
             let mut d = self.data();
             d.state.updated_at = self.now();
@@ -178,7 +187,16 @@ impl Session {
             ext.save(&mut state.extensions);
             d.state.clone()
         };
-        if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
+        let store = self.kernel.ctx.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.save_state(&snapshot))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ErrorPayload::new(
+                    ErrorCode::RuntimeInternalError,
+                    format!("saving the session state failed: {e}"),
+                ))
+            });
+        if let Err(e) = saved {
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
     }
