@@ -345,7 +345,7 @@ fn killed_during_a_large_file_write() {
             json!({"message": "rewrite big.txt"}),
         ));
         // Kill while the write is under way: its temporary file is there (or, for a
-        // few rounds, just after the request was sent).
+        // few rounds, just after the request was sent, or just after the rename).
         if n % 4 != 3 {
             let deadline = std::time::Instant::now() + HANG;
             while leftovers(w.ws.path()).is_empty() {
@@ -356,7 +356,19 @@ fn killed_during_a_large_file_write() {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
-        std::thread::sleep(std::time::Duration::from_micros(rng.range(0, 20_000)));
+        if n % 4 == 2 {
+            // This round kills just after the rename: the temporary file is gone.
+            let deadline = std::time::Instant::now() + HANG;
+            while !leftovers(w.ws.path()).is_empty() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the write never ended"
+                );
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(rng.range(0, 20_000)));
+        }
         b.kill();
         let content = std::fs::read(w.ws.path().join("big.txt")).unwrap();
         assert_eq!(content.len(), SIZE, "the file is neither old nor new");
