@@ -87,6 +87,8 @@ pub(crate) struct Data {
     pub(crate) runner: Option<JoinHandle<()>>,
     /// Whether the session already warned that shell commands run unsandboxed.
     pub(crate) sandbox_warned: bool,
+    /// Whether the session already warned that `AGENTS.md` was not read.
+    pub(crate) instructions_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
     /// Whether the running unit of work (`active`) is a compaction by hand: it has no
@@ -152,6 +154,7 @@ impl Session {
                 plan_wait: None,
                 runner: None,
                 sandbox_warned: false,
+                instructions_warned: false,
                 ext,
                 compacting: false,
             }),
@@ -166,7 +169,7 @@ impl Session {
         self.kernel.ctx.clock.now_ms()
     }
 
-    /// Lets a test probe pause the request at `point`.
+    /// A request reached `point`: a test probe may pause it there.
     pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
         if let Some(p) = &self.kernel.probe {
             p.reached(point, &self.id, request_id).await;
@@ -197,6 +200,7 @@ impl Session {
                 ))
             });
         if let Err(e) = saved {
+            tracing::warn!(session_id = %self.id, code = %e.code, message = %e.message, "saving the session state failed");
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
     }
@@ -422,6 +426,10 @@ impl Session {
                     )
                     .await;
                 self.persist(rid).await;
+            }
+            CommandPayload::SessionSetTitle(p) => {
+                let title = crate::title::validate(&p.title)?;
+                self.set_title(rid, title, "host").await;
             }
             CommandPayload::RequestSend(p) => {
                 if p.message.trim().is_empty() {

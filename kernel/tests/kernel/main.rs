@@ -307,5 +307,6 @@ mod persistence;
 mod plans;
 mod registry;
 mod requests;
+mod sessions;
 mod stop;
 mod store;
