@@ -88,6 +88,12 @@ pub struct Config {
     pub patch_preview: bool,
     /// Budgets, prices, the output cap and hooks.
     pub agent: AgentConfig,
+    /// Whether the session store syncs every event to the disk before delivering it
+    /// (`fsyncEachEvent`): survives a power loss, at one disk sync per event.
+    pub fsync_each_event: bool,
+    /// Maximum number of sessions open at once in one process (`maxOpenSessions`;
+    /// 0 = no limit).
+    pub max_open_sessions: usize,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -110,6 +116,8 @@ impl Default for Config {
             providers: ProvidersConfig::default(),
             patch_preview: false,
             agent: AgentConfig::default(),
+            fsync_each_event: false,
+            max_open_sessions: 1000,
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -135,6 +143,8 @@ struct RawConfig {
     budget: Option<RawBudget>,
     prices: Option<std::collections::BTreeMap<String, RawPrice>>,
     hooks: Option<RawHooks>,
+    fsync_each_event: Option<bool>,
+    max_open_sessions: Option<usize>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -469,6 +479,12 @@ impl Config {
         if let Some(p) = raw.patch_preview {
             self.patch_preview = p;
         }
+        if let Some(f) = raw.fsync_each_event {
+            self.fsync_each_event = f;
+        }
+        if let Some(m) = raw.max_open_sessions {
+            self.max_open_sessions = m;
+        }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {
                 self.providers.openai.base_url = Some(url);
@@ -548,6 +564,31 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.details["key"], "patchPreview");
         assert_eq!(e.details["line"], 2);
+    }
+
+    #[test]
+    fn durability_and_session_limit_are_keys() {
+        let mut c = Config::default();
+        assert!(!c.fsync_each_event);
+        assert_eq!(c.max_open_sessions, 1000);
+        c.apply_toml(
+            "fsyncEachEvent = true\nmaxOpenSessions = 20\n",
+            Path::new("config.toml"),
+        )
+        .unwrap();
+        assert!(c.fsync_each_event);
+        assert_eq!(c.max_open_sessions, 20);
+        let e = c
+            .apply_toml("maxOpenSessions = -1\n", Path::new("config.toml"))
+            .unwrap_err();
+        assert_eq!(e.details["key"], "maxOpenSessions");
+        let e = c
+            .apply_toml("\nfsyncEachEvent = \"always\"\n", Path::new("config.toml"))
+            .unwrap_err();
+        assert_eq!(
+            (e.details["key"].as_str(), e.details["line"].as_u64()),
+            (Some("fsyncEachEvent"), Some(2))
+        );
     }
 
     #[test]

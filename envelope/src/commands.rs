@@ -133,9 +133,9 @@ command_payloads! {
         #[serde(default)]
         pub always_deny_project: Vec<String>,
         /// Deny rules for this session only (kept with the session, not with the
-        /// host's rules).
-        #[serde(default)]
-        pub deny: Vec<String>,
+        /// host's rules). Absent: the session's deny rules stay as they are.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub deny: Option<Vec<String>>,
     }
 
     /// `session.set_title`.

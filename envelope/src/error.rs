@@ -111,6 +111,9 @@ error_codes! {
     /// A cost limit is set but the model has no price in the configuration, so its
     /// calls are not counted (a `warning`).
     PriceUnknown = "PRICE_UNKNOWN",
+    /// The runtime already has its maximum number of open sessions
+    /// (`details.limit`); close one, or raise the limit.
+    SessionLimitReached = "SESSION_LIMIT_REACHED",
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -15,7 +15,7 @@ use crate::kernel::{Kernel, KernelInner, ModelFactory};
 use crate::model::Model;
 use crate::probe::Probe;
 use crate::registry::{typed, RegistryBuilder};
-use crate::store::{FileStore, MemoryStore, Store};
+use crate::store::{FileStore, FileStoreOptions, MemoryStore, Store};
 
 /// Builds a [`Kernel`].
 #[derive(Default)]
@@ -24,6 +24,7 @@ pub struct KernelBuilder {
     model: Option<Arc<dyn Model>>,
     factory: Option<ModelFactory>,
     store: Option<Arc<dyn Store>>,
+    store_dir: Option<PathBuf>,
     clock: Option<Arc<dyn Clock>>,
     ids: Option<Arc<dyn IdGen>>,
     tools: Vec<Arc<dyn Tool>>,
@@ -94,12 +95,16 @@ impl KernelBuilder {
     /// A store; default: files under `$KEEL_HOME` or the platform data dir.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self.store_dir = None;
         self
     }
 
-    /// Keeps sessions in files under `dir`.
-    pub fn store_dir(self, dir: impl Into<PathBuf>) -> Self {
-        self.store(Arc::new(FileStore::new(dir)))
+    /// Keeps sessions in files under `dir` (a [`FileStore`] made at
+    /// [`KernelBuilder::build`] with the configuration's `fsync_each_event`).
+    pub fn store_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.store = None;
+        self.store_dir = Some(dir.into());
+        self
     }
 
     /// Keeps sessions in memory only.
@@ -149,9 +154,21 @@ impl KernelBuilder {
 
     /// Builds the kernel. Must be called inside a tokio runtime.
     pub fn build(self) -> Result<Kernel, ErrorPayload> {
-        let store: Arc<dyn Store> = match self.store {
-            Some(s) => s,
-            None => Arc::new(FileStore::new(default_store_dir()?)),
+        let store: Arc<dyn Store> = match (self.store, self.store_dir) {
+            (Some(s), _) => s,
+            (None, dir) => {
+                let dir = match dir {
+                    Some(d) => d,
+                    None => default_store_dir()?,
+                };
+                Arc::new(FileStore::with_options(
+                    dir,
+                    FileStoreOptions {
+                        fsync_each_event: self.config.fsync_each_event,
+                        ..FileStoreOptions::default()
+                    },
+                ))
+            }
         };
         let default_model = self.model;
         let factory: ModelFactory = match (self.factory, default_model.clone()) {
@@ -200,6 +217,7 @@ impl KernelBuilder {
                 ctx,
                 emitter,
                 sessions: Mutex::new(HashMap::new()),
+                admitting: std::sync::atomic::AtomicUsize::new(0),
                 cancel: CancellationToken::new(),
             }),
         })

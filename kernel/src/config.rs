@@ -54,7 +54,19 @@ pub struct KernelConfig {
     pub channel_capacity: usize,
     /// Whether new sessions propose edits as patches instead of writing them.
     pub patch_preview: bool,
+    /// Whether the file store syncs every event to the disk before delivering it
+    /// (survives a power loss; one disk sync per event). Off: logs are synced when
+    /// their session closes and at shutdown. Applies to the store the builder makes
+    /// (`store_dir` or the default); a store given with `store` decides for itself.
+    pub fsync_each_event: bool,
+    /// Maximum number of sessions open at once in this kernel (started or resumed and
+    /// not closed); beyond it `session.start` and `session.resume` are refused with
+    /// `SESSION_LIMIT_REACHED`. `0` means no limit.
+    pub max_open_sessions: usize,
 }
+
+/// Default of [`KernelConfig::max_open_sessions`].
+pub const DEFAULT_MAX_OPEN_SESSIONS: usize = 1000;
 
 impl Default for KernelConfig {
     fn default() -> Self {
@@ -74,6 +86,8 @@ impl Default for KernelConfig {
             system_prompt: None,
             channel_capacity: 1024,
             patch_preview: false,
+            fsync_each_event: false,
+            max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
         }
     }
 }

@@ -283,7 +283,7 @@ impl SessionHandle {
                 always_allow_project: rules.always_allow_project,
                 always_deny_global: rules.always_deny_global,
                 always_deny_project: rules.always_deny_project,
-                deny: Vec::new(),
+                deny: None,
             },
         ))
         .await

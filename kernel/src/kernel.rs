@@ -110,7 +110,46 @@ pub(crate) struct KernelInner {
     pub(crate) ctx: EmitCtx,
     pub(crate) emitter: Emitter,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions being started or resumed: counted against `max_open_sessions` until
+    /// they join `sessions`.
+    pub(crate) admitting: std::sync::atomic::AtomicUsize,
     pub(crate) cancel: CancellationToken,
+}
+
+/// A place reserved for a session being opened (see [`Kernel::admit`]); given back
+/// when dropped unless the session was inserted.
+struct Admission<'k> {
+    inner: &'k KernelInner,
+    done: bool,
+}
+
+impl Admission<'_> {
+    /// Makes the session open: inserts it and gives the reservation back at once.
+    /// If a session of that id was opened meanwhile (two resumes at once), that one
+    /// stays and is returned.
+    fn insert(mut self, id: &str, session: Arc<Session>) -> Arc<Session> {
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let open = sessions.entry(id.to_owned()).or_insert(session).clone();
+        self.inner
+            .admitting
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.done = true;
+        open
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner
+                .admitting
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 impl std::fmt::Debug for KernelInner {
@@ -212,6 +251,43 @@ impl Kernel {
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
             .cloned()
+    }
+
+    /// Reserves a place for one more open session, or refuses with
+    /// `SESSION_LIMIT_REACHED` when `max_open_sessions` are open (or being opened).
+    fn admit(&self) -> Result<Admission<'_>, ErrorPayload> {
+        use std::sync::atomic::Ordering;
+        let inner = &*self.inner;
+        let max = inner.config.max_open_sessions;
+        let sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let open = sessions.len() + inner.admitting.load(Ordering::SeqCst);
+        if max > 0 && open >= max {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionLimitReached,
+                format!(
+                    "{open} sessions are open, the most this runtime allows ({max}); close one first"
+                ),
+            )
+            .category(keel_envelope::error::ErrorCategory::Business)
+            .retryable(true)
+            .with_detail("limit", max as u64)
+            .with_detail("open", open as u64));
+        }
+        inner.admitting.fetch_add(1, Ordering::SeqCst);
+        drop(sessions);
+        Ok(Admission { inner, done: false })
+    }
+
+    /// Lets the store close what it holds open for a closed session; a failure is a
+    /// warning on the closing command's stream.
+    async fn release(&self, session: &Session, request_id: &str) {
+        if let Err(e) = self.inner.ctx.store.release(&session.id) {
+            let warning = e.severity(keel_envelope::error::Severity::Warning);
+            session
+                .emitter
+                .emit(request_id, Event::Warning(warning))
+                .await;
+        }
     }
 
     /// A handle to an open session.
@@ -370,6 +446,7 @@ impl Kernel {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .remove(sid);
+                    self.release(&session, &cmd.request_id).await;
                     return Ok(());
                 }
                 session.handle_command(cmd).await
@@ -457,6 +534,7 @@ impl Kernel {
         opts: SessionStart,
         id: String,
     ) -> Result<Arc<Session>, ErrorPayload> {
+        let admission = self.admit()?;
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
         let extensions = crate::budget::session_extensions(&opts)?;
@@ -482,11 +560,7 @@ impl Kernel {
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), session.clone());
+        let session = admission.insert(&id, session);
         tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
         crate::hooks::spawn_session_start(&session, request_id, "startup");
@@ -509,6 +583,7 @@ impl Kernel {
             drop(g);
             return Ok(live);
         }
+        let admission = self.admit()?;
         let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -527,12 +602,18 @@ impl Kernel {
         };
         state.model = model.id();
         state.closed = false;
-        let session = Session::new(self.inner.clone(), state, model, seq);
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_owned(), session.clone());
+        let fresh = Session::new(self.inner.clone(), state, model, seq);
+        let session = admission.insert(id, fresh.clone());
+        if !Arc::ptr_eq(&session, &fresh) {
+            // Another resume of the same session won the race: answer from it.
+            let mut g = session.emitter.lock().await;
+            let log = self.inner.ctx.store.load_events(id)?;
+            session
+                .emit_resumed(&mut g, request_id, &log.events, after)
+                .await?;
+            drop(g);
+            return Ok(session);
+        }
         let mut g = session.emitter.lock().await;
         if log.torn_tail_dropped {
             g.emit(
@@ -750,6 +831,7 @@ impl Kernel {
         for s in sessions {
             let rid = self.new_request_id();
             s.close(&rid, reason).await;
+            self.release(&s, &rid).await;
         }
         self.inner.cancel.cancel();
         let _ = self.inner.ctx.store.flush();

@@ -28,6 +28,11 @@ use crate::kernel::KernelInner;
 use crate::model::{Message, Model, ToolCallRequest};
 use crate::store::PersistedSession;
 
+/// Most messages waiting on a busy session (queued requests plus steered messages not
+/// yet given to the model); beyond it `request.send` is refused with `SESSION_BUSY`
+/// (`details.reason: "queue_full"`).
+pub(crate) const MAX_WAITING: usize = 64;
+
 /// A request waiting to run.
 #[derive(Debug, Clone)]
 pub(crate) struct Queued {
@@ -88,6 +93,9 @@ pub(crate) struct Data {
     pub(crate) instructions_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
+    /// Whether the running unit of work (`active`) is a compaction by hand: it has no
+    /// model call a steered message could join, so such messages are queued.
+    pub(crate) compacting: bool,
 }
 
 /// One session.
@@ -102,6 +110,9 @@ pub(crate) struct Session {
     /// look at the running request, so a host that saw a terminal event finds the
     /// session already switched.
     pub(crate) turnover: tokio::sync::Mutex<()>,
+    /// Held while a state snapshot is taken and written, so snapshots of the session
+    /// reach the store in the order they were taken.
+    saving: tokio::sync::Mutex<()>,
     data: Mutex<Data>,
 }
 
@@ -133,6 +144,7 @@ impl Session {
             emitter,
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
+            saving: tokio::sync::Mutex::new(()),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -146,6 +158,7 @@ impl Session {
                 sandbox_warned: false,
                 instructions_warned: false,
                 ext,
+                compacting: false,
             }),
         })
     }
@@ -166,7 +179,12 @@ impl Session {
     }
 
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
+    ///
+    /// The write runs on the blocking pool: replacing a file can wait for the disk
+    /// (ext4 flushes the new data before a rename over an existing file), and many
+    /// sessions saving at once must not hold the runtime's worker threads.
     pub(crate) async fn persist(&self, request_id: &str) {
+        let _saving = self.saving.lock().await;
         let snapshot = {
             let mut d = self.data();
             d.state.updated_at = self.now();
@@ -174,7 +192,16 @@ impl Session {
             ext.save(&mut state.extensions);
             d.state.clone()
         };
-        if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
+        let store = self.kernel.ctx.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.save_state(&snapshot))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ErrorPayload::new(
+                    ErrorCode::RuntimeInternalError,
+                    format!("saving the session state failed: {e}"),
+                ))
+            });
+        if let Err(e) = saved {
             tracing::warn!(session_id = %self.id, code = %e.code, message = %e.message, "saving the session state failed");
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
@@ -373,7 +400,9 @@ impl Session {
                 {
                     let mut d = self.data();
                     d.state.rules = rules.clone();
-                    d.state.session_deny = p.deny.clone();
+                    if let Some(deny) = &p.deny {
+                        d.state.session_deny = deny.clone();
+                    }
                 }
                 self.emitter
                     .emit(
@@ -497,16 +526,7 @@ impl Session {
                     return Err(not_found(ErrorCode::AskNotFound, "question", &p.ask_id));
                 }
             }
-            CommandPayload::ContextCompact(_) => {
-                if self.data().active.is_some() {
-                    return Err(ErrorPayload::new(
-                        ErrorCode::SessionBusy,
-                        "compaction by hand runs while the session is idle",
-                    ));
-                }
-                crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
-                self.persist(rid).await;
-            }
+            CommandPayload::ContextCompact(_) => crate::compact::start_manual(self, rid).await?,
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(
@@ -548,6 +568,20 @@ impl Session {
                     "the session is closed",
                 ));
             }
+            let compacting = d.compacting;
+            let waiting = d.queue.len() + d.active.as_ref().map_or(0, |a| a.steer.len());
+            if d.active.is_some()
+                && !matches!(when_busy, WhenBusy::Reject)
+                && waiting >= MAX_WAITING
+            {
+                return Err(ErrorPayload::new(
+                    ErrorCode::SessionBusy,
+                    format!("{waiting} messages already wait for the running request (the most a session keeps)"),
+                )
+                .retryable(true)
+                .with_detail("reason", "queue_full")
+                .with_detail("limit", MAX_WAITING as u64));
+            }
             match (&mut d.active, when_busy) {
                 (None, _) => {
                     let cancel = self.cancel.child_token();
@@ -559,6 +593,10 @@ impl Session {
                         patch_preview: q.patch_preview,
                     });
                     Outcome::Start(cancel)
+                }
+                (Some(_), WhenBusy::Steer | WhenBusy::Queue) if compacting => {
+                    d.queue.push_back(q.clone());
+                    Outcome::Queued(d.queue.len() as u32)
                 }
                 (Some(active), WhenBusy::Steer) => {
                     active.steer.push(q.message.clone());

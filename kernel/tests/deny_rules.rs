@@ -91,7 +91,7 @@ async fn a_deny_rule_set_over_set_rules_refuses_the_command_in_auto_mode() {
             workspace_path: None,
             permission_mode: Some(PermissionMode::Auto),
             model: None,
-            title: None,
+            ..SessionOptions::default()
         })
         .await
         .unwrap();
@@ -106,7 +106,7 @@ async fn a_deny_rule_set_over_set_rules_refuses_the_command_in_auto_mode() {
                 always_allow_project: vec!["run_shell(rm *)".into()],
                 always_deny_global: Vec::new(),
                 always_deny_project: vec!["run_shell(rm y)".into()],
-                deny: vec!["run_shell(rm x)".into()],
+                deny: Some(vec!["run_shell(rm x)".into()]),
             }),
         ))
         .await

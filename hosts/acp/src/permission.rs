@@ -126,7 +126,7 @@ impl Host {
                         always_allow_project: current.always_allow_project,
                         always_deny_global: current.always_deny_global,
                         always_deny_project: current.always_deny_project,
-                        deny: rules,
+                        deny: Some(rules),
                     }))
                     .await;
                 ApprovalDecision::Deny

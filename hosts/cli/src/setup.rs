@@ -88,6 +88,8 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         sandbox: config.sandbox.clone(),
         available_models: config.available_models(model_spec.as_deref()),
         patch_preview: config.patch_preview,
+        fsync_each_event: config.fsync_each_event,
+        max_open_sessions: config.max_open_sessions,
         ..KernelConfig::default()
     };
     // Budgets, prices, the output cap and hooks.

@@ -301,7 +301,9 @@ fn opts() -> SessionOptions {
     }
 }
 
+mod bounds;
 mod budget;
+mod compaction;
 mod context;
 mod hooks;
 mod interrupts;
@@ -311,4 +313,5 @@ mod registry;
 mod requests;
 mod sessions;
 mod stop;
+mod store;
 mod watch;

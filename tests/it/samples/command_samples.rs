@@ -46,7 +46,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             always_allow_project: vec![s("run_shell(cargo test:*)")],
             always_deny_global: vec![s("run_shell(rm -rf *)")],
             always_deny_project: vec![s("git(push*)")],
-            deny: vec![s("run_shell(curl *)")],
+            deny: Some(vec![s("run_shell(curl *)")]),
         }),
         CommandType::SessionSetTitle => CommandPayload::SessionSetTitle(c::SetTitle {
             title: s("Fix the failing parser test"),

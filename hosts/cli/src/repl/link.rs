@@ -357,6 +357,9 @@ impl Session {
         self.command(CommandPayload::SessionSetRules(SetRules {
             always_allow_global: rules.always_allow_global,
             always_allow_project: rules.always_allow_project,
+            always_deny_global: rules.always_deny_global,
+            always_deny_project: rules.always_deny_project,
+            deny: None,
         }))
         .await
     }

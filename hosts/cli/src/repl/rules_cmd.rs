@@ -103,7 +103,7 @@ impl Repl {
             always_allow_project: allow_project,
             always_deny_global: rules.always_deny_global,
             always_deny_project: rules.always_deny_project,
-            deny: session.deny.clone(),
+            deny: Some(session.deny.clone()),
         });
         let rid = match self.rt.block_on(self.session.command(payload)) {
             Ok(rid) => rid,
