@@ -2,10 +2,14 @@
 //! workspace's `.keel/config.toml`. Every key is documented in
 //! `docs/configuration.md`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use keel_envelope::error::{ErrorCategory, ErrorCode, ErrorPayload, Severity};
+use keel_envelope::host::McpTrust;
 use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_kernel::mcp::{McpServerConfig, McpServerParts};
 use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
@@ -83,6 +87,16 @@ pub struct Config {
     /// Whether new sessions propose edits as patches instead of writing them
     /// (`patchPreview`).
     pub patch_preview: bool,
+    /// The MCP servers every session starts with (`[mcpServers.NAME]`; only in
+    /// `$KEEL_HOME/config.toml`), in name order, without the disabled ones.
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// Seconds an MCP server may take to start (`mcpStartupTimeoutSecs`).
+    pub mcp_startup_timeout_secs: u64,
+    /// Seconds one MCP tool call may run (`mcpToolTimeoutSecs`; 0 = no limit).
+    pub mcp_tool_timeout_secs: u64,
+    /// Seconds the kernel waits for the host to answer a host-tool call
+    /// (`hostToolTimeoutSecs`; 0 = wait forever).
+    pub host_tool_timeout_secs: u64,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
 }
@@ -101,6 +115,10 @@ impl Default for Config {
             retry: RetryPolicy::default(),
             providers: ProvidersConfig::default(),
             patch_preview: false,
+            mcp_servers: Vec::new(),
+            mcp_startup_timeout_secs: 30,
+            mcp_tool_timeout_secs: 120,
+            host_tool_timeout_secs: 60,
             sources: Vec::new(),
         }
     }
@@ -121,6 +139,27 @@ struct RawConfig {
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
     patch_preview: Option<bool>,
+    mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
+    mcp_startup_timeout_secs: Option<u64>,
+    mcp_tool_timeout_secs: Option<u64>,
+    host_tool_timeout_secs: Option<u64>,
+}
+
+/// `[mcpServers.NAME]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawMcpServer {
+    #[serde(rename = "type")]
+    transport: Option<String>,
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    url: Option<String>,
+    headers: Option<BTreeMap<String, String>>,
+    trust: Option<McpTrust>,
+    startup_timeout_secs: Option<u64>,
+    tool_timeout_secs: Option<u64>,
+    enabled: Option<bool>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -284,7 +323,11 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
         if let Some(header) = line.strip_prefix('[') {
             let header = header.trim_start_matches('[');
             let end = header.find(']').unwrap_or(header.len());
-            current = Some(header[..end].trim().to_owned());
+            let name = header[..end].trim().to_owned();
+            if name == key {
+                return Some(i + 1);
+            }
+            current = Some(name);
             continue;
         }
         let Some((lhs, _)) = line.split_once('=') else {
@@ -315,7 +358,7 @@ impl Config {
         if let Some(ws) = workspace {
             files.push(ws.join(PROJECT_DIR).join(CONFIG_FILE));
         }
-        for file in files {
+        for (i, file) in files.into_iter().enumerate() {
             let text = match std::fs::read_to_string(&file) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -326,14 +369,35 @@ impl Config {
                     ))
                 }
             };
-            config.apply_toml(&text, &file)?;
+            config.apply_file(&text, &file, i > 0)?;
         }
         Ok(config)
     }
 
     /// Applies one file's text over this configuration (`file` names it in errors).
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
+        self.apply_file(text, file, false)
+    }
+
+    /// Applies a project's `.keel/config.toml`: as [`Config::apply_toml`], except that
+    /// it may not start programs (`mcpServers` is refused).
+    pub fn apply_project_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
+        self.apply_file(text, file, true)
+    }
+
+    fn apply_file(&mut self, text: &str, file: &Path, project: bool) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
+        if project && raw.mcp_servers.is_some() {
+            let err = config_error(
+                format!(
+                    "{}: `mcpServers` can only be set in $KEEL_HOME/config.toml: a project's configuration may not start programs",
+                    file.display()
+                ),
+                file,
+            )
+            .with_detail("key", "mcpServers");
+            return Err(with_key_line(err, text, file));
+        }
         self.apply(raw, file)
             .map_err(|e| with_key_line(e, text, file))?;
         self.sources.push(file.to_owned());
@@ -408,6 +472,60 @@ impl Config {
         }
         if let Some(p) = raw.patch_preview {
             self.patch_preview = p;
+        }
+        if let Some(t) = raw.mcp_startup_timeout_secs {
+            if t == 0 {
+                return Err(invalid(
+                    "mcpStartupTimeoutSecs",
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            self.mcp_startup_timeout_secs = t;
+        }
+        if let Some(t) = raw.mcp_tool_timeout_secs {
+            self.mcp_tool_timeout_secs = t;
+        }
+        if let Some(t) = raw.host_tool_timeout_secs {
+            self.host_tool_timeout_secs = t;
+        }
+        if let Some(servers) = raw.mcp_servers {
+            let mut out = Vec::new();
+            for (name, raw) in servers {
+                if raw.enabled == Some(false) {
+                    continue;
+                }
+                if raw.startup_timeout_secs == Some(0) {
+                    return Err(invalid(
+                        &format!("mcpServers.{name}.startupTimeoutSecs"),
+                        "must be at least 1".to_owned(),
+                    ));
+                }
+                let pairs = |m: Option<BTreeMap<String, String>>| {
+                    m.map(|m| m.into_iter().collect::<Vec<(String, String)>>())
+                };
+                let parts = McpServerParts {
+                    name: name.clone(),
+                    transport: raw.transport,
+                    command: raw.command,
+                    args: raw.args,
+                    env: pairs(raw.env),
+                    url: raw.url,
+                    headers: pairs(raw.headers),
+                    trust: raw.trust,
+                };
+                let mut server = parts.check().map_err(|(field, why)| {
+                    let key = if field.is_empty() {
+                        format!("mcpServers.{name}")
+                    } else {
+                        format!("mcpServers.{name}.{field}")
+                    };
+                    invalid(&key, why)
+                })?;
+                server.startup_timeout = raw.startup_timeout_secs.map(Duration::from_secs);
+                server.call_timeout = raw.tool_timeout_secs.map(Duration::from_secs);
+                out.push(server);
+            }
+            self.mcp_servers = out;
         }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
 macro_rules! command_payloads {
@@ -61,6 +62,12 @@ command_payloads! {
         /// A title.
         #[serde(default)]
         pub title: Option<String>,
+        /// MCP servers of this session, on top of the configured ones.
+        #[serde(default)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
+        /// Tools the host runs (`host-tool.requested` → `host-tool.respond`).
+        #[serde(default)]
+        pub host_tools: Option<Vec<HostToolSpec>>,
     }
 
     /// `session.resume`.
@@ -70,6 +77,10 @@ command_payloads! {
         /// Replay the events logged after this cursor.
         #[serde(default)]
         pub after_sequence: Option<Cursor>,
+        /// MCP servers of the session, on top of the configured ones (started when
+        /// the session is opened from the store; an open session keeps its servers).
+        #[serde(default)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
     }
 
     /// `session.close`.
@@ -169,6 +180,29 @@ command_payloads! {
 
     /// `context.compact`.
     pub struct ContextCompact {}
+
+    /// `session.set_host_tools` (only while idle): replaces the session's host tools.
+    pub struct SetHostTools {
+        /// The tools (empty: none).
+        pub tools: Vec<HostToolSpec>,
+    }
+
+    /// `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
+    /// error.
+    pub struct HostToolRespond {
+        /// The call (`toolCallId` of `host-tool.requested`).
+        pub tool_call_id: String,
+        /// The result (any JSON; a string is given to the model as is).
+        #[serde(default)]
+        #[ts(type = "unknown")]
+        pub result: Option<serde_json::Value>,
+        /// Or the error, `{message}`.
+        #[serde(default)]
+        pub error: Option<HostToolError>,
+    }
+
+    /// `mcp.list`: the session's MCP servers, their state and tools.
+    pub struct McpListCmd {}
 
     /// `review.enter`.
     pub struct ReviewEnter {
@@ -509,6 +543,12 @@ define_commands! {
     BackgroundHistory = "background.history" => BackgroundHistoryCmd, session: true,
     /// Stop a background task.
     BackgroundStop = "background.stop" => BackgroundStopCmd, session: true,
+    /// Replace the host's tools.
+    SessionSetHostTools = "session.set_host_tools" => SetHostTools, session: true,
+    /// Answer a host-tool call.
+    HostToolRespond = "host-tool.respond" => HostToolRespond, session: true,
+    /// List the MCP servers.
+    McpList = "mcp.list" => McpListCmd, session: true,
 }
 
 /// A decoded command.

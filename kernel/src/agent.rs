@@ -154,7 +154,7 @@ pub(crate) async fn run(
             let request = ModelRequest {
                 system: prompt::system_prompt(session, d.state.mode),
                 messages: d.state.history.clone(),
-                tools: session.kernel.registry.defs().to_vec(),
+                tools: session.tool_defs(),
                 max_output_tokens: None,
             };
             (d.model.clone(), request)

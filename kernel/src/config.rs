@@ -34,6 +34,16 @@ pub struct KernelConfig {
     pub channel_capacity: usize,
     /// Whether new sessions propose edits as patches instead of writing them.
     pub patch_preview: bool,
+    /// MCP servers every session starts with (the configuration file's `mcpServers`).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// How long an MCP server may take to start (spawn, handshake, tool list).
+    pub mcp_startup_timeout: Duration,
+    /// How long one MCP tool call may run before it is cancelled; `Duration::ZERO`:
+    /// no limit.
+    pub mcp_call_timeout: Duration,
+    /// How long the kernel waits for the host to answer a host-tool call;
+    /// `Duration::ZERO` waits forever.
+    pub host_tool_timeout: Duration,
 }
 
 impl Default for KernelConfig {
@@ -50,6 +60,10 @@ impl Default for KernelConfig {
             system_prompt: None,
             channel_capacity: 1024,
             patch_preview: false,
+            mcp_servers: Vec::new(),
+            mcp_startup_timeout: Duration::from_secs(30),
+            mcp_call_timeout: Duration::from_secs(120),
+            host_tool_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -70,8 +70,33 @@ pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
 }
 
-/// Options of [`Kernel::start_session`].
-pub type SessionOptions = SessionStart;
+/// The common options of [`Kernel::start_session`]. The whole `session.start`
+/// payload ([`SessionStart`]: also the session's MCP servers and host tools) is
+/// accepted there too.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionOptions {
+    /// The workspace root (default: the kernel's workspace).
+    pub workspace_path: Option<String>,
+    /// The permission mode (default: the kernel's).
+    pub permission_mode: Option<keel_envelope::types::PermissionMode>,
+    /// The model, `provider:model` (default: the kernel's).
+    pub model: Option<String>,
+    /// A title.
+    pub title: Option<String>,
+}
+
+impl From<SessionOptions> for SessionStart {
+    fn from(o: SessionOptions) -> Self {
+        SessionStart {
+            workspace_path: o.workspace_path,
+            permission_mode: o.permission_mode,
+            model: o.model,
+            title: o.title,
+            mcp_servers: None,
+            host_tools: None,
+        }
+    }
+}
 
 impl Kernel {
     /// A builder.
@@ -174,7 +199,12 @@ impl Kernel {
                 self.start(&cmd.request_id, p.clone(), id).await.map(|_| ())
             }
             CommandPayload::SessionResume(p) => self
-                .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
+                .resume(
+                    &cmd.request_id,
+                    &p.session_id,
+                    p.after_sequence.as_ref(),
+                    p.mcp_servers.as_deref().unwrap_or_default(),
+                )
                 .await
                 .map(|_| ()),
             CommandPayload::SessionList(_) => {
@@ -283,6 +313,25 @@ impl Kernel {
         Ok(canon)
     }
 
+    /// Starts the session's MCP servers: those given with the command first (a
+    /// configured server of the same name is then left out), then the configured
+    /// ones. Start problems are reported on `request_id`'s stream.
+    fn start_mcp(
+        &self,
+        session: &Arc<Session>,
+        given: Vec<crate::mcp::McpServerConfig>,
+        request_id: &str,
+    ) {
+        use crate::mcp::{McpServers, ServerOrigin};
+        McpServers::start(session, given, ServerOrigin::Session, request_id);
+        McpServers::start(
+            session,
+            self.inner.config.mcp_servers.clone(),
+            ServerOrigin::Config,
+            request_id,
+        );
+    }
+
     fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
         match (id, &self.inner.default_model) {
             (Some(id), _) => (self.inner.factory)(id),
@@ -302,6 +351,13 @@ impl Kernel {
     ) -> Result<Arc<Session>, ErrorPayload> {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
+        let mcp = crate::mcp::config::from_specs(opts.mcp_servers.as_deref().unwrap_or_default())?;
+        let host = crate::host_tools::entries(
+            opts.host_tools.as_deref().unwrap_or_default(),
+            "payload.hostTools",
+        )?;
+        // A host tool whose name is taken refuses the session before it exists.
+        crate::overlay::Overlay::default().set_host(&self.inner.registry, host.clone())?;
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -323,12 +379,14 @@ impl Kernel {
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
+        session.tools.set_host(&self.inner.registry, host)?;
         self.inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.clone(), session.clone());
         session.emit_started(request_id).await;
+        self.start_mcp(&session, mcp, request_id);
         Ok(session)
     }
 
@@ -337,6 +395,7 @@ impl Kernel {
         request_id: &str,
         id: &str,
         after: Option<&Cursor>,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
     ) -> Result<Arc<Session>, ErrorPayload> {
         if let Some(live) = self.session(id) {
             // Already open: answer with its state and replay what the host missed.
@@ -344,6 +403,7 @@ impl Kernel {
             live.emit_resumed(request_id, &log.events, after).await?;
             return Ok(live);
         }
+        let mcp = crate::mcp::config::from_specs(mcp_servers)?;
         let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -382,6 +442,7 @@ impl Kernel {
                 .await;
         }
         session.emit_resumed(request_id, &log.events, after).await?;
+        self.start_mcp(&session, mcp, request_id);
         // A request the previous process never finished (it died or was killed) gets
         // its terminal event now, so a host following that stream sees it end.
         for unfinished in unfinished_requests(&log.events) {
@@ -460,8 +521,9 @@ impl Kernel {
     /// `session.started`, so nothing is missed).
     pub async fn start_session(
         &self,
-        opts: SessionOptions,
+        opts: impl Into<SessionStart>,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        let opts: SessionStart = opts.into();
         let request_id = self.new_request_id();
         let id = self.inner.ctx.ids.next_id(IdKind::Session);
         let stream = self.session_stream(&id);
@@ -492,7 +554,7 @@ impl Kernel {
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         let stream = self.session_stream(id);
-        let session = self.resume(&request_id, id, after.as_ref()).await?;
+        let session = self.resume(&request_id, id, after.as_ref(), &[]).await?;
         Ok((
             SessionHandle {
                 kernel: self.clone(),

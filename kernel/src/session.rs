@@ -84,6 +84,8 @@ pub(crate) struct Data {
     pub(crate) sandbox_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
+    /// Host-tool calls waiting for `host-tool.respond`, by toolCallId.
+    pub(crate) host_calls: HashMap<String, crate::host_tools::HostWaiter>,
 }
 
 /// One session.
@@ -98,6 +100,10 @@ pub(crate) struct Session {
     /// look at the running request, so a host that saw a terminal event finds the
     /// session already switched.
     pub(crate) turnover: tokio::sync::Mutex<()>,
+    /// The session's own tools (host app, MCP servers) on top of the kernel's.
+    pub(crate) tools: crate::overlay::Overlay,
+    /// The session's MCP servers.
+    pub(crate) mcp: crate::mcp::McpServers,
     data: Mutex<Data>,
 }
 
@@ -129,6 +135,8 @@ impl Session {
             emitter,
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
+            tools: Default::default(),
+            mcp: Default::default(),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -141,12 +149,23 @@ impl Session {
                 runner: None,
                 sandbox_warned: false,
                 ext,
+                host_calls: HashMap::new(),
             }),
         })
     }
 
     pub(crate) fn data(&self) -> MutexGuard<'_, Data> {
         self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tool named `name` in this session's view (the kernel's, then its own).
+    pub(crate) fn tool(&self, name: &str) -> Option<crate::registry::Entry> {
+        self.tools.get(&self.kernel.registry, name)
+    }
+
+    /// The definitions this session offers the model.
+    pub(crate) fn tool_defs(&self) -> Vec<crate::model::ToolDef> {
+        self.tools.defs(&self.kernel.registry)
     }
 
     pub(crate) fn now(&self) -> u64 {
@@ -489,6 +508,7 @@ impl Session {
                 crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
                 self.persist(rid).await;
             }
+            other if self.handle_host(rid, other).await? => {}
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(
@@ -563,7 +583,12 @@ impl Session {
         match outcome {
             Outcome::Start(cancel) => {
                 let me = self.clone();
-                let handle = tokio::spawn(crate::request::run_requests(me, q, cancel));
+                let handle = tokio::spawn(async move {
+                    // The first model call offers the tools of MCP servers still
+                    // starting (each start has its own time limit).
+                    me.mcp.wait_started(&cancel).await;
+                    crate::request::run_requests(me, q, cancel).await
+                });
                 self.data().runner = Some(handle);
             }
             Outcome::Queued(position) => {
@@ -657,6 +682,7 @@ impl Session {
             }
         }
         crate::ext::process::stop_all(self).await;
+        self.mcp.stop_all();
         self.data().state.closed = true;
         self.persist(rid).await;
         self.emitter

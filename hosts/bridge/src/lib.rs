@@ -222,6 +222,7 @@ where
             CommandPayload::SessionResume(keel_envelope::commands::SessionResume {
                 session_id: id.clone(),
                 after_sequence: None::<Cursor>,
+                mcp_servers: None,
             }),
         );
         let _ = kernel.execute(cmd).await;

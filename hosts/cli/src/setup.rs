@@ -84,6 +84,10 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         sandbox: config.sandbox.clone(),
         available_models: config.available_models(model_spec.as_deref()),
         patch_preview: config.patch_preview,
+        mcp_servers: config.mcp_servers.clone(),
+        mcp_startup_timeout: Duration::from_secs(config.mcp_startup_timeout_secs),
+        mcp_call_timeout: Duration::from_secs(config.mcp_tool_timeout_secs),
+        host_tool_timeout: Duration::from_secs(config.host_tool_timeout_secs),
         ..KernelConfig::default()
     };
     let factory_config = config.clone();
