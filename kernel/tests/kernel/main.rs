@@ -300,6 +300,7 @@ fn opts() -> SessionOptions {
 }
 
 mod context;
+mod host_tools;
 mod interrupts;
 mod persistence;
 mod plans;
