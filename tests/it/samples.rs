@@ -16,6 +16,10 @@ use keel_envelope::ext::{
     PatchOp, PatchStats, PatchStatus, ReviewComment, ReviewState, ReviewStatus, SubAgentInfo,
     SubAgentStatus, TaskGraph, TaskNode,
 };
+use keel_envelope::host::{
+    HostToolApproval, HostToolSpec, McpServerInfo, McpServerSpec, McpServerState, McpToolInfo,
+    McpTrust, NameValue,
+};
 use keel_envelope::tools::DiffStats;
 use keel_envelope::types::{
     ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, HistoryToolCall, HistoryToolResult,
@@ -633,6 +637,48 @@ pub fn sample_event(t: EventType) -> Event {
             b.ended_at = Some(T0 + 3_000);
             Event::BackgroundStopped(ev::BackgroundEvent { task: b })
         }
+        EventType::McpList => Event::McpList(ev::McpList {
+            servers: vec![
+                McpServerInfo {
+                    name: s("files"),
+                    transport: s("stdio"),
+                    trust: McpTrust::Read,
+                    origin: s("config"),
+                    state: McpServerState::Ready,
+                    reason: None,
+                    tools: vec![McpToolInfo {
+                        name: s("mcp__files__read_text"),
+                        tool: s("read_text"),
+                        description: s("Reads a text file."),
+                    }],
+                },
+                McpServerInfo {
+                    name: s("tickets"),
+                    transport: s("http"),
+                    trust: McpTrust::Ask,
+                    origin: s("session"),
+                    state: McpServerState::Failed,
+                    reason: Some(s("it did not start within 30 s (its start time limit)")),
+                    tools: vec![],
+                },
+            ],
+        }),
+        EventType::SessionHostToolsUpdated => {
+            Event::SessionHostToolsUpdated(ev::SessionHostToolsUpdated {
+                tools: vec![s("open_ticket")],
+            })
+        }
+        EventType::HostToolRequested => Event::HostToolRequested(ev::HostToolRequested {
+            tool_call_id: s("tool_0004"),
+            tool_name: s("open_ticket"),
+            arguments: json!({ "id": "KEEL-12" }),
+            expires_at: Some(T0 + 60_000),
+        }),
+        EventType::HostToolResponded => Event::HostToolResponded(ev::HostToolResponded {
+            tool_call_id: s("tool_0004"),
+            tool_name: s("open_ticket"),
+            is_error: false,
+        }),
     }
 }
 
@@ -672,6 +718,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::BackgroundGet => C::BackgroundGet,
         E::BackgroundHistory => C::BackgroundHistory,
         E::BackgroundStopped => C::BackgroundStop,
+        E::McpList => C::McpList,
+        E::SessionHostToolsUpdated => C::SessionSetHostTools,
         _ => return None,
     })
 }
@@ -688,6 +736,7 @@ pub fn replied_command(t: EventType) -> Option<CommandType> {
         E::AskAnswered => C::AskRespond,
         E::SessionInterrupted => C::RequestInterrupt,
         E::RequestSteered => C::RequestSend,
+        E::HostToolResponded => C::HostToolRespond,
         _ => return None,
     })
 }
@@ -756,6 +805,35 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             permission_mode: Some(PermissionMode::Ask),
             model: Some(s("scripted:demo")),
             title: Some(s("Fix the failing test")),
+            mcp_servers: Some(vec![
+                McpServerSpec {
+                    name: s("files"),
+                    transport: None,
+                    command: Some(s("npx")),
+                    args: Some(vec![s("-y"), s("@modelcontextprotocol/server-filesystem"), s(".")]),
+                    env: Some(vec![NameValue {
+                        name: s("LOG_LEVEL"),
+                        value: s("warn"),
+                    }]),
+                    url: None,
+                    headers: None,
+                    trust: Some(McpTrust::Read),
+                },
+                McpServerSpec {
+                    name: s("tickets"),
+                    transport: Some(s("http")),
+                    command: None,
+                    args: None,
+                    env: None,
+                    url: Some(s("https://tickets.example.com/mcp")),
+                    headers: Some(vec![NameValue {
+                        name: s("Authorization"),
+                        value: s("Bearer t0ken"),
+                    }]),
+                    trust: None,
+                },
+            ]),
+            host_tools: Some(vec![open_ticket()]),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -763,6 +841,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 request_id: s("req_0001"),
                 sequence: 12,
             }),
+            mcp_servers: None,
         }),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
@@ -933,6 +1012,32 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::BackgroundStop => CommandPayload::BackgroundStop(c::BackgroundStopCmd {
             task_id: s("bg_0001"),
         }),
+        CommandType::SessionSetHostTools => {
+            CommandPayload::SessionSetHostTools(c::SetHostTools {
+                tools: vec![open_ticket()],
+            })
+        }
+        CommandType::HostToolRespond => CommandPayload::HostToolRespond(c::HostToolRespond {
+            tool_call_id: s("tool_0004"),
+            result: Some(json!({ "title": "Login fails on Safari", "status": "open" })),
+            error: None,
+        }),
+        CommandType::McpList => CommandPayload::McpList(c::McpListCmd {}),
+    }
+}
+
+/// A host tool of the samples.
+fn open_ticket() -> HostToolSpec {
+    HostToolSpec {
+        name: s("open_ticket"),
+        description: s("Opens a ticket of the team's tracker by its id."),
+        input_schema: json!({
+            "type": "object",
+            "properties": { "id": { "type": "string" } },
+            "required": ["id"]
+        }),
+        level: PermissionLevel::Read,
+        approval: Some(HostToolApproval::Never),
     }
 }
 
