@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use keel_envelope::error::{ErrorCategory, ErrorCode, ErrorPayload, Severity};
-use keel_envelope::host::McpTrust;
 use keel_envelope::types::{ModelInfo, PermissionMode};
-use keel_kernel::mcp::{McpServerConfig, McpServerParts};
+use keel_kernel::mcp::McpServerConfig;
 use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
 use crate::http::RetryPolicy;
+
+mod mcp;
 use crate::select::{parse_model_spec, EnvMap};
 
 /// The configuration file name.
@@ -139,27 +139,10 @@ struct RawConfig {
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
     patch_preview: Option<bool>,
-    mcp_servers: Option<BTreeMap<String, RawMcpServer>>,
+    mcp_servers: Option<BTreeMap<String, mcp::RawMcpServer>>,
     mcp_startup_timeout_secs: Option<u64>,
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
-}
-
-/// `[mcpServers.NAME]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawMcpServer {
-    #[serde(rename = "type")]
-    transport: Option<String>,
-    command: Option<String>,
-    args: Option<Vec<String>>,
-    env: Option<BTreeMap<String, String>>,
-    url: Option<String>,
-    headers: Option<BTreeMap<String, String>>,
-    trust: Option<McpTrust>,
-    startup_timeout_secs: Option<u64>,
-    tool_timeout_secs: Option<u64>,
-    enabled: Option<bool>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -324,7 +307,7 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
             let header = header.trim_start_matches('[');
             let end = header.find(']').unwrap_or(header.len());
             let name = header[..end].trim().to_owned();
-            if name == key {
+            if name == key || name.starts_with(&format!("{key}.")) {
                 return Some(i + 1);
             }
             current = Some(name);
@@ -489,43 +472,7 @@ impl Config {
             self.host_tool_timeout_secs = t;
         }
         if let Some(servers) = raw.mcp_servers {
-            let mut out = Vec::new();
-            for (name, raw) in servers {
-                if raw.enabled == Some(false) {
-                    continue;
-                }
-                if raw.startup_timeout_secs == Some(0) {
-                    return Err(invalid(
-                        &format!("mcpServers.{name}.startupTimeoutSecs"),
-                        "must be at least 1".to_owned(),
-                    ));
-                }
-                let pairs = |m: Option<BTreeMap<String, String>>| {
-                    m.map(|m| m.into_iter().collect::<Vec<(String, String)>>())
-                };
-                let parts = McpServerParts {
-                    name: name.clone(),
-                    transport: raw.transport,
-                    command: raw.command,
-                    args: raw.args,
-                    env: pairs(raw.env),
-                    url: raw.url,
-                    headers: pairs(raw.headers),
-                    trust: raw.trust,
-                };
-                let mut server = parts.check().map_err(|(field, why)| {
-                    let key = if field.is_empty() {
-                        format!("mcpServers.{name}")
-                    } else {
-                        format!("mcpServers.{name}.{field}")
-                    };
-                    invalid(&key, why)
-                })?;
-                server.startup_timeout = raw.startup_timeout_secs.map(Duration::from_secs);
-                server.call_timeout = raw.tool_timeout_secs.map(Duration::from_secs);
-                out.push(server);
-            }
-            self.mcp_servers = out;
+            self.mcp_servers = mcp::servers(servers, &invalid)?;
         }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {

@@ -810,7 +810,11 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                     name: s("files"),
                     transport: None,
                     command: Some(s("npx")),
-                    args: Some(vec![s("-y"), s("@modelcontextprotocol/server-filesystem"), s(".")]),
+                    args: Some(vec![
+                        s("-y"),
+                        s("@modelcontextprotocol/server-filesystem"),
+                        s("."),
+                    ]),
                     env: Some(vec![NameValue {
                         name: s("LOG_LEVEL"),
                         value: s("warn"),
@@ -1012,11 +1016,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::BackgroundStop => CommandPayload::BackgroundStop(c::BackgroundStopCmd {
             task_id: s("bg_0001"),
         }),
-        CommandType::SessionSetHostTools => {
-            CommandPayload::SessionSetHostTools(c::SetHostTools {
-                tools: vec![open_ticket()],
-            })
-        }
+        CommandType::SessionSetHostTools => CommandPayload::SessionSetHostTools(c::SetHostTools {
+            tools: vec![open_ticket()],
+        }),
         CommandType::HostToolRespond => CommandPayload::HostToolRespond(c::HostToolRespond {
             tool_call_id: s("tool_0004"),
             result: Some(json!({ "title": "Login fails on Safari", "status": "open" })),

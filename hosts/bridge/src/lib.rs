@@ -38,6 +38,8 @@ pub const CAPABILITIES: &[&str] = &[
     "compaction",
     "rules",
     "history",
+    "mcp",
+    "host_tools",
 ];
 
 /// Options of a bridge.
