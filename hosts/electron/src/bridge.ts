@@ -24,6 +24,7 @@ import {
 } from "./generated/protocol";
 import { BackgroundCalls, PatchCalls, ReviewCalls, SubAgentCalls, TaskGraphCalls } from "./extensions";
 import { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
+import { HostTools, type HostToolDefinition, type HostToolHandler } from "./hostTools";
 import { LineRing, LineSplitter } from "./framing";
 import { AsyncQueue } from "./queue";
 import { SequenceTracker, type SequenceGap } from "./sequence";
@@ -172,6 +173,9 @@ const ANSWERS: Partial<Record<CommandTypeName, readonly string[]>> = {
   "background.get": ["background.get"],
   "background.history": ["background.history"],
   "background.stop": ["background.stopped"],
+  "session.set_host_tools": ["session.host_tools_updated"],
+  "host-tool.respond": ["host-tool.responded"],
+  "mcp.list": ["mcp.list"],
 };
 
 const ERROR_ANSWERS = new Set(["error", "request.rejected"]);
@@ -298,6 +302,8 @@ export class KeelSession {
   readonly subAgents: SubAgentCalls;
   /** Background tasks: `background.list`, `get`, `history`, `stop`. */
   readonly background: BackgroundCalls;
+  /** The tools this host runs for the session (see {@link registerTool}). */
+  readonly hostTools: HostTools;
 
   /** @internal Sessions are made by {@link KeelBridge}. */
   constructor(
@@ -312,6 +318,7 @@ export class KeelSession {
     this.taskGraph = new TaskGraphCalls(send);
     this.subAgents = new SubAgentCalls(send);
     this.background = new BackgroundCalls(send);
+    this.hostTools = new HostTools(send);
   }
 
   /** Whether `session.closed` was received (and no resume since). */
@@ -406,8 +413,26 @@ export class KeelSession {
     return this.send("session.close", {});
   }
 
+  /**
+   * Registers a tool that this host runs: the model is offered it, and when it calls
+   * it (and the gate allows it) `handler` runs with the arguments; its result (or the
+   * message of what it throws) goes back to the model. `signal` aborts on an
+   * interrupt or when the call times out. Resolves once the runtime took the tool
+   * (the session must be idle); rejects with a {@link KeelError} when it refuses it.
+   */
+  registerTool(definition: HostToolDefinition, handler: HostToolHandler): Promise<void> {
+    return this.hostTools.register(definition, handler);
+  }
+
+  /** The session's MCP servers: state (`starting`, `ready`, `failed` + reason) and tools. */
+  async mcpServers(): Promise<EventOf<"mcp.list">["payload"]["servers"]> {
+    const ev = (await this.send("mcp.list", {})) as EventOf<"mcp.list">;
+    return ev.payload.servers;
+  }
+
   /** @internal */
   deliver(env: KeelEvent): void {
+    this.hostTools.onEvent(env);
     if (env.source !== "bridge" && !this.isClosed) {
       this.lastCursor = { requestId: env.requestId, sequence: env.sequence };
     }
