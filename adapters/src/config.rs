@@ -87,9 +87,13 @@ pub struct Config {
     /// Whether new sessions propose edits as patches instead of writing them
     /// (`patchPreview`).
     pub patch_preview: bool,
-    /// The MCP servers every session starts with (`[mcpServers.NAME]`; only in
-    /// `$KEEL_HOME/config.toml`), in name order, without the disabled ones.
+    /// The MCP servers every session starts with (`[mcpServers.NAME]`; in
+    /// `$KEEL_HOME/config.toml`, and in the file of a project listed in
+    /// `trustedProjects`), in name order, without the disabled ones.
     pub mcp_servers: Vec<McpServerConfig>,
+    /// The projects whose `.keel/config.toml` may start programs (`trustedProjects`;
+    /// only in `$KEEL_HOME/config.toml`).
+    pub trusted_projects: Vec<PathBuf>,
     /// Seconds an MCP server may take to start (`mcpStartupTimeoutSecs`).
     pub mcp_startup_timeout_secs: u64,
     /// Seconds one MCP tool call may run (`mcpToolTimeoutSecs`; 0 = no limit).
@@ -116,6 +120,7 @@ impl Default for Config {
             providers: ProvidersConfig::default(),
             patch_preview: false,
             mcp_servers: Vec::new(),
+            trusted_projects: Vec::new(),
             mcp_startup_timeout_secs: 30,
             mcp_tool_timeout_secs: 120,
             host_tool_timeout_secs: 60,
@@ -140,9 +145,19 @@ struct RawConfig {
     providers: Option<RawProviders>,
     patch_preview: Option<bool>,
     mcp_servers: Option<BTreeMap<String, mcp::RawMcpServer>>,
+    trusted_projects: Option<Vec<PathBuf>>,
     mcp_startup_timeout_secs: Option<u64>,
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
+}
+
+/// Which file is being applied.
+#[derive(Debug, Clone, Copy)]
+enum Layer {
+    /// `$KEEL_HOME/config.toml`.
+    User,
+    /// A project's `.keel/config.toml`; `trusted` if listed in `trustedProjects`.
+    Project { trusted: bool },
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -352,34 +367,57 @@ impl Config {
                     ))
                 }
             };
-            config.apply_file(&text, &file, i > 0)?;
+            let layer = match workspace {
+                Some(ws) if i > 0 => Layer::Project {
+                    trusted: config.trusts(ws),
+                },
+                _ => Layer::User,
+            };
+            config.apply_file(&text, &file, layer)?;
         }
         Ok(config)
     }
 
+    /// Whether `workspace` is one of `trustedProjects` (compared as canonical paths).
+    pub fn trusts(&self, workspace: &Path) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+        let ws = canon(workspace);
+        self.trusted_projects.iter().any(|p| canon(p) == ws)
+    }
+
     /// Applies one file's text over this configuration (`file` names it in errors).
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
-        self.apply_file(text, file, false)
+        self.apply_file(text, file, Layer::User)
     }
 
-    /// Applies a project's `.keel/config.toml`: as [`Config::apply_toml`], except that
-    /// it may not start programs (`mcpServers` is refused).
+    /// Applies the `.keel/config.toml` of a project the user does not trust: as
+    /// [`Config::apply_toml`], except that it may not start programs (`mcpServers` is
+    /// refused) nor trust projects (`trustedProjects` is refused).
     pub fn apply_project_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
-        self.apply_file(text, file, true)
+        self.apply_file(text, file, Layer::Project { trusted: false })
     }
 
-    fn apply_file(&mut self, text: &str, file: &Path, project: bool) -> Result<(), ErrorPayload> {
+    fn apply_file(&mut self, text: &str, file: &Path, layer: Layer) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
-        if project && raw.mcp_servers.is_some() {
-            let err = config_error(
-                format!(
-                    "{}: `mcpServers` can only be set in $KEEL_HOME/config.toml: a project's configuration may not start programs",
-                    file.display()
-                ),
-                file,
-            )
-            .with_detail("key", "mcpServers");
-            return Err(with_key_line(err, text, file));
+        if let Layer::Project { trusted } = layer {
+            let refused = if raw.trusted_projects.is_some() {
+                Some((
+                    "trustedProjects",
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
+                ))
+            } else if raw.mcp_servers.is_some() && !trusted {
+                Some((
+                    "mcpServers",
+                    "starts programs, so a project's configuration may set it only if you trust the project: add its path to `trustedProjects` in $KEEL_HOME/config.toml",
+                ))
+            } else {
+                None
+            };
+            if let Some((key, why)) = refused {
+                let err = config_error(format!("{}: `{key}` {why}", file.display()), file)
+                    .with_detail("key", key);
+                return Err(with_key_line(err, text, file));
+            }
         }
         self.apply(raw, file)
             .map_err(|e| with_key_line(e, text, file))?;
@@ -472,7 +510,16 @@ impl Config {
             self.host_tool_timeout_secs = t;
         }
         if let Some(servers) = raw.mcp_servers {
-            self.mcp_servers = mcp::servers(servers, &invalid)?;
+            mcp::merge(&mut self.mcp_servers, servers, &invalid)?;
+        }
+        if let Some(projects) = raw.trusted_projects {
+            if let Some(p) = projects.iter().find(|p| !p.is_absolute()) {
+                return Err(invalid(
+                    "trustedProjects",
+                    format!("{} is not an absolute path", p.display()),
+                ));
+            }
+            self.trusted_projects = projects;
         }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {

@@ -25,15 +25,44 @@ pub(super) struct RawMcpServer {
     enabled: Option<bool>,
 }
 
-/// Checks the servers (in name order, without the disabled ones); a bad one is an
-/// error naming its key (`mcpServers.NAME.url`).
-pub(super) fn servers(
+/// Checks one file's servers and merges them into `out` by name: an entry replaces
+/// an earlier file's entry of the same name, `enabled = false` removes it; `out`
+/// stays in name order. A bad entry is an error naming its key
+/// (`mcpServers.NAME.url`) and changes nothing.
+pub(super) fn merge(
+    out: &mut Vec<McpServerConfig>,
     raw: BTreeMap<String, RawMcpServer>,
     invalid: &dyn Fn(&str, String) -> ErrorPayload,
-) -> Result<Vec<McpServerConfig>, ErrorPayload> {
+) -> Result<(), ErrorPayload> {
+    let mut merged: BTreeMap<String, McpServerConfig> =
+        out.drain(..).map(|s| (s.name.clone(), s)).collect();
+    let checked = servers(raw, invalid);
+    let checked = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            out.extend(merged.into_values());
+            return Err(e);
+        }
+    };
+    for (name, server) in checked {
+        match server {
+            Some(s) => merged.insert(name, s),
+            None => merged.remove(&name),
+        };
+    }
+    out.extend(merged.into_values());
+    Ok(())
+}
+
+/// Checks the servers, by name; `None` for a disabled one.
+fn servers(
+    raw: BTreeMap<String, RawMcpServer>,
+    invalid: &dyn Fn(&str, String) -> ErrorPayload,
+) -> Result<Vec<(String, Option<McpServerConfig>)>, ErrorPayload> {
     let mut out = Vec::new();
     for (name, raw) in raw {
         if raw.enabled == Some(false) {
+            out.push((name, None));
             continue;
         }
         if raw.startup_timeout_secs == Some(0) {
@@ -65,7 +94,7 @@ pub(super) fn servers(
         })?;
         server.startup_timeout = raw.startup_timeout_secs.map(Duration::from_secs);
         server.call_timeout = raw.tool_timeout_secs.map(Duration::from_secs);
-        out.push(server);
+        out.push((name, Some(server)));
     }
     Ok(out)
 }
@@ -222,6 +251,56 @@ enabled = false
         .unwrap();
         let e = Config::load(home.path(), Some(ws.path())).unwrap_err();
         assert_eq!(e.details["key"], "mcpServers");
+        assert_eq!(e.details["line"], 1);
+        assert!(e.message.contains("trustedProjects"), "{}", e.message);
+        // Nor can it trust itself.
+        std::fs::write(
+            ws.path().join(".keel/config.toml"),
+            format!("trustedProjects = [{:?}]\n", ws.path()),
+        )
+        .unwrap();
+        let e = Config::load(home.path(), Some(ws.path())).unwrap_err();
+        assert_eq!(e.details["key"], "trustedProjects");
+    }
+
+    #[test]
+    fn a_trusted_project_may_add_replace_and_disable_servers() {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".keel")).unwrap();
+        std::fs::write(
+            ws.path().join(".keel/config.toml"),
+            "[mcpServers.a]\ncommand = \"project-a\"\n\n[mcpServers.b]\nenabled = false\n\n[mcpServers.c]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        )
+        .unwrap();
+        let user = |trusted: &std::path::Path| {
+            format!(
+                "trustedProjects = [{:?}]\n[mcpServers.a]\ncommand = \"user-a\"\n[mcpServers.b]\ncommand = \"user-b\"\n",
+                trusted.to_str().unwrap()
+            )
+        };
+        // Another project is trusted, not this one: refused.
+        std::fs::write(home.path().join("config.toml"), user(other.path())).unwrap();
+        let e = Config::load(home.path(), Some(ws.path())).unwrap_err();
+        assert_eq!(e.details["key"], "mcpServers");
+        // This one is trusted (through a path that is not canonical): merged by name.
+        let dotted = ws.path().join(".keel").join("..");
+        std::fs::write(home.path().join("config.toml"), user(&dotted)).unwrap();
+        let c = Config::load(home.path(), Some(ws.path())).unwrap();
+        let names: Vec<&str> = c.mcp_servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert!(
+            matches!(&c.mcp_servers[0].transport,
+                keel_kernel::mcp::McpTransport::Stdio { command, .. } if command == "project-a"),
+            "{:?}",
+            c.mcp_servers[0]
+        );
+        // A relative path is refused.
+        let e = Config::default()
+            .apply_toml("trustedProjects = [\"proj\"]\n", Path::new("c.toml"))
+            .unwrap_err();
+        assert_eq!(e.details["key"], "trustedProjects");
         assert_eq!(e.details["line"], 1);
     }
 }
