@@ -103,6 +103,9 @@ pub struct Config {
     pub host_tool_timeout_secs: u64,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
+    /// Files that were skipped, and why (a project file that leads out of the
+    /// workspace); hosts show or log them.
+    pub warnings: Vec<String>,
 }
 
 impl Default for Config {
@@ -125,6 +128,7 @@ impl Default for Config {
             mcp_tool_timeout_secs: 120,
             host_tool_timeout_secs: 60,
             sources: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -354,10 +358,30 @@ impl Config {
         let mut config = Config::default();
         let mut files = vec![keel_home.join(CONFIG_FILE)];
         if let Some(ws) = workspace {
-            files.push(ws.join(PROJECT_DIR).join(CONFIG_FILE));
+            // The project's file comes with the project: it is read through the
+            // workspace jail, like a tool read, so a symlink cannot make Keel read
+            // (and echo in errors) a file from elsewhere.
+            let rel = format!("{PROJECT_DIR}/{CONFIG_FILE}");
+            match keel_tools::jail::resolve(ws, &rel) {
+                Ok(r) if r.inside => files.push(r.abs),
+                Ok(r) => config.warnings.push(format!(
+                    "{} leads outside the workspace (to {}); it was ignored",
+                    ws.join(&rel).display(),
+                    r.display
+                )),
+                Err(e) => config.warnings.push(format!(
+                    "{} was ignored: {}",
+                    ws.join(&rel).display(),
+                    e.message
+                )),
+            }
         }
         for (i, file) in files.into_iter().enumerate() {
-            let text = match std::fs::read_to_string(&file) {
+            // Regular files only: a FIFO or device would block or never end.
+            let text = match keel_tools::jail::read_regular(&file).and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+            }) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {

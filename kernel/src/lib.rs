@@ -28,6 +28,7 @@ mod registry;
 mod request;
 mod session;
 pub mod store;
+pub mod title;
 mod turn;
 
 pub use builder::{default_store_dir, KernelBuilder};

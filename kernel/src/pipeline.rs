@@ -82,6 +82,7 @@ pub(crate) async fn run_call(
     let entry = match decode(session, call, scope) {
         Ok(e) => e,
         Err(error) => {
+            tracing::debug!(tool = %call.name, code = %error.code, "tool call not decoded");
             skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
             return Ok((refusal_text(&error), true));
         }
@@ -93,6 +94,7 @@ pub(crate) async fn run_call(
         let v = gate::decide(session, &d, &entry.spec, &call.arguments);
         (v, d.state.mode)
     };
+    tracing::debug!(tool = %call.name, tool_call_id = %tool_call_id, decision = ?verdict.decision(), level = ?verdict.level(), risk = ?verdict.risk(), "gate");
     match verdict.decision() {
         Decision::Deny => {
             let error = verdict.deny_error(&call.name);
@@ -269,6 +271,7 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
         _ => {
             // Stopped by the interrupt: close the call for hosts before the request's
             // `session.interrupted`.
+            tracing::info!(tool = %cx.call.name, duration_ms, abandoned = result.is_none(), "tool call interrupted");
             let error = ErrorPayload::new(ErrorCode::Interrupted, "interrupted before it finished");
             emit_end(cx, Err(error), duration_ms, meta).await;
             return Err(Interrupted);
@@ -276,6 +279,12 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
     };
     if let Ok(value) = &result {
         warn_unsandboxed(session, cx.rid, value).await;
+    }
+    match &result {
+        Ok(_) => tracing::debug!(tool = %cx.call.name, duration_ms, "tool call completed"),
+        Err(e) => {
+            tracing::info!(tool = %cx.call.name, duration_ms, code = %e.code, "tool call failed")
+        }
     }
     let content = match &result {
         Ok(value) => (content_of(value, prefer_message), false),

@@ -26,7 +26,12 @@ use crate::session::{Active, Queued, Session};
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
     let mut next = Some((first, cancel, false));
     while let Some((q, cancel, from_queue)) = next.take() {
-        let run = std::panic::AssertUnwindSafe(run_request(&session, &q, &cancel, from_queue));
+        // Every log line of the request carries its session and request ids.
+        let span = tracing::info_span!("request", session_id = %session.id, request_id = %q.id);
+        let run = std::panic::AssertUnwindSafe(tracing::Instrument::instrument(
+            run_request(&session, &q, &cancel, from_queue),
+            span,
+        ));
         let turnover = match futures::FutureExt::catch_unwind(run).await {
             Ok(turnover) => turnover,
             Err(panic) => {
@@ -36,6 +41,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                     .map(|s| (*s).to_owned())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
+                tracing::error!(session_id = %session.id, request_id = %q.id, panic = %what, "a request panicked");
                 let turnover = session.turnover.lock().await;
                 {
                     let mut d = session.data();
@@ -106,6 +112,7 @@ async fn run_request<'s>(
         text: q.message.clone(),
         images: q.images.clone(),
     });
+    tracing::info!(from_queue, "request accepted");
     session.probe(Point::RequestStarted, rid).await;
     let mut c = Counters::new();
     let outcome = agent::run(session, rid, cancel, &mut c).await;
@@ -126,6 +133,15 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
         .active
         .as_ref()
         .is_some_and(|a| a.interrupt_reply.is_some());
+    match &outcome {
+        Outcome::Done { stop, .. } => {
+            tracing::info!(stop = ?stop, turns = telemetry.turns, tool_calls = telemetry.tool_calls, elapsed_ms = telemetry.elapsed_ms, "request completed")
+        }
+        Outcome::Failed(e) => {
+            tracing::warn!(code = %e.code, message = %e.message, "request failed")
+        }
+        Outcome::Interrupted => tracing::info!("request interrupted"),
+    }
     let outcome = match outcome {
         Outcome::Failed(error) => {
             session.emitter.emit(rid, Event::Error(error)).await;

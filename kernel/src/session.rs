@@ -82,6 +82,8 @@ pub(crate) struct Data {
     pub(crate) runner: Option<JoinHandle<()>>,
     /// Whether the session already warned that shell commands run unsandboxed.
     pub(crate) sandbox_warned: bool,
+    /// Whether the session already warned that `AGENTS.md` was not read.
+    pub(crate) instructions_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
     /// Host-tool calls waiting for `host-tool.respond`, by toolCallId.
@@ -148,6 +150,7 @@ impl Session {
                 plan_wait: None,
                 runner: None,
                 sandbox_warned: false,
+                instructions_warned: false,
                 ext,
                 host_calls: HashMap::new(),
             }),
@@ -172,8 +175,12 @@ impl Session {
         self.kernel.ctx.clock.now_ms()
     }
 
-    /// Lets a test probe pause the request at `point`.
+    /// A request reached `point`: the kernel's own work there (a generated title
+    /// once the work is done), then a test probe may pause it.
     pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
+        if point == crate::probe::Point::BeforeTerminal {
+            self.generate_title(request_id).await;
+        }
         if let Some(p) = &self.kernel.probe {
             p.reached(point, &self.id, request_id).await;
         }
@@ -189,6 +196,7 @@ impl Session {
             d.state.clone()
         };
         if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
+            tracing::warn!(session_id = %self.id, code = %e.code, message = %e.message, "saving the session state failed");
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
     }
@@ -414,6 +422,10 @@ impl Session {
                     )
                     .await;
                 self.persist(rid).await;
+            }
+            CommandPayload::SessionSetTitle(p) => {
+                let title = crate::title::validate(&p.title)?;
+                self.set_title(rid, title, "host").await;
             }
             CommandPayload::RequestSend(p) => {
                 if p.message.trim().is_empty() {

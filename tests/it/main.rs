@@ -10,3 +10,4 @@ mod golden;
 mod openai_e2e;
 mod samples;
 mod shell_interrupt;
+mod tidy;

@@ -242,14 +242,7 @@ impl Renderer {
                 self.end_text(&mut out);
                 out.push_str(&self.paint(
                     "2",
-                    &format!(
-                        "  — {} turns, {} tool calls, {} in / {} out tokens, {} ms",
-                        c.telemetry.turns,
-                        c.telemetry.tool_calls,
-                        c.telemetry.input_tokens,
-                        c.telemetry.output_tokens,
-                        c.telemetry.elapsed_ms
-                    ),
+                    &format!("  — {}", telemetry_parts(&c.telemetry).join(", ")),
                 ));
                 out.push('\n');
             }
@@ -268,4 +261,34 @@ impl Renderer {
             let _ = stdout.flush();
         }
     }
+}
+
+/// The request's figures as short phrases: time, model calls, tool calls, tokens
+/// (with the cached share), and how full the context was.
+pub(crate) fn telemetry_parts(tm: &keel_envelope::types::Telemetry) -> Vec<String> {
+    let plural = |n: u32, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+    let mut parts = vec![crate::repl::render::duration(
+        std::time::Duration::from_millis(tm.elapsed_ms),
+    )];
+    if tm.turns > 0 {
+        parts.push(plural(tm.turns, "model call"));
+    }
+    if tm.tool_calls > 0 {
+        parts.push(plural(tm.tool_calls, "tool call"));
+    }
+    if tm.input_tokens + tm.output_tokens > 0 {
+        let cached = if tm.cached_input_tokens > 0 {
+            format!(" ({} cached)", tm.cached_input_tokens)
+        } else {
+            String::new()
+        };
+        parts.push(format!(
+            "{} in{cached} / {} out tokens",
+            tm.input_tokens, tm.output_tokens
+        ));
+    }
+    if let Some(pct) = (tm.context_tokens * 100).checked_div(tm.context_window) {
+        parts.push(format!("context {pct}% of {}", tm.context_window));
+    }
+    parts
 }

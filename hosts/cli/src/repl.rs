@@ -6,6 +6,7 @@
 
 mod ext;
 mod input;
+mod notices;
 pub(crate) mod render;
 mod rules;
 mod slash;
@@ -44,6 +45,8 @@ pub(crate) struct Repl {
     /// `/preview`: whether messages propose edits as patches (`None`: the
     /// configuration decides).
     patch_preview: Option<bool>,
+    /// Lines that come on their own (a background task that exited).
+    notices: notices::Notices,
 }
 
 impl std::fmt::Debug for Repl {
@@ -118,6 +121,11 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
     if let Some((cols, _)) = editor.dimensions() {
         screen.set_width(usize::from(cols));
     }
+    let printer = editor
+        .create_external_printer()
+        .ok()
+        .map(|p| Box::new(p) as notices::Printer);
+    let notices = notices::Notices::start(&rt, runtime.kernel.subscribe(), printer, screen.style);
     let mut repl = Repl {
         rt,
         kernel: runtime.kernel,
@@ -132,6 +140,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
         rules,
         queued_text: Default::default(),
         patch_preview: None,
+        notices,
     };
     tracing::info!(
         session_id = %repl.session.id(),
@@ -187,7 +196,12 @@ impl Repl {
             // Answers to earlier commands nobody waited for.
             while self.events.try_recv().is_some() {}
             let (raw, styled) = self.prompt();
-            match self.editor.readline(&(raw.as_str(), styled.as_str())) {
+            for line in self.notices.at_prompt() {
+                self.screen.line(&line);
+            }
+            let read = self.editor.readline(&(raw.as_str(), styled.as_str()));
+            self.notices.busy();
+            match read {
                 Ok(line) => {
                     ctrl_c_at_prompt = 0;
                     let private = line.starts_with(' ');

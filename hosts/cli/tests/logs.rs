@@ -293,3 +293,57 @@ fn http_calls_are_logged_without_keys_or_prompts() {
     assert!(!log.contains("sk-test-very-secret"), "{log}");
     assert!(!log.contains("secret question"), "{log}");
 }
+
+#[test]
+fn each_log_line_of_a_request_carries_its_session_and_request_ids() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [
+            {"toolCalls": [{"name": "read_file", "arguments": {"path": "missing.txt"}}]},
+            {"text": "done"}
+        ]}),
+    );
+    let out = keel()
+        .args(["exec", "look", "--json", "--mode", "auto", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .env("KEEL_LOG", "keel_kernel=debug")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let envs: Vec<_> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| codec::decode_envelope(l.as_bytes()).unwrap())
+        .collect();
+    let accepted = envs
+        .iter()
+        .find(|e| e.type_name() == "request.accepted")
+        .unwrap();
+    let sid = accepted.session_id.clone().unwrap();
+    let rid = accepted.request_id.clone();
+    let log = log_text(home.path());
+    let request_lines: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            [
+                "request accepted",
+                "gate",
+                "tool call failed",
+                "request completed",
+            ]
+            .iter()
+            .any(|m| l.contains(m))
+        })
+        .collect();
+    assert!(request_lines.len() >= 4, "{log}");
+    for line in request_lines {
+        assert!(
+            line.contains(&sid) && line.contains(&rid),
+            "a request's log line without its ids: {line}"
+        );
+    }
+}

@@ -306,4 +306,5 @@ mod persistence;
 mod plans;
 mod registry;
 mod requests;
+mod sessions;
 mod stop;

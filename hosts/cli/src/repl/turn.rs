@@ -121,6 +121,10 @@ impl Repl {
                 Step::Event(Some(env)) => self.on_event(&mut t, *env),
                 Step::CtrlC => self.on_ctrl_c(&mut t),
                 Step::Tick => {
+                    for line in self.notices.take() {
+                        self.screen.spinner_clear();
+                        self.screen.line(&line);
+                    }
                     self.draw_spinner(&mut t);
                     self.typed_during_turn(&mut t);
                     if t.interrupted_at
@@ -466,20 +470,7 @@ impl Repl {
             StopReason::Error => self.error_line("the request failed"),
         }
         let tm = &p.telemetry;
-        let mut parts = vec![duration(Duration::from_millis(tm.elapsed_ms))];
-        if tm.tool_calls > 0 {
-            parts.push(format!(
-                "{} tool call{}",
-                tm.tool_calls,
-                if tm.tool_calls == 1 { "" } else { "s" }
-            ));
-        }
-        if tm.input_tokens + tm.output_tokens > 0 {
-            parts.push(format!(
-                "{} in / {} out tokens",
-                tm.input_tokens, tm.output_tokens
-            ));
-        }
+        let parts = crate::render::telemetry_parts(tm);
         let line = st.dim(&format!("── {}", parts.join(" · ")));
         self.screen.line(&line);
     }

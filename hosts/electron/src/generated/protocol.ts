@@ -257,7 +257,7 @@ export type AssistantThoughtSummary = {
 text: string, };
 
 /**
- * `background.get` / `background.stopped`.
+ * `background.get` / `background.stopped` / `background.exited`.
  */
 export type BackgroundEvent = { 
 /**
@@ -1942,7 +1942,7 @@ export type SessionClose = Record<string, never>;
  */
 export type SessionClosed = { 
 /**
- * Why (`requested`, `shutdown`).
+ * Why (`requested`, `shutdown`, `deleted`).
  */
 reason: string, };
 
@@ -1962,6 +1962,24 @@ finalText: string | null,
  * Figures.
  */
 telemetry: Telemetry, };
+
+/**
+ * `session.delete`: close the session if it is open, then remove its stored files.
+ */
+export type SessionDelete = { 
+/**
+ * The session (open or stored).
+ */
+sessionId: string, };
+
+/**
+ * `session.deleted`: answers `session.delete`; the session's stored files are gone.
+ */
+export type SessionDeleted = { 
+/**
+ * The deleted session.
+ */
+sessionId: string, };
 
 /**
  * `session.history_loaded`.
@@ -2250,6 +2268,24 @@ messageCount: number,
 state: SessionState, };
 
 /**
+ * `session.title_changed`: answers `session.set_title`, or reports the title the
+ * kernel generated after a request (see docs/protocol.md).
+ */
+export type SessionTitleChanged = { 
+/**
+ * The new title.
+ */
+title: string, 
+/**
+ * The title before, if there was one.
+ */
+previousTitle: string | null, 
+/**
+ * `host` (`session.set_title`) or `generated`.
+ */
+source: string, };
+
+/**
  * `session.set_host_tools` (only while idle): replaces the session's host tools.
  */
 export type SetHostTools = { 
@@ -2288,6 +2324,15 @@ alwaysAllowGlobal: Array<string>,
  * Rules valid in this project.
  */
 alwaysAllowProject: Array<string>, };
+
+/**
+ * `session.set_title`.
+ */
+export type SetTitle = { 
+/**
+ * The new title: 1 to 200 characters after trimming, no control characters.
+ */
+title: string, };
 
 /**
  * How serious an error is.
@@ -2932,6 +2977,8 @@ export interface EventPayloads {
   "session.model_changed": SessionModelChanged;
   "session.rules_updated": SessionRulesUpdated;
   "session.history_loaded": SessionHistoryLoaded;
+  "session.title_changed": SessionTitleChanged;
+  "session.deleted": SessionDeleted;
   "request.accepted": RequestAccepted;
   "request.rejected": ErrorPayload;
   "request.queued": RequestQueued;
@@ -2993,6 +3040,7 @@ export interface EventPayloads {
   "background.get": BackgroundEvent;
   "background.history": BackgroundHistory;
   "background.stopped": BackgroundEvent;
+  "background.exited": BackgroundEvent;
   "mcp.list": McpList;
   "session.host_tools_updated": SessionHostToolsUpdated;
   "host-tool.requested": HostToolRequested;
@@ -3015,6 +3063,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.model_changed",
   "session.rules_updated",
   "session.history_loaded",
+  "session.title_changed",
+  "session.deleted",
   "request.accepted",
   "request.rejected",
   "request.queued",
@@ -3076,6 +3126,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "background.get",
   "background.history",
   "background.stopped",
+  "background.exited",
   "mcp.list",
   "session.host_tools_updated",
   "host-tool.requested",
@@ -3112,6 +3163,8 @@ export interface CommandPayloads {
   "session.set_model": SetModel;
   "session.set_rules": SetRules;
   "session.load_history": LoadHistory;
+  "session.set_title": SetTitle;
+  "session.delete": SessionDelete;
   "request.send": RequestSend;
   "request.interrupt": RequestInterrupt;
   "request.cancel_queued": CancelQueued;
@@ -3158,6 +3211,8 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "session.set_model",
   "session.set_rules",
   "session.load_history",
+  "session.set_title",
+  "session.delete",
   "request.send",
   "request.interrupt",
   "request.cancel_queued",
@@ -3199,6 +3254,7 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "session.set_model",
   "session.set_rules",
   "session.load_history",
+  "session.set_title",
   "request.send",
   "request.interrupt",
   "request.cancel_queued",
