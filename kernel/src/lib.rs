@@ -20,6 +20,7 @@ mod kernel;
 mod kernel_tools;
 pub mod mcp;
 pub mod model;
+mod options;
 mod overlay;
 mod pipeline;
 mod probe;
@@ -33,8 +34,10 @@ mod turn;
 
 pub use builder::{default_store_dir, KernelBuilder};
 pub use config::KernelConfig;
-pub use handle::{EventStream, SessionHandle};
-pub use kernel::{Kernel, ModelFactory, SessionOptions};
+pub use emit::WatchEnd;
+pub use handle::{EventStream, SessionHandle, WatchStream, Watcher};
+pub use kernel::{Kernel, ModelFactory};
+pub use options::SessionOptions;
 
 /// Test seams: a probe that pauses a request at the points of its life.
 #[doc(hidden)]

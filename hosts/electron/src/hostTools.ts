@@ -13,7 +13,7 @@ import type {
   KeelEvent,
   PermissionLevel,
 } from "./generated/protocol";
-import type { SendOptions } from "./bridge";
+import type { SendOptions } from "./session";
 
 /** Sends one session command (the session's `send`). */
 type Sender = <K extends CommandTypeName>(
