@@ -2,15 +2,19 @@
 //! workspace's `.keel/config.toml`. Every key is documented in
 //! `docs/configuration.md`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use keel_envelope::error::{ErrorCategory, ErrorCode, ErrorPayload, Severity};
 use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_kernel::mcp::McpServerConfig;
 use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
 use crate::config_agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
 use crate::http::RetryPolicy;
+
+mod mcp;
 use crate::select::{parse_model_spec, EnvMap};
 use crate::toml_keys::key_line;
 
@@ -94,6 +98,20 @@ pub struct Config {
     /// Maximum number of sessions open at once in one process (`maxOpenSessions`;
     /// 0 = no limit).
     pub max_open_sessions: usize,
+    /// The MCP servers every session starts with (`[mcpServers.NAME]`; in
+    /// `$KEEL_HOME/config.toml`, and in the file of a project listed in
+    /// `trustedProjects`), in name order, without the disabled ones.
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// The projects whose `.keel/config.toml` may start programs (`trustedProjects`;
+    /// only in `$KEEL_HOME/config.toml`).
+    pub trusted_projects: Vec<PathBuf>,
+    /// Seconds an MCP server may take to start (`mcpStartupTimeoutSecs`).
+    pub mcp_startup_timeout_secs: u64,
+    /// Seconds one MCP tool call may run (`mcpToolTimeoutSecs`; 0 = no limit).
+    pub mcp_tool_timeout_secs: u64,
+    /// Seconds the kernel waits for the host to answer a host-tool call
+    /// (`hostToolTimeoutSecs`; 0 = wait forever).
+    pub host_tool_timeout_secs: u64,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -118,6 +136,11 @@ impl Default for Config {
             agent: AgentConfig::default(),
             fsync_each_event: false,
             max_open_sessions: 1000,
+            mcp_servers: Vec::new(),
+            trusted_projects: Vec::new(),
+            mcp_startup_timeout_secs: 30,
+            mcp_tool_timeout_secs: 120,
+            host_tool_timeout_secs: 60,
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -145,6 +168,11 @@ struct RawConfig {
     hooks: Option<RawHooks>,
     fsync_each_event: Option<bool>,
     max_open_sessions: Option<usize>,
+    mcp_servers: Option<BTreeMap<String, mcp::RawMcpServer>>,
+    trusted_projects: Option<Vec<PathBuf>>,
+    mcp_startup_timeout_secs: Option<u64>,
+    mcp_tool_timeout_secs: Option<u64>,
+    host_tool_timeout_secs: Option<u64>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -339,6 +367,13 @@ impl Config {
         Ok(config)
     }
 
+    /// Whether `workspace` is one of `trustedProjects` (compared as canonical paths).
+    pub fn trusts(&self, workspace: &Path) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+        let ws = canon(workspace);
+        self.trusted_projects.iter().any(|p| canon(p) == ws)
+    }
+
     /// Applies one file's text over this configuration (`file` names it in errors),
     /// as the user's own file.
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
@@ -346,9 +381,10 @@ impl Config {
     }
 
     /// Applies a project's `.keel/config.toml` (`file`, in the workspace folder's
-    /// `.keel`) over this configuration: like [`Config::apply_toml`], but its
-    /// `[hooks]` count only when the user's own `hooks.allowProjectHooks` trusts the
-    /// workspace.
+    /// `.keel`) over this configuration: like [`Config::apply_toml`], except that what
+    /// starts programs counts only in a project the user trusts: `mcpServers` needs the
+    /// workspace in the user's `trustedProjects`, `[hooks]` needs it there or in
+    /// `hooks.allowProjectHooks`; and a project never sets `trustedProjects`.
     pub fn apply_project_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
         let ws = file
             .parent()
@@ -365,6 +401,29 @@ impl Config {
         project: Option<&Path>,
     ) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
+        if let Some(ws) = project {
+            let trusted = self.trusts(ws);
+            let refused = if raw.trusted_projects.is_some() {
+                Some((
+                    "trustedProjects",
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
+                ))
+            } else if raw.mcp_servers.is_some() && !trusted {
+                Some((
+                    "mcpServers",
+                    "starts programs, so a project's configuration may set it only if you trust the project: add its path to `trustedProjects` in $KEEL_HOME/config.toml",
+                ))
+            } else {
+                None
+            };
+            if let Some((key, why)) = refused {
+                let err = config_error(format!("{}: `{key}` {why}", file.display()), file)
+                    .with_detail("key", key);
+                return Err(with_key_line(err, text, file));
+            }
+        }
+        // A project listed in `trustedProjects` counts as the user's own file for hooks.
+        let project = project.filter(|ws| !self.trusts(ws));
         self.apply(raw, file, project)
             .map_err(|e| with_key_line(e, text, file))?;
         self.sources.push(file.to_owned());
@@ -484,6 +543,33 @@ impl Config {
         }
         if let Some(m) = raw.max_open_sessions {
             self.max_open_sessions = m;
+        }
+        if let Some(t) = raw.mcp_startup_timeout_secs {
+            if t == 0 {
+                return Err(invalid(
+                    "mcpStartupTimeoutSecs",
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            self.mcp_startup_timeout_secs = t;
+        }
+        if let Some(t) = raw.mcp_tool_timeout_secs {
+            self.mcp_tool_timeout_secs = t;
+        }
+        if let Some(t) = raw.host_tool_timeout_secs {
+            self.host_tool_timeout_secs = t;
+        }
+        if let Some(servers) = raw.mcp_servers {
+            mcp::merge(&mut self.mcp_servers, servers, &invalid)?;
+        }
+        if let Some(projects) = raw.trusted_projects {
+            if let Some(p) = projects.iter().find(|p| !p.is_absolute()) {
+                return Err(invalid(
+                    "trustedProjects",
+                    format!("{} is not an absolute path", p.display()),
+                ));
+            }
+            self.trusted_projects = projects;
         }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {

@@ -126,12 +126,15 @@ pub(crate) fn key_line(text: &str, key: &str) -> Option<usize> {
             return Some(i + 1);
         }
     }
-    // A whole array of tables: its first entry.
+    // A whole table or array of tables: its first header, or the first header of a
+    // table inside it (`[mcpServers.files]` for `mcpServers`).
     if index.is_none() && !segs.is_empty() {
         let want = names(&segs).join(".");
+        let inner = format!("{want}.");
         for (i, raw) in text.lines().enumerate() {
-            if let Some((h, true)) = header(raw.trim()) {
-                if names(&h).join(".") == want {
+            if let Some((h, _)) = header(raw.trim()) {
+                let name = names(&h).join(".");
+                if name == want || name.starts_with(&inner) {
                     return Some(i + 1);
                 }
             }

@@ -294,7 +294,7 @@ fn mistakes_are_named_by_key_and_line() {
         (
             "[prices.\"gpt-4o\"]\ninput = 1.0\noutput = 2.0\n",
             "prices.\"gpt-4o\"",
-            None,
+            Some(1),
         ),
         (
             "[prices.\"openai:gpt-4.1\"]\ninput = 1.0\noutput = -2.0\n",

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
 use crate::budget::{BudgetLimits, SessionBudget};
+use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
 macro_rules! command_payloads {
@@ -70,6 +71,12 @@ command_payloads! {
         /// the provider's default).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub max_output_tokens: Option<u32>,
+        /// MCP servers of this session, on top of the configured ones.
+        #[serde(default)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
+        /// Tools the host runs (`host-tool.requested` → `host-tool.respond`).
+        #[serde(default)]
+        pub host_tools: Option<Vec<HostToolSpec>>,
     }
 
     /// `session.resume`.
@@ -79,6 +86,10 @@ command_payloads! {
         /// Replay the events logged after this cursor.
         #[serde(default)]
         pub after_sequence: Option<Cursor>,
+        /// MCP servers of the session, on top of the configured ones (started when
+        /// the session is opened from the store; an open session keeps its servers).
+        #[serde(default)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
     }
 
     /// `session.watch`: stream a session's events to this connection (replaying the
@@ -223,6 +234,29 @@ command_payloads! {
 
     /// `context.compact`.
     pub struct ContextCompact {}
+
+    /// `session.set_host_tools` (only while idle): replaces the session's host tools.
+    pub struct SetHostTools {
+        /// The tools (empty: none).
+        pub tools: Vec<HostToolSpec>,
+    }
+
+    /// `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
+    /// error.
+    pub struct HostToolRespond {
+        /// The call (`toolCallId` of `host-tool.requested`).
+        pub tool_call_id: String,
+        /// The result (any JSON; a string is given to the model as is).
+        #[serde(default)]
+        #[ts(type = "unknown")]
+        pub result: Option<serde_json::Value>,
+        /// Or the error, `{message}`.
+        #[serde(default)]
+        pub error: Option<HostToolError>,
+    }
+
+    /// `mcp.list`: the session's MCP servers, their state and tools.
+    pub struct McpListCmd {}
 
     /// `review.enter`.
     pub struct ReviewEnter {
@@ -571,6 +605,12 @@ define_commands! {
     SessionWatch = "session.watch" => SessionWatch, session: false,
     /// Stop watching a session.
     SessionUnwatch = "session.unwatch" => SessionUnwatch, session: false,
+    /// Replace the host's tools.
+    SessionSetHostTools = "session.set_host_tools" => SetHostTools, session: true,
+    /// Answer a host-tool call.
+    HostToolRespond = "host-tool.respond" => HostToolRespond, session: true,
+    /// List the MCP servers.
+    McpList = "mcp.list" => McpListCmd, session: true,
 }
 
 /// A decoded command.

@@ -42,7 +42,8 @@ error_codes! {
     PlanRejected = "PLAN_REJECTED",
     /// A tool ran and failed.
     ToolExecutionFailed = "TOOL_EXECUTION_FAILED",
-    /// An MCP server could not be reached.
+    /// An MCP server could not be reached: it failed to start, died, or stopped
+    /// answering (details `server`, `reason`).
     McpServerUnavailable = "MCP_SERVER_UNAVAILABLE",
     /// The session store could not be written or read.
     SessionPersistenceFailed = "SESSION_PERSISTENCE_FAILED",
@@ -114,6 +115,12 @@ error_codes! {
     /// The runtime already has its maximum number of open sessions
     /// (`details.limit`); close one, or raise the limit.
     SessionLimitReached = "SESSION_LIMIT_REACHED",
+    /// A tool call ran past its time limit (an MCP call, or a host tool the host did
+    /// not answer); details `limitMs`.
+    ToolTimeout = "TOOL_TIMEOUT",
+    /// The host-tool call id is unknown or the call is already finished (answered,
+    /// timed out or interrupted).
+    HostToolCallNotFound = "HOST_TOOL_CALL_NOT_FOUND",
 }
 
 impl std::fmt::Display for ErrorCode {

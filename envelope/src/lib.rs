@@ -26,6 +26,7 @@ pub mod error;
 pub mod events;
 pub mod ext;
 pub mod generate;
+pub mod host;
 pub mod ids;
 pub mod kernel_tools;
 pub mod tools;

@@ -182,7 +182,7 @@ pub(crate) async fn run(
             let request = ModelRequest {
                 system,
                 messages: d.state.history.clone(),
-                tools: session.kernel.registry.defs().to_vec(),
+                tools: session.tool_defs(),
                 max_output_tokens: None,
             };
             (d.model.clone(), request, unread)

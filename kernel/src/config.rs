@@ -63,6 +63,16 @@ pub struct KernelConfig {
     /// not closed); beyond it `session.start` and `session.resume` are refused with
     /// `SESSION_LIMIT_REACHED`. `0` means no limit.
     pub max_open_sessions: usize,
+    /// MCP servers every session starts with (the configuration file's `mcpServers`).
+    pub mcp_servers: Vec<crate::mcp::McpServerConfig>,
+    /// How long an MCP server may take to start (spawn, handshake, tool list).
+    pub mcp_startup_timeout: Duration,
+    /// How long one MCP tool call may run before it is cancelled; `Duration::ZERO`:
+    /// no limit.
+    pub mcp_call_timeout: Duration,
+    /// How long the kernel waits for the host to answer a host-tool call;
+    /// `Duration::ZERO` waits forever.
+    pub host_tool_timeout: Duration,
 }
 
 /// Default of [`KernelConfig::max_open_sessions`].
@@ -88,6 +98,10 @@ impl Default for KernelConfig {
             patch_preview: false,
             fsync_each_event: false,
             max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
+            mcp_servers: Vec::new(),
+            mcp_startup_timeout: Duration::from_secs(30),
+            mcp_call_timeout: Duration::from_secs(120),
+            host_tool_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -310,6 +310,43 @@ impl SessionHandle {
         .await
     }
 
+    /// Replaces the session's host tools (idle only); answered by
+    /// `session.host_tools_updated`.
+    pub async fn set_host_tools(
+        &self,
+        tools: Vec<keel_envelope::host::HostToolSpec>,
+    ) -> Result<String, ErrorPayload> {
+        self.run(CommandPayload::SessionSetHostTools(
+            keel_envelope::commands::SetHostTools { tools },
+        ))
+        .await
+    }
+
+    /// Answers a `host-tool.requested` call with a result or an error message.
+    pub async fn respond_host_tool(
+        &self,
+        tool_call_id: &str,
+        answer: Result<serde_json::Value, String>,
+    ) -> Result<String, ErrorPayload> {
+        let (result, error) = match answer {
+            Ok(v) => (Some(v), None),
+            Err(message) => (None, Some(keel_envelope::host::HostToolError { message })),
+        };
+        self.run(CommandPayload::HostToolRespond(
+            keel_envelope::commands::HostToolRespond {
+                tool_call_id: tool_call_id.to_owned(),
+                result,
+                error,
+            },
+        ))
+        .await
+    }
+
+    /// The session's MCP servers, their state and tools (as `mcp.list` answers).
+    pub fn mcp_servers(&self) -> Vec<keel_envelope::host::McpServerInfo> {
+        self.session.mcp.list()
+    }
+
     /// The session's current state.
     pub fn state(&self) -> keel_envelope::events::SessionStateSnapshot {
         self.session.snapshot()

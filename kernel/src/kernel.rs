@@ -167,9 +167,6 @@ pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
 }
 
-/// Options of [`Kernel::start_session`].
-pub type SessionOptions = SessionStart;
-
 impl Kernel {
     /// A builder.
     pub fn builder() -> KernelBuilder {
@@ -349,7 +346,12 @@ impl Kernel {
                 self.start(&cmd.request_id, p.clone(), id).await.map(|_| ())
             }
             CommandPayload::SessionResume(p) => self
-                .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
+                .resume(
+                    &cmd.request_id,
+                    &p.session_id,
+                    p.after_sequence.as_ref(),
+                    p.mcp_servers.as_deref().unwrap_or_default(),
+                )
                 .await
                 .map(|_| ()),
             CommandPayload::SessionWatch(p) => self.watch(&cmd.request_id, p).await,
@@ -517,6 +519,25 @@ impl Kernel {
         Ok(canon)
     }
 
+    /// Starts the session's MCP servers: those given with the command first (a
+    /// configured server of the same name is then left out), then the configured
+    /// ones. Start problems are reported on `request_id`'s stream.
+    fn start_mcp(
+        &self,
+        session: &Arc<Session>,
+        given: Vec<crate::mcp::McpServerConfig>,
+        request_id: &str,
+    ) {
+        use crate::mcp::{McpServers, ServerOrigin};
+        McpServers::start(session, given, ServerOrigin::Session, request_id);
+        McpServers::start(
+            session,
+            self.inner.config.mcp_servers.clone(),
+            ServerOrigin::Config,
+            request_id,
+        );
+    }
+
     fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
         match (id, &self.inner.default_model) {
             (Some(id), _) => (self.inner.factory)(id),
@@ -538,6 +559,13 @@ impl Kernel {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
         let model = self.model_for(opts.model.as_deref())?;
         let extensions = crate::budget::session_extensions(&opts)?;
+        let mcp = crate::mcp::config::from_specs(opts.mcp_servers.as_deref().unwrap_or_default())?;
+        let host = crate::host_tools::entries(
+            opts.host_tools.as_deref().unwrap_or_default(),
+            "payload.hostTools",
+        )?;
+        // A host tool whose name is taken refuses the session before it exists.
+        crate::overlay::Overlay::default().set_host(&self.inner.registry, host.clone())?;
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -560,10 +588,12 @@ impl Kernel {
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
+        session.tools.set_host(&self.inner.registry, host)?;
         let session = admission.insert(&id, session);
         tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
         crate::hooks::spawn_session_start(&session, request_id, "startup");
+        self.start_mcp(&session, mcp, request_id);
         Ok(session)
     }
 
@@ -572,6 +602,7 @@ impl Kernel {
         request_id: &str,
         id: &str,
         after: Option<&Cursor>,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
     ) -> Result<Arc<Session>, ErrorPayload> {
         if let Some(live) = self.session(id) {
             // Already open: answer with its state and replay what the host missed. The
@@ -584,6 +615,7 @@ impl Kernel {
             return Ok(live);
         }
         let admission = self.admit()?;
+        let mcp = crate::mcp::config::from_specs(mcp_servers)?;
         let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -644,6 +676,7 @@ impl Kernel {
         }
         drop(g);
         crate::hooks::spawn_session_start(&session, request_id, "resume");
+        self.start_mcp(&session, mcp, request_id);
         Ok(session)
     }
 
@@ -766,8 +799,9 @@ impl Kernel {
     /// `session.started`, so nothing is missed).
     pub async fn start_session(
         &self,
-        opts: SessionOptions,
+        opts: impl Into<SessionStart>,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        let opts: SessionStart = opts.into();
         let request_id = self.new_request_id();
         let id = self.inner.ctx.ids.next_id(IdKind::Session);
         let stream = self.session_stream(&id);
@@ -798,7 +832,7 @@ impl Kernel {
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         let stream = self.session_stream(id);
-        let session = self.resume(&request_id, id, after.as_ref()).await?;
+        let session = self.resume(&request_id, id, after.as_ref(), &[]).await?;
         Ok((
             SessionHandle {
                 kernel: self.clone(),

@@ -19,9 +19,13 @@ pub mod fuzzing;
 pub mod gate;
 mod handle;
 pub mod hooks;
+mod host_tools;
 mod kernel;
 mod kernel_tools;
+pub mod mcp;
 pub mod model;
+mod options;
+mod overlay;
 mod pipeline;
 mod probe;
 mod prompt;
@@ -36,7 +40,8 @@ pub use builder::{default_store_dir, KernelBuilder};
 pub use config::KernelConfig;
 pub use emit::WatchEnd;
 pub use handle::{EventStream, SessionHandle, WatchStream, Watcher};
-pub use kernel::{Kernel, ModelFactory, SessionOptions};
+pub use kernel::{Kernel, ModelFactory};
+pub use options::SessionOptions;
 
 /// Test seams: a probe that pauses a request at the points of its life.
 #[doc(hidden)]

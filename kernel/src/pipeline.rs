@@ -184,9 +184,7 @@ fn decode(
     }
     let in_scope = scope.is_none_or(|names| names.iter().any(|n| n == &call.name));
     let entry = session
-        .kernel
-        .registry
-        .get(&call.name)
+        .tool(&call.name)
         .filter(|_| in_scope)
         .ok_or_else(|| {
             let message = if in_scope {
@@ -204,7 +202,7 @@ fn decode(
         )
         .with_detail("toolName", call.name.clone())
     })?;
-    Ok(entry.clone())
+    Ok(entry)
 }
 
 async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, error: ErrorPayload) {

@@ -96,6 +96,8 @@ pub(crate) struct Data {
     /// Whether the running unit of work (`active`) is a compaction by hand: it has no
     /// model call a steered message could join, so such messages are queued.
     pub(crate) compacting: bool,
+    /// Host-tool calls waiting for `host-tool.respond`, by toolCallId.
+    pub(crate) host_calls: HashMap<String, crate::host_tools::HostWaiter>,
 }
 
 /// One session.
@@ -113,6 +115,10 @@ pub(crate) struct Session {
     /// Held while a state snapshot is taken and written, so snapshots of the session
     /// reach the store in the order they were taken.
     saving: tokio::sync::Mutex<()>,
+    /// The session's own tools (host app, MCP servers) on top of the kernel's.
+    pub(crate) tools: crate::overlay::Overlay,
+    /// The session's MCP servers.
+    pub(crate) mcp: crate::mcp::McpServers,
     data: Mutex<Data>,
 }
 
@@ -145,6 +151,8 @@ impl Session {
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
             saving: tokio::sync::Mutex::new(()),
+            tools: Default::default(),
+            mcp: Default::default(),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -159,12 +167,23 @@ impl Session {
                 instructions_warned: false,
                 ext,
                 compacting: false,
+                host_calls: HashMap::new(),
             }),
         })
     }
 
     pub(crate) fn data(&self) -> MutexGuard<'_, Data> {
         self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tool named `name` in this session's view (the kernel's, then its own).
+    pub(crate) fn tool(&self, name: &str) -> Option<crate::registry::Entry> {
+        self.tools.get(&self.kernel.registry, name)
+    }
+
+    /// The definitions this session offers the model.
+    pub(crate) fn tool_defs(&self) -> Vec<crate::model::ToolDef> {
+        self.tools.defs(&self.kernel.registry)
     }
 
     pub(crate) fn now(&self) -> u64 {
@@ -527,6 +546,7 @@ impl Session {
                 }
             }
             CommandPayload::ContextCompact(_) => crate::compact::start_manual(self, rid).await?,
+            other if self.handle_host(rid, other).await? => {}
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(
@@ -619,7 +639,12 @@ impl Session {
         match outcome {
             Outcome::Start(cancel) => {
                 let me = self.clone();
-                let handle = tokio::spawn(crate::request::run_requests(me, q, cancel));
+                let handle = tokio::spawn(async move {
+                    // The first model call offers the tools of MCP servers still
+                    // starting (each start has its own time limit).
+                    me.mcp.wait_started(&cancel).await;
+                    crate::request::run_requests(me, q, cancel).await
+                });
                 self.data().runner = Some(handle);
             }
             Outcome::Queued(position) => {
@@ -713,6 +738,7 @@ impl Session {
             }
         }
         crate::ext::process::stop_all(self).await;
+        self.mcp.stop_all();
         self.data().state.closed = true;
         self.persist(rid).await;
         self.emitter

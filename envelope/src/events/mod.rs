@@ -29,9 +29,11 @@ macro_rules! payloads {
 
 mod base;
 mod ext;
+mod host;
 
 pub use self::base::*;
 pub use self::ext::*;
+pub use self::host::*;
 
 /// Defines [`Event`], [`EventType`] and their wire names from one list.
 macro_rules! define_events {
@@ -285,4 +287,12 @@ define_events! {
     SessionUnwatched = "session.unwatched" => SessionUnwatched,
     /// A background task ended by itself (it exited, or reached its time limit).
     BackgroundExited = "background.exited" => BackgroundEvent,
+    /// The answer to `mcp.list`.
+    McpList = "mcp.list" => McpList,
+    /// The host's tools were replaced.
+    SessionHostToolsUpdated = "session.host_tools_updated" => SessionHostToolsUpdated,
+    /// A host tool is to be run by the host.
+    HostToolRequested = "host-tool.requested" => HostToolRequested,
+    /// The host answered a host-tool call.
+    HostToolResponded = "host-tool.responded" => HostToolResponded,
 }

@@ -90,6 +90,10 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         patch_preview: config.patch_preview,
         fsync_each_event: config.fsync_each_event,
         max_open_sessions: config.max_open_sessions,
+        mcp_servers: config.mcp_servers.clone(),
+        mcp_startup_timeout: Duration::from_secs(config.mcp_startup_timeout_secs),
+        mcp_call_timeout: Duration::from_secs(config.mcp_tool_timeout_secs),
+        host_tool_timeout: Duration::from_secs(config.host_tool_timeout_secs),
         ..KernelConfig::default()
     };
     // Budgets, prices, the output cap and hooks.

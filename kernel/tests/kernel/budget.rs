@@ -191,7 +191,7 @@ async fn a_session_budget_spans_requests_and_survives_a_restart() {
                 }),
                 request: None,
             }),
-            ..opts()
+            ..opts().into()
         })
         .await
         .unwrap();
@@ -430,7 +430,7 @@ async fn the_output_cap_comes_from_the_request_the_session_or_the_configuration(
     let (s2, mut events2) = kernel
         .start_session(SessionStart {
             max_output_tokens: Some(500),
-            ..opts()
+            ..opts().into()
         })
         .await
         .unwrap();
@@ -506,7 +506,7 @@ async fn bad_limits_are_refused_with_the_field() {
                     ..BudgetLimits::default()
                 }),
             }),
-            ..opts()
+            ..opts().into()
         })
         .await
         .unwrap_err();
@@ -514,7 +514,7 @@ async fn bad_limits_are_refused_with_the_field() {
     let err = kernel
         .start_session(SessionStart {
             max_output_tokens: Some(0),
-            ..opts()
+            ..opts().into()
         })
         .await
         .unwrap_err();

@@ -306,6 +306,7 @@ mod budget;
 mod compaction;
 mod context;
 mod hooks;
+mod host_tools;
 mod interrupts;
 mod persistence;
 mod plans;

@@ -297,6 +297,7 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
         CommandPayload::SessionResume(SessionResume {
             session_id: sid.clone(),
             after_sequence: Some(cursor),
+            mcp_servers: None,
         }),
     ))
     .await

@@ -1,5 +1,7 @@
 //! Sample command payloads, one of every command type.
 
+use keel_envelope::host::{McpServerSpec, McpTrust, NameValue};
+
 use super::*;
 
 /// A representative payload of `t`.
@@ -24,6 +26,39 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 }),
             }),
             max_output_tokens: Some(8192),
+            mcp_servers: Some(vec![
+                McpServerSpec {
+                    name: s("files"),
+                    transport: None,
+                    command: Some(s("npx")),
+                    args: Some(vec![
+                        s("-y"),
+                        s("@modelcontextprotocol/server-filesystem"),
+                        s("."),
+                    ]),
+                    env: Some(vec![NameValue {
+                        name: s("LOG_LEVEL"),
+                        value: s("warn"),
+                    }]),
+                    url: None,
+                    headers: None,
+                    trust: Some(McpTrust::Read),
+                },
+                McpServerSpec {
+                    name: s("tickets"),
+                    transport: Some(s("http")),
+                    command: None,
+                    args: None,
+                    env: None,
+                    url: Some(s("https://tickets.example.com/mcp")),
+                    headers: Some(vec![NameValue {
+                        name: s("Authorization"),
+                        value: s("Bearer t0ken"),
+                    }]),
+                    trust: None,
+                },
+            ]),
+            host_tools: Some(vec![host_samples::open_ticket()]),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -31,6 +66,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 request_id: s("req_0001"),
                 sequence: 12,
             }),
+            mcp_servers: None,
         }),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
@@ -226,6 +262,15 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionUnwatch => CommandPayload::SessionUnwatch(c::SessionUnwatch {
             session_id: s(SESSION),
         }),
+        CommandType::SessionSetHostTools => CommandPayload::SessionSetHostTools(c::SetHostTools {
+            tools: vec![host_samples::open_ticket()],
+        }),
+        CommandType::HostToolRespond => CommandPayload::HostToolRespond(c::HostToolRespond {
+            tool_call_id: s("tool_0004"),
+            result: Some(json!({ "title": "Login fails on Safari", "status": "open" })),
+            error: None,
+        }),
+        CommandType::McpList => CommandPayload::McpList(c::McpListCmd {}),
     }
 }
 

@@ -666,6 +666,10 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::SessionUnwatched => Event::SessionUnwatched(ev::SessionUnwatched {
             session_id: s(SESSION),
         }),
+        EventType::McpList
+        | EventType::SessionHostToolsUpdated
+        | EventType::HostToolRequested
+        | EventType::HostToolResponded => host_samples::sample_host_event(t),
         EventType::BackgroundExited => {
             let mut b = background();
             b.status = BackgroundStatus::Exited;
@@ -716,6 +720,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::BackgroundStopped => C::BackgroundStop,
         E::SessionWatched => C::SessionWatch,
         E::SessionUnwatched => C::SessionUnwatch,
+        E::McpList => C::McpList,
+        E::SessionHostToolsUpdated => C::SessionSetHostTools,
         _ => return None,
     })
 }
@@ -732,6 +738,7 @@ pub fn replied_command(t: EventType) -> Option<CommandType> {
         E::AskAnswered => C::AskRespond,
         E::SessionInterrupted => C::RequestInterrupt,
         E::RequestSteered => C::RequestSend,
+        E::HostToolResponded => C::HostToolRespond,
         _ => return None,
     })
 }
@@ -794,5 +801,6 @@ pub fn sample_envelopes() -> Vec<Envelope> {
 }
 
 mod command_samples;
+mod host_samples;
 
 pub use self::command_samples::sample_command;

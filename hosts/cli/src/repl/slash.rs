@@ -110,6 +110,11 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "list background tasks, stop one, or show its output",
     },
     SlashCommand {
+        name: "/mcp",
+        args: "",
+        help: "MCP servers of the session: state and tools",
+    },
+    SlashCommand {
         name: "/sessions",
         args: "",
         help: "list stored sessions",
@@ -232,6 +237,7 @@ impl Repl {
             "/graph" => self.graph(arg),
             "/agents" => self.agents(arg),
             "/background" => self.background(arg),
+            "/mcp" => self.mcp(),
             "/sessions" => self.sessions(),
             "/resume" => self.resume(arg),
             "/clear" => {
@@ -591,6 +597,39 @@ impl Repl {
                     None => format!("queued {}: {q}", i + 1),
                 };
                 self.screen.line(&line);
+            }
+        }
+    }
+
+    /// `/mcp`: each server's state (a failed one with its reason) and its tools.
+    fn mcp(&mut self) {
+        use keel_envelope::host::McpServerState as S;
+        let st = self.screen.style;
+        let servers = self.session.mcp_servers();
+        if servers.is_empty() {
+            self.screen.line(
+                "no MCP servers (configure them under [mcpServers.NAME] in $KEEL_HOME/config.toml)",
+            );
+            return;
+        }
+        for s in servers {
+            let (mark, state) = match s.state {
+                S::Ready => (st.green("●"), format!("ready, {} tools", s.tools.len())),
+                S::Starting => (st.yellow("…"), "starting".to_owned()),
+                S::Failed => (
+                    st.red("✗"),
+                    format!("failed: {}", s.reason.as_deref().unwrap_or("unknown")),
+                ),
+            };
+            let trust = format!("{:?}", s.trust).to_ascii_lowercase();
+            self.screen.line(&format!(
+                "{mark} {}  {}",
+                st.bold(&s.name),
+                st.dim(&format!("{} · trust {trust} · {}", s.transport, s.origin))
+            ));
+            self.screen.line(&format!("    {state}"));
+            for t in &s.tools {
+                self.screen.line(&format!("    {}", st.dim(&t.name)));
             }
         }
     }

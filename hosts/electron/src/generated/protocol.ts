@@ -614,7 +614,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -775,6 +775,109 @@ content: string,
 isError: boolean, };
 
 /**
+ * Whether a host tool asks for approval.
+ */
+export type HostToolApproval = "always" | "never";
+
+/**
+ * The error a host answers a host-tool call with.
+ */
+export type HostToolError = { 
+/**
+ * What went wrong (the model reads it).
+ */
+message: string, };
+
+/**
+ * `host-tool.requested`: the model called a host tool and the gate allowed it; the
+ * kernel waits for `host-tool.respond`.
+ */
+export type HostToolRequested = { 
+/**
+ * The call (as in `tool.call.started`).
+ */
+toolCallId: string, 
+/**
+ * The host tool.
+ */
+toolName: string, 
+/**
+ * The model's arguments.
+ */
+arguments: unknown, 
+/**
+ * When the call times out (ms since the epoch; null: never).
+ */
+expiresAt: number | null, };
+
+/**
+ * `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
+ * error.
+ */
+export type HostToolRespond = { 
+/**
+ * The call (`toolCallId` of `host-tool.requested`).
+ */
+toolCallId: string, 
+/**
+ * The result (any JSON; a string is given to the model as is).
+ */
+result: unknown, 
+/**
+ * Or the error, `{message}`.
+ */
+error?: HostToolError | null, };
+
+/**
+ * `host-tool.responded`: the host's answer was taken (on the request's stream,
+ * `meta.replyTo` = the `host-tool.respond`); `tool.call.completed` or `failed`
+ * follows.
+ */
+export type HostToolResponded = { 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * The host tool.
+ */
+toolName: string, 
+/**
+ * Whether the host answered with an error.
+ */
+isError: boolean, };
+
+/**
+ * A tool the host app defines (`hostTools` of `session.start`,
+ * `session.set_host_tools`). The kernel offers it to the model like its own tools;
+ * when the model calls it and the gate allows the call, the host runs it
+ * (`host-tool.requested` → `host-tool.respond`).
+ */
+export type HostToolSpec = { 
+/**
+ * The tool name: letters, digits, `_` and `-`, at most 64 characters, unique among
+ * the session's tools.
+ */
+name: string, 
+/**
+ * What it does, for the model.
+ */
+description: string, 
+/**
+ * The JSON Schema of its arguments (an object schema).
+ */
+inputSchema: Record<string, unknown>, 
+/**
+ * Its permission level: `read` runs without approval (also in plan mode); the
+ * others ask in `ask` mode and are refused in plan mode.
+ */
+level: PermissionLevel, 
+/**
+ * Overrides whether it asks (default: `never` for `read`, else `always`).
+ */
+approval?: HostToolApproval | null, };
+
+/**
  * `list_dir {path, depth?}`.
  */
 export type ListDirArgs = { 
@@ -812,6 +915,120 @@ export type LoadHistory = {
  * Messages, oldest first.
  */
 messages: Array<HistoryMessage>, };
+
+/**
+ * `mcp.list`: the answer to `mcp.list`.
+ */
+export type McpList = { 
+/**
+ * The session's servers, configured ones first, in name order.
+ */
+servers: Array<McpServerInfo>, };
+
+/**
+ * `mcp.list`: the session's MCP servers, their state and tools.
+ */
+export type McpListCmd = Record<string, never>;
+
+/**
+ * One MCP server of a session, in `mcp.list`.
+ */
+export type McpServerInfo = { 
+/**
+ * The server's name.
+ */
+name: string, 
+/**
+ * `stdio` or `http`.
+ */
+transport: string, 
+/**
+ * How the gate treats its tools.
+ */
+trust: McpTrust, 
+/**
+ * Where it came from: `config` or `session`.
+ */
+origin: string, 
+/**
+ * Its state.
+ */
+state: McpServerState, 
+/**
+ * Why it failed (only when `failed`).
+ */
+reason?: string | null, 
+/**
+ * Its tools (empty until it is ready; kept while a server that died can be
+ * restarted by the next call).
+ */
+tools: Array<McpToolInfo>, };
+
+/**
+ * How a session reaches an MCP server: `{name, command, args, env}` (stdio) or
+ * `{name, url, headers}` (streamable HTTP), as in ACP's `session/new`. `type` may say
+ * `"stdio"` or `"http"`; `"sse"` (the legacy transport) is refused.
+ */
+export type McpServerSpec = { 
+/**
+ * The server's name; its tools appear to the model as `mcp__NAME__TOOL`.
+ */
+name: string, 
+/**
+ * `"stdio"`, `"http"` (default: `http` with `url`, `stdio` with `command`).
+ */
+type?: string | null, 
+/**
+ * The program of a stdio server.
+ */
+command?: string | null, 
+/**
+ * Its arguments.
+ */
+args?: Array<string> | null, 
+/**
+ * Extra environment variables (the runtime's environment is inherited).
+ */
+env?: Array<NameValue> | null, 
+/**
+ * The endpoint of a streamable HTTP server.
+ */
+url?: string | null, 
+/**
+ * HTTP headers sent with every request (e.g. `Authorization`).
+ */
+headers?: Array<NameValue> | null, 
+/**
+ * How the gate treats its tools (default `ask`).
+ */
+trust?: McpTrust | null, };
+
+/**
+ * The state of an MCP server of a session.
+ */
+export type McpServerState = "starting" | "ready" | "failed";
+
+/**
+ * One tool of an MCP server, as offered to the model.
+ */
+export type McpToolInfo = { 
+/**
+ * The name the model sees, `mcp__SERVER__TOOL`.
+ */
+name: string, 
+/**
+ * The tool's name on the server.
+ */
+tool: string, 
+/**
+ * Its description.
+ */
+description: string, };
+
+/**
+ * How an MCP server's tools are treated by the permission gate.
+ */
+export type McpTrust = "ask" | "read";
 
 /**
  * Optional extras of an envelope. Unknown fields are ignored on decode.
@@ -863,6 +1080,20 @@ provider: string,
  * Whether it is the default.
  */
 isCurrent: boolean, };
+
+/**
+ * A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
+ * header (the shape ACP's `session/new` uses).
+ */
+export type NameValue = { 
+/**
+ * The name.
+ */
+name: string, 
+/**
+ * The value.
+ */
+value: string, };
 
 /**
  * A node in `task-graph.create` / `add-node`.
@@ -1857,6 +2088,15 @@ export type SessionHistoryLoaded = {
 messageCount: number, };
 
 /**
+ * `session.host_tools_updated`: the answer to `session.set_host_tools`.
+ */
+export type SessionHostToolsUpdated = { 
+/**
+ * The names of the session's host tools now.
+ */
+tools: Array<string>, };
+
+/**
  * A session as listed by `session.list`.
  */
 export type SessionInfo = { 
@@ -1961,7 +2201,12 @@ sessionId: string,
 /**
  * Replay the events logged after this cursor.
  */
-afterSequence?: Cursor | null, };
+afterSequence?: Cursor | null, 
+/**
+ * MCP servers of the session, on top of the configured ones (started when
+ * the session is opened from the store; an open session keeps its servers).
+ */
+mcpServers?: Array<McpServerSpec> | null, };
 
 /**
  * `session.resumed`.
@@ -2038,7 +2283,15 @@ budget?: SessionBudget | null,
  * Cap on the output tokens of each model call (default: configuration, else
  * the provider's default).
  */
-maxOutputTokens?: number | null, };
+maxOutputTokens?: number | null, 
+/**
+ * MCP servers of this session, on top of the configured ones.
+ */
+mcpServers?: Array<McpServerSpec> | null, 
+/**
+ * Tools the host runs (`host-tool.requested` → `host-tool.respond`).
+ */
+hostTools?: Array<HostToolSpec> | null, };
 
 /**
  * `session.started`.
@@ -2193,6 +2446,15 @@ lastCursor: Cursor | null,
  * of the running request that were not among them.
  */
 replayed: number, };
+
+/**
+ * `session.set_host_tools` (only while idle): replaces the session's host tools.
+ */
+export type SetHostTools = { 
+/**
+ * The tools (empty: none).
+ */
+tools: Array<HostToolSpec>, };
 
 /**
  * `session.set_mode`.
@@ -2957,6 +3219,10 @@ export interface EventPayloads {
   "session.watched": SessionWatched;
   "session.unwatched": SessionUnwatched;
   "background.exited": BackgroundEvent;
+  "mcp.list": McpList;
+  "session.host_tools_updated": SessionHostToolsUpdated;
+  "host-tool.requested": HostToolRequested;
+  "host-tool.responded": HostToolResponded;
 }
 
 export type EventTypeName = keyof EventPayloads;
@@ -3042,6 +3308,10 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.watched",
   "session.unwatched",
   "background.exited",
+  "mcp.list",
+  "session.host_tools_updated",
+  "host-tool.requested",
+  "host-tool.responded",
 ];
 
 /** The envelope fields common to every event. */
@@ -3106,6 +3376,9 @@ export interface CommandPayloads {
   "background.stop": BackgroundStopCmd;
   "session.watch": SessionWatch;
   "session.unwatch": SessionUnwatch;
+  "session.set_host_tools": SetHostTools;
+  "host-tool.respond": HostToolRespond;
+  "mcp.list": McpListCmd;
 }
 
 export type CommandTypeName = keyof CommandPayloads;
@@ -3153,6 +3426,9 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "background.stop",
   "session.watch",
   "session.unwatch",
+  "session.set_host_tools",
+  "host-tool.respond",
+  "mcp.list",
 ];
 
 /** Commands that need `sessionId`. */
@@ -3191,6 +3467,9 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "background.get",
   "background.history",
   "background.stop",
+  "session.set_host_tools",
+  "host-tool.respond",
+  "mcp.list",
 ];
 
 /** A command line. */
@@ -3237,4 +3516,6 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "PROMPT_BLOCKED",
   "PRICE_UNKNOWN",
   "SESSION_LIMIT_REACHED",
+  "TOOL_TIMEOUT",
+  "HOST_TOOL_CALL_NOT_FOUND",
 ];
