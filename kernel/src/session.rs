@@ -15,8 +15,7 @@ use keel_envelope::events::{
     SessionRulesUpdated, SessionStarted, SessionStateSnapshot,
 };
 use keel_envelope::types::{
-    ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, PermissionMode, Role, SessionInfo,
-    SessionState,
+    ApprovalDecision, ApprovalRules, Cursor, PermissionMode, SessionInfo, SessionState,
 };
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
 use tokio::sync::oneshot;
@@ -25,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::emit::Emitter;
 use crate::kernel::KernelInner;
-use crate::model::{Message, Model, ToolCallRequest};
+use crate::model::{Message, Model};
 use crate::store::PersistedSession;
 
 /// Most messages waiting on a busy session (queued requests plus steered messages not
@@ -443,7 +442,7 @@ impl Session {
                             "history can only be loaded while the session is idle",
                         ));
                     }
-                    let converted = convert_history(&p.messages)?;
+                    let converted = crate::history_import::convert_history(&p.messages)?;
                     d.state.history.extend(converted);
                     d.state.history.len() as u32
                 };
@@ -751,65 +750,4 @@ impl Session {
             .await;
         self.cancel.cancel();
     }
-}
-
-/// Converts host history (seed 000 §5.5) into model messages.
-fn convert_history(messages: &[HistoryMessage]) -> Result<Vec<Message>, ErrorPayload> {
-    let mut out = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        match m.role {
-            Role::User => out.push(Message::User {
-                text: m.content.clone(),
-                images: Vec::new(),
-            }),
-            Role::Assistant => {
-                let calls = m
-                    .tool_calls
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|c| ToolCallRequest {
-                        id: c.id,
-                        name: c.name,
-                        arguments: c.arguments,
-                    })
-                    .collect::<Vec<_>>();
-                out.push(Message::Assistant {
-                    text: m.content.clone(),
-                    tool_calls: calls.clone(),
-                });
-                for r in m.tool_results.clone().unwrap_or_default() {
-                    let name = calls
-                        .iter()
-                        .find(|c| c.id == r.tool_call_id)
-                        .map(|c| c.name.clone())
-                        .unwrap_or_default();
-                    out.push(Message::Tool {
-                        tool_call_id: r.tool_call_id,
-                        name,
-                        content: r.content,
-                        is_error: r.is_error,
-                    });
-                }
-            }
-            Role::Tool => {
-                for r in m.tool_results.clone().unwrap_or_default() {
-                    out.push(Message::Tool {
-                        tool_call_id: r.tool_call_id,
-                        name: String::new(),
-                        content: r.content,
-                        is_error: r.is_error,
-                    });
-                }
-            }
-            Role::System => {
-                return Err(ErrorPayload::new(
-                    ErrorCode::RequestInvalid,
-                    "history cannot contain system messages (the system prompt is the kernel's)",
-                )
-                .with_detail("field", format!("payload.messages[{i}].role")));
-            }
-        }
-    }
-    Ok(out)
 }

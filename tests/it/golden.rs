@@ -83,7 +83,6 @@ async fn run_scenario(scenario: &Value) -> Vec<String> {
             permission_mode: None,
             model: None,
             title: Some("golden".into()),
-            ..Default::default()
         })
         .await
         .unwrap();

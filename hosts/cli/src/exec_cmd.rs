@@ -68,7 +68,6 @@ async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
             permission_mode: common.mode.mode,
             model: None,
             title: Some(prompt.chars().take(60).collect()),
-            ..Default::default()
         })
         .await
     {

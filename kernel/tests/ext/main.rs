@@ -181,7 +181,6 @@ impl H {
                 permission_mode: mode,
                 model: None,
                 title: None,
-                ..Default::default()
             })
             .await
             .unwrap();

@@ -227,7 +227,6 @@ async fn start(f: &Fixture) -> (SessionHandle, EventStream) {
             permission_mode: None,
             model: None,
             title: Some("t".into()),
-            ..Default::default()
         })
         .await
         .unwrap()
@@ -297,7 +296,6 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
-        ..Default::default()
     }
 }
 

@@ -234,7 +234,6 @@ async fn start(k: &Kernel) -> (SessionHandle, EventStream) {
         permission_mode: None,
         model: None,
         title: None,
-        ..Default::default()
     })
     .await
     .unwrap()
