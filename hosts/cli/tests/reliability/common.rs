@@ -149,6 +149,11 @@ impl Bridge {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
+                if buf.last() != Some(&b'\n') {
+                    // The end of the output without a newline: a line the kill cut in
+                    // the middle of its write. No host takes it as delivered.
+                    break;
+                }
                 let line = match codec::decode_envelope(&buf) {
                     Ok(env) => Line::Envelope(Box::new(env)),
                     Err(_) => Line::Garbage(String::from_utf8_lossy(&buf).into_owned()),
