@@ -233,6 +233,39 @@ struct RawProvider {
     base_url: Option<String>,
 }
 
+/// The first key of a project's file that would loosen the user's safety settings or
+/// send a provider's key to another server: a provider's `baseUrl`, a shell
+/// whitelist, the sandbox off or its network on, the `auto` permission mode. A project
+/// the user does not trust may only make settings stricter.
+fn weakening(raw: &RawConfig) -> Option<&'static str> {
+    if let Some(p) = &raw.providers {
+        if p.openai.as_ref().is_some_and(|o| o.base_url.is_some()) {
+            return Some("providers.openai.baseUrl");
+        }
+        if p.anthropic.as_ref().is_some_and(|o| o.base_url.is_some()) {
+            return Some("providers.anthropic.baseUrl");
+        }
+    }
+    if raw
+        .shell
+        .as_ref()
+        .and_then(|s| s.whitelist.as_ref())
+        .is_some_and(|w| !w.is_empty())
+    {
+        return Some("shell.whitelist");
+    }
+    if raw.sandbox.is_some_and(|s| s.0 == SandboxMode::Off) {
+        return Some("sandbox");
+    }
+    if raw.sandbox_network == Some(true) {
+        return Some("sandboxNetwork");
+    }
+    if raw.permission_mode == Some(PermissionMode::Auto) {
+        return Some("permissionMode");
+    }
+    None
+}
+
 fn config_error(message: String, file: &Path) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::RequestInvalid, message)
         .category(ErrorCategory::Business)
@@ -413,6 +446,13 @@ impl Config {
                     "mcpServers",
                     "starts programs, so a project's configuration may set it only if you trust the project: add its path to `trustedProjects` in $KEEL_HOME/config.toml",
                 ))
+            } else if !trusted {
+                weakening(&raw).map(|key| {
+                    (
+                        key,
+                        "loosens your safety settings or sends your API key elsewhere, so a project's configuration may set it only if you trust the project: add its path to `trustedProjects` in $KEEL_HOME/config.toml",
+                    )
+                })
             } else {
                 None
             };
