@@ -327,10 +327,19 @@ async fn an_interrupt_cancels_a_hung_call_on_the_server() {
         "{:?}",
         journal.lines()
     );
-    assert!(journal
-        .lines()
-        .iter()
-        .any(|l| l.starts_with("notifications/cancelled")));
+    // The server journals the notification itself on its own task: wait for it.
+    let mut notified = false;
+    for _ in 0..1000 {
+        notified = journal
+            .lines()
+            .iter()
+            .any(|l| l.starts_with("notifications/cancelled"));
+        if notified {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(notified, "{:?}", journal.lines());
     // The server is still usable.
     assert_eq!(session.mcp_servers()[0].state, McpServerState::Ready);
 }
