@@ -725,9 +725,23 @@ impl Kernel {
         id: &str,
         after: Option<Cursor>,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        self.resume_session_with_mcp(id, after, &[]).await
+    }
+
+    /// [`Kernel::resume_session`] with the MCP servers the host gives the session
+    /// (`mcpServers` of `session.resume`); ignored when the session is already open,
+    /// which keeps its servers.
+    pub async fn resume_session_with_mcp(
+        &self,
+        id: &str,
+        after: Option<Cursor>,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
+    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         let stream = self.session_stream(id);
-        let session = self.resume(&request_id, id, after.as_ref(), &[]).await?;
+        let session = self
+            .resume(&request_id, id, after.as_ref(), mcp_servers)
+            .await?;
         Ok((
             SessionHandle {
                 kernel: self.clone(),
