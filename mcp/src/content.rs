@@ -44,6 +44,23 @@ pub struct CallOutput {
     pub is_error: bool,
 }
 
+/// The most text of one result kept for the model and for events (as the shell's
+/// output cap): a server cannot push more than this into the history per call.
+pub const RESULT_CAP: usize = 256 * 1024;
+
+/// Cuts `s` to at most `max` bytes at a character boundary; says whether it cut.
+fn cut(s: &mut String, max: usize) -> bool {
+    if s.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    true
+}
+
 /// Bytes of base64 data once decoded (padding aware; whitespace ignored).
 fn decoded_len(data: &str) -> usize {
     let chars = data.bytes().filter(|b| !b.is_ascii_whitespace()).count();
@@ -85,6 +102,39 @@ fn block(v: &Value) -> ContentSummary {
 }
 
 impl CallOutput {
+    /// Keeps at most `max` bytes of text over all the blocks (text and resource text,
+    /// in order) and of the structured result; what is cut ends with a note naming the
+    /// limit. Returns whether anything was cut.
+    pub fn cap(&mut self, max: usize) -> bool {
+        let mut left = max;
+        let mut cut_any = false;
+        for c in &mut self.content {
+            let text = match c {
+                ContentSummary::Text(t) => t,
+                ContentSummary::Resource { text: Some(t), .. } => t,
+                _ => continue,
+            };
+            let len = text.len();
+            if cut(text, left) {
+                text.push_str(&format!(
+                    "\n[output truncated: the tool returned more than {max} bytes of text]"
+                ));
+                cut_any = true;
+            }
+            left = left.saturating_sub(len);
+        }
+        if let Some(s) = &self.structured {
+            let len = serde_json::to_string(s).map(|j| j.len()).unwrap_or(0);
+            if len > left {
+                self.structured = Some(Value::String(format!(
+                    "[structured content of {len} bytes dropped: over the limit of {max} bytes]"
+                )));
+                cut_any = true;
+            }
+        }
+        cut_any
+    }
+
     /// Reads a `CallToolResult` (by its JSON shape, the MCP specification's).
     pub fn from_result(result: &impl serde::Serialize) -> Self {
         let v = serde_json::to_value(result).unwrap_or(Value::Null);
@@ -170,6 +220,32 @@ impl CallOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_are_capped_at_a_character_boundary_with_a_note() {
+        let mut out = CallOutput::from_json(&json!({
+            "content": [{"type": "text", "text": "é".repeat(10)}, {"type": "text", "text": "more"}],
+            "structuredContent": {"big": "x".repeat(100)}
+        }));
+        assert!(out.cap(5));
+        let ContentSummary::Text(first) = &out.content[0] else {
+            panic!("{out:?}")
+        };
+        assert!(first.starts_with("éé\n[output truncated"), "{first}");
+        let ContentSummary::Text(second) = &out.content[1] else {
+            panic!("{out:?}")
+        };
+        assert!(second.starts_with("\n[output truncated"), "{second}");
+        assert!(out
+            .structured
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.contains("dropped")));
+        let mut small =
+            CallOutput::from_json(&json!({"content": [{"type": "text", "text": "ok"}]}));
+        assert!(!small.cap(RESULT_CAP));
+        assert_eq!(small.text_for_model(), "ok");
+    }
 
     #[test]
     fn base64_sizes() {

@@ -28,7 +28,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ServiceError, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-pub use content::{CallOutput, ContentSummary};
+pub use content::{CallOutput, ContentSummary, RESULT_CAP};
 
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]

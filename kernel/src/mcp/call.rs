@@ -51,6 +51,12 @@ impl KernelHandler for McpCall {
             e.with_detail("server", name.to_owned())
                 .with_detail("tool", self.tool.clone())
         };
+        let answer = answer.map(|r| {
+            r.map(|mut out| {
+                out.cap(keel_mcp::RESULT_CAP);
+                out
+            })
+        });
         match answer {
             Err(_) => Err(detail(
                 ErrorPayload::new(

@@ -316,3 +316,39 @@ async fn a_servers_stderr_goes_to_the_log() {
     }
     assert!(found, "the server's stderr line is in the log");
 }
+
+#[tokio::test]
+async fn a_result_over_the_cap_is_cut_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = stdio_server("files", dir.path(), &[]);
+    let big = "ü".repeat(keel_mcp::RESULT_CAP); // twice the cap in bytes
+    let h = Harness::new(
+        vec![vec![("mcp__files__echo", json!({ "text": big }))]],
+        PermissionMode::Auto,
+        vec![files],
+    );
+    let (session, mut events) = h.start(vec![]).await;
+    let rid = session.send("echo").await.unwrap();
+    let seen = until(&mut events, end_of(&rid)).await;
+    let Some(Event::ToolCallCompleted(done)) = seen
+        .iter()
+        .map(|e| &e.event)
+        .find(|e| matches!(e, Event::ToolCallCompleted(_)))
+    else {
+        panic!("no completed call")
+    };
+    let message = done.result["message"].as_str().unwrap();
+    assert!(
+        message.len() < keel_mcp::RESULT_CAP + 200,
+        "{}",
+        message.len()
+    );
+    assert!(
+        message.ends_with("bytes of text]"),
+        "{}",
+        &message[message.len() - 100..]
+    );
+    let (model_text, is_error) = h.model.tool_results().remove(0);
+    assert!(!is_error);
+    assert_eq!(model_text, message, "the model reads the same capped text");
+}
