@@ -109,3 +109,30 @@ pub(crate) fn decide(
     };
     GateVerdict(policy::decide_with_spec(&input, Some(spec)))
 }
+
+/// Checks every rule of a `session.set_rules`: each must be `tool` or
+/// `tool(pattern)`. A malformed rule refuses the whole command (`REQUEST_INVALID`,
+/// naming the field), so a typo never leaves a deny rule silently unmatched.
+pub(crate) fn check_rules(
+    p: &keel_envelope::commands::SetRules,
+) -> Result<(), ErrorPayload> {
+    let lists: [(&str, &[String]); 5] = [
+        ("alwaysAllowGlobal", &p.always_allow_global),
+        ("alwaysAllowProject", &p.always_allow_project),
+        ("alwaysDenyGlobal", &p.always_deny_global),
+        ("alwaysDenyProject", &p.always_deny_project),
+        ("deny", p.deny.as_deref().unwrap_or_default()),
+    ];
+    for (field, rules) in lists {
+        for (i, rule) in rules.iter().enumerate() {
+            if policy::Rule::parse(rule).is_none() {
+                return Err(ErrorPayload::new(
+                    ErrorCode::RequestInvalid,
+                    format!("{rule:?} is not a rule: write `tool` or `tool(pattern)`, e.g. run_shell(rm *)"),
+                )
+                .with_detail("field", format!("payload.{field}[{i}]")));
+            }
+        }
+    }
+    Ok(())
+}

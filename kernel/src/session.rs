@@ -409,6 +409,7 @@ impl Session {
                 self.persist(rid).await;
             }
             CommandPayload::SessionSetRules(p) => {
+                crate::gate::check_rules(p)?;
                 let rules = ApprovalRules {
                     always_allow_global: p.always_allow_global.clone(),
                     always_allow_project: p.always_allow_project.clone(),
