@@ -113,9 +113,7 @@ pub(crate) fn decide(
 /// Checks every rule of a `session.set_rules`: each must be `tool` or
 /// `tool(pattern)`. A malformed rule refuses the whole command (`REQUEST_INVALID`,
 /// naming the field), so a typo never leaves a deny rule silently unmatched.
-pub(crate) fn check_rules(
-    p: &keel_envelope::commands::SetRules,
-) -> Result<(), ErrorPayload> {
+pub(crate) fn check_rules(p: &keel_envelope::commands::SetRules) -> Result<(), ErrorPayload> {
     let lists: [(&str, &[String]); 5] = [
         ("alwaysAllowGlobal", &p.always_allow_global),
         ("alwaysAllowProject", &p.always_allow_project),
