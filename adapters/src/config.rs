@@ -85,6 +85,9 @@ pub struct Config {
     pub patch_preview: bool,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
+    /// Files that were skipped, and why (a project file that leads out of the
+    /// workspace); hosts show or log them.
+    pub warnings: Vec<String>,
 }
 
 impl Default for Config {
@@ -102,6 +105,7 @@ impl Default for Config {
             providers: ProvidersConfig::default(),
             patch_preview: false,
             sources: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -313,10 +317,30 @@ impl Config {
         let mut config = Config::default();
         let mut files = vec![keel_home.join(CONFIG_FILE)];
         if let Some(ws) = workspace {
-            files.push(ws.join(PROJECT_DIR).join(CONFIG_FILE));
+            // The project's file comes with the project: it is read through the
+            // workspace jail, like a tool read, so a symlink cannot make Keel read
+            // (and echo in errors) a file from elsewhere.
+            let rel = format!("{PROJECT_DIR}/{CONFIG_FILE}");
+            match keel_tools::jail::resolve(ws, &rel) {
+                Ok(r) if r.inside => files.push(r.abs),
+                Ok(r) => config.warnings.push(format!(
+                    "{} leads outside the workspace (to {}); it was ignored",
+                    ws.join(&rel).display(),
+                    r.display
+                )),
+                Err(e) => config.warnings.push(format!(
+                    "{} was ignored: {}",
+                    ws.join(&rel).display(),
+                    e.message
+                )),
+            }
         }
         for file in files {
-            let text = match std::fs::read_to_string(&file) {
+            // Regular files only: a FIFO or device would block or never end.
+            let text = match keel_tools::jail::read_regular(&file).and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+            }) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => {

@@ -25,6 +25,8 @@ use crate::error::{model_error, model_unavailable};
 pub const SCRIPT_EXHAUSTED_TEXT: &str = "(The script has no more turns.)";
 /// Longest text delta the scripted model emits, in characters.
 const MAX_CHUNK_CHARS: usize = 16;
+/// Most text one turn may stream with `textRepeat` (the text's size times the count).
+pub const MAX_REPEATED_TEXT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// A whole script.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -47,6 +49,10 @@ pub struct ScriptTurn {
     /// Answer text, streamed as several deltas.
     #[serde(default)]
     pub text: Option<String>,
+    /// How many times the text is streamed in a row (default 1): a compact way to
+    /// script many deltas, e.g. for load tests.
+    #[serde(default)]
+    pub text_repeat: Option<u64>,
     /// Thought summary, streamed before the text.
     #[serde(default)]
     pub thought: Option<String>,
@@ -203,6 +209,29 @@ impl ScriptedModel {
             .with_detail("field", path)
         })?;
         for (t, turn) in script.turns.iter().enumerate() {
+            if let Some(repeat) = turn.text_repeat {
+                let text_bytes = turn.text.as_deref().map_or(0, str::len) as u64;
+                let problem = if repeat == 0 {
+                    Some("must be at least 1".to_owned())
+                } else if text_bytes == 0 {
+                    Some("needs a non-empty `text`".to_owned())
+                } else if text_bytes.saturating_mul(repeat) > MAX_REPEATED_TEXT_BYTES {
+                    Some(format!(
+                        "would stream {} bytes of text, more than the limit of {MAX_REPEATED_TEXT_BYTES}",
+                        text_bytes.saturating_mul(repeat)
+                    ))
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    return Err(model_unavailable(format!(
+                        "the script {source} is invalid at turns[{t}].textRepeat: it {problem}"
+                    ))
+                    .hint(ErrorHint::CheckLlmConfig)
+                    .with_detail("path", source.to_owned())
+                    .with_detail("field", format!("turns[{t}].textRepeat")));
+                }
+            }
             for (c, call) in turn.tool_calls.iter().enumerate() {
                 if call.name.is_empty() || !call.arguments.is_object() {
                     return Err(model_unavailable(format!(
@@ -270,6 +299,39 @@ impl ScriptedModel {
 enum Step {
     Sleep(Duration),
     Emit(Result<ModelEvent, ModelError>),
+    /// Deltas made one at a time, so that a repeated text costs memory once.
+    Deltas(Deltas),
+}
+
+struct Deltas {
+    chunks: Vec<String>,
+    make: fn(String) -> ModelEvent,
+    /// Pause before each delta.
+    delay: Option<Duration>,
+    /// Whether the pause before the next delta is over.
+    slept: bool,
+    next: usize,
+    rounds_left: u64,
+}
+
+impl Deltas {
+    fn done(&self) -> bool {
+        self.chunks.is_empty() || self.rounds_left == 0
+    }
+
+    fn next_delta(&mut self) -> Option<ModelEvent> {
+        if self.done() {
+            return None;
+        }
+        let chunk = self.chunks.get(self.next)?.clone();
+        self.next += 1;
+        if self.next == self.chunks.len() {
+            self.next = 0;
+            self.rounds_left -= 1;
+        }
+        self.slept = false;
+        Some((self.make)(chunk))
+    }
 }
 
 /// Splits text into deltas: at most [`MAX_CHUNK_CHARS`] characters, ending after
@@ -340,16 +402,22 @@ impl ScriptedModel {
                 steps.push_back(Step::Sleep(Duration::from_millis(delay)));
             }
         }
-        let mut deltas = |text: &Option<String>, make: fn(String) -> ModelEvent| {
-            for chunk in chunk_text(text.as_deref().unwrap_or_default()) {
-                if let Some(d) = chunk_delay {
-                    steps.push_back(Step::Sleep(d));
-                }
-                steps.push_back(Step::Emit(Ok(make(chunk))));
-            }
+        let mut deltas = |text: &Option<String>, rounds: u64, make: fn(String) -> ModelEvent| {
+            steps.push_back(Step::Deltas(Deltas {
+                chunks: chunk_text(text.as_deref().unwrap_or_default()),
+                make,
+                delay: chunk_delay,
+                slept: false,
+                next: 0,
+                rounds_left: rounds,
+            }));
         };
-        deltas(&turn.thought, ModelEvent::ThoughtDelta);
-        deltas(&turn.text, ModelEvent::TextDelta);
+        deltas(&turn.thought, 1, ModelEvent::ThoughtDelta);
+        deltas(
+            &turn.text,
+            turn.text_repeat.unwrap_or(1),
+            ModelEvent::TextDelta,
+        );
         for (i, call) in turn.tool_calls.iter().enumerate() {
             steps.push_back(Step::Emit(Ok(ModelEvent::ToolCall(ToolCallRequest {
                 id: call
@@ -401,15 +469,35 @@ impl Model for ScriptedModel {
                     if cancel.is_cancelled() {
                         return None;
                     }
-                    match steps.pop_front()? {
-                        Step::Sleep(d) => {
-                            tokio::select! {
-                                biased;
-                                _ = cancel.cancelled() => return None,
-                                _ = tokio::time::sleep(d) => {}
-                            }
+                    let pause = match steps.front_mut()? {
+                        Step::Deltas(deltas) if deltas.done() => {
+                            steps.pop_front();
+                            continue;
                         }
-                        Step::Emit(item) => return Some((item, (steps, cancel))),
+                        Step::Deltas(deltas) => match deltas.delay {
+                            Some(d) if !deltas.slept => {
+                                deltas.slept = true;
+                                d
+                            }
+                            _ => match deltas.next_delta() {
+                                Some(event) => return Some((Ok(event), (steps, cancel))),
+                                None => continue,
+                            },
+                        },
+                        Step::Sleep(d) => {
+                            let d = *d;
+                            steps.pop_front();
+                            d
+                        }
+                        Step::Emit(_) => match steps.pop_front() {
+                            Some(Step::Emit(item)) => return Some((item, (steps, cancel))),
+                            _ => continue,
+                        },
+                    };
+                    tokio::select! {
+                        biased;
+                        _ = cancel.cancelled() => return None,
+                        _ = tokio::time::sleep(pause) => {}
                     }
                 }
             },
@@ -430,5 +518,104 @@ mod tests {
         assert_eq!(chunks.concat(), text);
         assert!(chunks.iter().all(|c| c.chars().count() <= MAX_CHUNK_CHARS));
         assert!(chunk_text("").is_empty());
+    }
+
+    fn ask() -> ModelRequest {
+        ModelRequest {
+            system: String::new(),
+            messages: vec![Message::User {
+                text: "go".into(),
+                images: vec![],
+            }],
+            tools: vec![],
+            max_output_tokens: None,
+        }
+    }
+
+    async fn events(model: &ScriptedModel) -> Vec<ModelEvent> {
+        use futures::StreamExt;
+        model
+            .stream(ask(), CancellationToken::new())
+            .map(|item| item.unwrap())
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_repeated_text_streams_its_deltas_that_many_times() {
+        let model = ScriptedModel::from_json(serde_json::json!({"turns": [
+            {"thought": "hm", "text": "word ", "textRepeat": 1000, "chunkDelayMs": 0},
+            {"text": "ab cd ", "textRepeat": 3, "chunkDelayMs": 1},
+        ]}))
+        .unwrap();
+        let first = events(&model).await;
+        assert!(matches!(&first[0], ModelEvent::ThoughtDelta(t) if t == "hm"));
+        let texts: Vec<&str> = first
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts.len(), 1000);
+        assert!(texts.iter().all(|t| *t == "word "));
+        assert!(matches!(
+            first.last(),
+            Some(ModelEvent::Finished(FinishReason::EndTurn))
+        ));
+        // With pauses between deltas, and chunks of more than one delta per round.
+        let second = events(&model).await;
+        let texts: Vec<&str> = second
+            .iter()
+            .filter_map(|e| match e {
+                ModelEvent::TextDelta(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, ["ab ", "cd ", "ab ", "cd ", "ab ", "cd "]);
+    }
+
+    #[test]
+    fn a_bad_repeat_count_is_refused_naming_the_field() {
+        for (turn, says) in [
+            (
+                serde_json::json!({"text": "x", "textRepeat": 0}),
+                "at least 1",
+            ),
+            (serde_json::json!({"textRepeat": 5}), "non-empty `text`"),
+            (
+                serde_json::json!({"text": "", "textRepeat": 5}),
+                "non-empty `text`",
+            ),
+            (
+                serde_json::json!({"text": "0123456789", "textRepeat": 10_000_000u64}),
+                "more than the limit",
+            ),
+        ] {
+            let err = ScriptedModel::from_json(serde_json::json!({ "turns": [turn] })).unwrap_err();
+            assert_eq!(err.code, keel_envelope::ErrorCode::ModelUnavailable);
+            assert!(
+                err.message.contains("turns[0].textRepeat"),
+                "{}",
+                err.message
+            );
+            assert!(err.message.contains(says), "{}", err.message);
+            assert_eq!(err.details["field"], "turns[0].textRepeat");
+        }
+        for bad in [
+            serde_json::json!(-1),
+            serde_json::json!("many"),
+            serde_json::json!(1.5),
+        ] {
+            let err = ScriptedModel::from_json(
+                serde_json::json!({"turns": [{"text": "x", "textRepeat": bad}]}),
+            )
+            .unwrap_err();
+            assert!(
+                err.message.contains("turns[0].textRepeat"),
+                "{}",
+                err.message
+            );
+        }
     }
 }

@@ -289,6 +289,48 @@ fn an_unreadable_file_is_an_error() {
 }
 
 #[test]
+fn a_project_file_that_leads_out_of_the_workspace_is_ignored_with_a_warning() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = write(outside.path(), "secret.toml", "maxTurns = 7\n");
+    // A symlinked file, and a symlinked `.keel` directory.
+    for how in ["file", "dir"] {
+        let _ = std::fs::remove_dir_all(ws.path().join(".keel"));
+        let _ = std::fs::remove_file(ws.path().join(".keel"));
+        if how == "file" {
+            std::fs::create_dir_all(ws.path().join(".keel")).unwrap();
+            std::os::unix::fs::symlink(&secret, ws.path().join(".keel/config.toml")).unwrap();
+        } else {
+            std::fs::copy(&secret, outside.path().join("config.toml")).unwrap();
+            std::os::unix::fs::symlink(outside.path(), ws.path().join(".keel")).unwrap();
+        }
+        let c = Config::load(home.path(), Some(ws.path())).unwrap();
+        assert_eq!(c.max_turns, 50, "{how}: the outside file was not applied");
+        assert_eq!(c.warnings.len(), 1, "{how}");
+        assert!(
+            c.warnings[0].contains("outside the workspace"),
+            "{}",
+            c.warnings[0]
+        );
+    }
+}
+
+#[test]
+fn a_config_that_is_not_a_regular_file_is_refused_without_blocking() {
+    let home = tempfile::tempdir().unwrap();
+    let fifo = home.path().join("config.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let e = Config::load(home.path(), None).unwrap_err();
+    assert_eq!(e.code, ErrorCode::RequestInvalid);
+    assert!(e.message.contains("could not be read"), "{}", e.message);
+}
+
+#[test]
 fn model_precedence_is_cli_then_env_then_config() {
     let mut c = Config {
         model: Some("anthropic:claude-sonnet-4-5".into()),

@@ -423,19 +423,18 @@ fn payload_error(e: &serde_path_to_error::Error<serde_json::Error>) -> ErrorPayl
 }
 
 /// Encodes an envelope as one JSON line with a trailing newline.
+///
+/// The bytes are those of `serde_json` serializing the envelope, plus `\n`; the
+/// encoder writes them directly (see the `encode` module).
 pub fn encode_line(env: &Envelope) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    encode_into(env, &mut out);
+    let mut out = Vec::with_capacity(crate::encode::size_hint(env));
+    crate::encode::write_envelope(&mut out, env);
     out
 }
 
 /// Appends an envelope as one JSON line (with newline) to `out`.
 pub fn encode_into(env: &Envelope, out: &mut Vec<u8>) {
-    // Serializing our own types into a Vec cannot fail: every map key is a string.
-    if serde_json::to_writer(&mut *out, env).is_err() {
-        out.extend_from_slice(br#"{"version":"1.0","type":"error","payload":{}}"#);
-    }
-    out.push(b'\n');
+    crate::encode::write_envelope(out, env);
 }
 
 /// Encodes a command as one JSON line with a trailing newline.

@@ -19,6 +19,7 @@
 
 pub mod codec;
 pub mod commands;
+mod encode;
 mod envelope;
 pub mod error;
 pub mod events;

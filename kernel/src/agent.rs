@@ -132,6 +132,16 @@ fn steered(session: &Session) -> bool {
         .is_some_and(|a| !a.steer.is_empty())
 }
 
+/// Says once per session why `AGENTS.md` is left out of the prompt (a symlink out of
+/// the workspace, a special or oversized file).
+async fn warn_instructions(session: &Session, rid: &str, e: ErrorPayload) {
+    let first = !std::mem::replace(&mut session.data().instructions_warned, true);
+    if first {
+        let warning = e.severity(keel_envelope::error::Severity::Warning);
+        session.emitter.emit(rid, Event::Warning(warning)).await;
+    }
+}
+
 /// Runs the request's turns.
 pub(crate) async fn run(
     session: &Arc<Session>,
@@ -149,16 +159,20 @@ pub(crate) async fn run(
         if cancel.is_cancelled() {
             return Outcome::Interrupted;
         }
-        let (model, request) = {
+        let (model, request, unread) = {
             let d = session.data();
+            let (system, unread) = prompt::system_prompt(session, d.state.mode);
             let request = ModelRequest {
-                system: prompt::system_prompt(session, d.state.mode),
+                system,
                 messages: d.state.history.clone(),
                 tools: session.kernel.registry.defs().to_vec(),
                 max_output_tokens: None,
             };
-            (d.model.clone(), request)
+            (d.model.clone(), request, unread)
         };
+        if let Some(e) = unread {
+            warn_instructions(session, rid, e).await;
+        }
         let context_tokens = prompt::estimate_tokens(&request);
         c.turns += 1;
         let mut t = TurnFigures {

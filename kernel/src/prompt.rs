@@ -1,6 +1,9 @@
 //! The system prompt, the kernel tools' names, and token estimates.
 
+use std::path::Path;
+
 use keel_envelope::types::PermissionMode;
+use keel_envelope::{ErrorCode, ErrorPayload};
 
 use crate::model::{Message, ModelRequest};
 use crate::session::Session;
@@ -20,8 +23,12 @@ const BASE: &str = "You are Keel, a coding agent working in a software project. 
 make small exact edits, and verify your work by running the project's checks. Tool calls may need the user's \
 approval; when a call is denied, do not retry it unchanged.";
 
-/// Builds the system prompt for the session's current mode.
-pub(crate) fn system_prompt(session: &Session, mode: PermissionMode) -> String {
+/// Builds the system prompt for the session's current mode, with the project's
+/// instructions; the error says why `AGENTS.md` was left out.
+pub(crate) fn system_prompt(
+    session: &Session,
+    mode: PermissionMode,
+) -> (String, Option<ErrorPayload>) {
     let mut s = String::from(BASE);
     s.push_str(&format!(
         "\n\nWorkspace root: {}\nPermission mode: {}\n",
@@ -39,11 +46,54 @@ Investigate, then call propose_plan with the steps and wait for approval before 
         s.push_str(extra);
         s.push('\n');
     }
-    if let Ok(text) = std::fs::read_to_string(session.workspace.join("AGENTS.md")) {
-        s.push_str("\n# Project instructions (AGENTS.md)\n");
-        s.push_str(&text);
+    match project_instructions(&session.workspace) {
+        Ok(Some(text)) => {
+            s.push_str("\n# Project instructions (AGENTS.md)\n");
+            s.push_str(&text);
+            (s, None)
+        }
+        Ok(None) => (s, None),
+        Err(e) => (s, Some(e)),
     }
-    s
+}
+
+/// Largest project-instructions file read into the prompt.
+const INSTRUCTIONS_CAP: usize = 256 * 1024;
+
+/// The workspace's `AGENTS.md`, read through the workspace jail like any tool read: a
+/// symlink (at any depth) that leads out of the workspace, a special file, a file over
+/// 256 KiB or one that is not UTF-8 is not read, and the error says why.
+pub(crate) fn project_instructions(workspace: &Path) -> Result<Option<String>, ErrorPayload> {
+    let r = keel_tools::jail::resolve(workspace, "AGENTS.md")?;
+    if !r.exists {
+        return Ok(None);
+    }
+    if !r.inside {
+        return Err(ErrorPayload::new(
+            ErrorCode::PathOutsideWorkspace,
+            format!(
+                "AGENTS.md leads outside the workspace (to `{}`); it was not read",
+                r.display
+            ),
+        )
+        .with_detail("path", "AGENTS.md"));
+    }
+    let unreadable = |why: String| {
+        ErrorPayload::new(
+            ErrorCode::ToolExecutionFailed,
+            format!("AGENTS.md was not read: {why}"),
+        )
+        .with_detail("path", "AGENTS.md")
+    };
+    let bytes = keel_tools::jail::read_regular(&r.abs).map_err(|e| unreadable(e.to_string()))?;
+    if bytes.len() > INSTRUCTIONS_CAP {
+        return Err(unreadable(format!(
+            "it is larger than {INSTRUCTIONS_CAP} bytes"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| unreadable("it is not UTF-8 text".into()))
 }
 
 fn message_chars(m: &Message) -> usize {

@@ -82,6 +82,8 @@ pub(crate) struct Data {
     pub(crate) runner: Option<JoinHandle<()>>,
     /// Whether the session already warned that shell commands run unsandboxed.
     pub(crate) sandbox_warned: bool,
+    /// Whether the session already warned that `AGENTS.md` was not read.
+    pub(crate) instructions_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
 }
@@ -140,6 +142,7 @@ impl Session {
                 plan_wait: None,
                 runner: None,
                 sandbox_warned: false,
+                instructions_warned: false,
                 ext,
             }),
         })

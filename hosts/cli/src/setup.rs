@@ -54,6 +54,10 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         )
     })?;
     let config = Config::load(&home, Some(&workspace))?;
+    for w in &config.warnings {
+        tracing::warn!("{w}");
+        eprintln!("keel: {w}");
+    }
     let model_spec = resolve_model_spec(
         common.model.model.as_deref(),
         env.get("KEEL_MODEL"),

@@ -105,6 +105,58 @@ async fn project_instructions_join_the_system_prompt() {
     assert!(system.contains("Always answer in haiku."), "{system}");
 }
 
+#[tokio::test]
+async fn an_agents_md_that_leads_out_of_the_workspace_is_not_read() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("id_ed25519");
+    std::fs::write(&secret, "-----BEGIN OPENSSH PRIVATE KEY----- secret").unwrap();
+    // A symlink at the top, and one through a linked directory.
+    for link in ["direct", "through-dir"] {
+        let dir = tempfile::tempdir().unwrap();
+        if link == "direct" {
+            std::os::unix::fs::symlink(&secret, dir.path().join("AGENTS.md")).unwrap();
+        } else {
+            std::os::unix::fs::symlink(outside.path(), dir.path().join("cfg")).unwrap();
+            std::os::unix::fs::symlink("cfg/id_ed25519", dir.path().join("AGENTS.md")).unwrap();
+        }
+        let (kernel, model) = small_window_kernel(vec![say("ok"), say("ok")], 100_000, dir.path());
+        let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+        for _ in 0..2 {
+            s.send("hi").await.unwrap();
+            until(&mut events, "session.completed").await;
+        }
+        let seen = model.seen.lock().unwrap();
+        for req in seen.iter() {
+            assert!(
+                !req.system.contains("PRIVATE KEY"),
+                "{link}: the key reached the model"
+            );
+            assert!(!req.system.contains("Project instructions"), "{link}");
+        }
+        drop(seen);
+        let log = kernel.session_log(s.id()).unwrap();
+        let warned: Vec<&Envelope> = log
+            .iter()
+            .filter(|e| matches!(&e.event, Event::Warning(w) if w.code == ErrorCode::PathOutsideWorkspace))
+            .collect();
+        assert_eq!(warned.len(), 1, "{link}: warned once per session");
+    }
+}
+
+#[tokio::test]
+async fn special_or_oversized_instructions_are_left_out_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("AGENTS.md"), "x".repeat(300 * 1024)).unwrap();
+    let (kernel, model) = small_window_kernel(vec![say("ok")], 100_000, dir.path());
+    let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    s.send("hi").await.unwrap();
+    let evs = until(&mut events, "session.completed").await;
+    assert!(!model.seen.lock().unwrap()[0].system.contains("xxxx"));
+    assert!(evs
+        .iter()
+        .any(|e| matches!(&e.event, Event::Warning(w) if w.message.contains("larger than"))));
+}
+
 /// A second model under another id, for switching.
 #[derive(Debug)]
 struct Named(&'static str, Arc<TestModel>);
