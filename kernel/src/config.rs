@@ -34,6 +34,12 @@ pub struct KernelConfig {
     pub channel_capacity: usize,
     /// Whether new sessions propose edits as patches instead of writing them.
     pub patch_preview: bool,
+    /// Whether sessions checkpoint their workspace before each request and each tool
+    /// call that may change files (for `session.rewind` and `session.fork`).
+    pub checkpoints: bool,
+    /// Where checkpoints are kept (`<dir>/<sessionId>/`); default: the session's
+    /// directory in the store, when the store keeps files.
+    pub checkpoint_dir: Option<PathBuf>,
 }
 
 impl Default for KernelConfig {
@@ -50,6 +56,8 @@ impl Default for KernelConfig {
             system_prompt: None,
             channel_capacity: 1024,
             patch_preview: false,
+            checkpoints: true,
+            checkpoint_dir: None,
         }
     }
 }

@@ -241,6 +241,9 @@ impl Kernel {
                     )
                     .with_detail("sessionId", sid));
                 };
+                if let CommandPayload::SessionFork(p) = &cmd.payload {
+                    return self.fork(&session, &cmd.request_id, p).await;
+                }
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;
                     self.inner
@@ -283,7 +286,7 @@ impl Kernel {
         Ok(canon)
     }
 
-    fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
+    pub(crate) fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
         match (id, &self.inner.default_model) {
             (Some(id), _) => (self.inner.factory)(id),
             (None, Some(m)) => Ok(m.clone()),

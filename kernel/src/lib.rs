@@ -23,6 +23,7 @@ mod probe;
 mod prompt;
 mod registry;
 mod request;
+mod rewind;
 mod session;
 pub mod store;
 mod turn;

@@ -6,11 +6,14 @@
 //! 2. gate: the entry's row of the permission table decides allow / ask / deny —
 //!    deny is `tool.call.skipped`;
 //! 3. approval wait, when the gate asks — a denial or timeout is `tool.call.skipped`;
-//! 4. run: `tool.call.started` with the verdict's level, the entry's handler (or the
+//! 4. checkpoint: when the verdict's level is above read (or the call spawns a
+//!    sub-agent), the workspace is checkpointed ([`crate::rewind`]) so a rewind can
+//!    put it back as it was just before the call;
+//! 5. run: `tool.call.started` with the verdict's level, the entry's handler (or the
 //!    stage that takes the call over) with its own child cancellation token, streamed
 //!    `tool.call.progress`, then `tool.call.completed` or `tool.call.failed` with the
 //!    real duration;
-//! 5. the result goes back to the caller, which puts it into the history.
+//! 6. the result goes back to the caller, which puts it into the history.
 //!
 //! An interrupt always lands: once the request's token fires, a handler gets a short
 //! grace period to stop by itself (killing its processes), and is then dropped, which
@@ -127,7 +130,11 @@ pub(crate) async fn run_call(
     if cancel.is_cancelled() {
         return Err(Interrupted);
     }
-    // 4. Run.
+    // 4. Checkpoint the workspace when the call may change files.
+    if crate::rewind::may_change_files(verdict.level(), &call.name) {
+        crate::rewind::checkpoint(session, rid, Some((&tool_call_id, &call.name))).await;
+    }
+    // 5. Run.
     let call_cancel = cancel.child_token();
     let cx = CallCx {
         session,

@@ -108,6 +108,8 @@ async fn run_request<'s>(
             }),
         )
         .await;
+    crate::rewind::mark_request(session, rid);
+    crate::rewind::checkpoint(session, rid, None).await;
     session.data().state.history.push(Message::User {
         text: q.message.clone(),
         images: q.images.clone(),

@@ -84,6 +84,8 @@ pub(crate) struct Data {
     pub(crate) sandbox_warned: bool,
     /// Whether the session already warned that `AGENTS.md` was not read.
     pub(crate) instructions_warned: bool,
+    /// Whether the session already warned that a checkpoint failed.
+    pub(crate) checkpoint_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
 }
@@ -100,6 +102,8 @@ pub(crate) struct Session {
     /// look at the running request, so a host that saw a terminal event finds the
     /// session already switched.
     pub(crate) turnover: tokio::sync::Mutex<()>,
+    /// Checkpoints of the workspace ([`crate::rewind`]).
+    pub(crate) checkpoints: crate::rewind::Book,
     data: Mutex<Data>,
 }
 
@@ -131,6 +135,7 @@ impl Session {
             emitter,
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
+            checkpoints: crate::rewind::Book::default(),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -143,6 +148,7 @@ impl Session {
                 runner: None,
                 sandbox_warned: false,
                 instructions_warned: false,
+                checkpoint_warned: false,
                 ext,
             }),
         })
@@ -493,6 +499,11 @@ impl Session {
                 crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
                 self.persist(rid).await;
             }
+            CommandPayload::CheckpointList(_) => {
+                let list = crate::rewind::list(self).await?;
+                self.emitter.emit(rid, Event::CheckpointList(list)).await;
+            }
+            CommandPayload::SessionRewind(p) => crate::rewind::rewind(self, rid, p).await?,
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(

@@ -82,6 +82,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn flush(&self) -> Result<(), ErrorPayload> {
         Ok(())
     }
+    /// A directory of the session's own where the kernel may keep files (workspace
+    /// checkpoints); `None` for a store that keeps no files.
+    fn session_dir(&self, _session_id: &str) -> Option<PathBuf> {
+        None
+    }
 }
 
 fn persist_err(what: &str, path: &Path, e: impl std::fmt::Display) -> ErrorPayload {
@@ -242,6 +247,10 @@ impl Store for FileStore {
             }
         }
         Ok(out)
+    }
+
+    fn session_dir(&self, session_id: &str) -> Option<PathBuf> {
+        self.dir(session_id).ok()
     }
 
     fn flush(&self) -> Result<(), ErrorPayload> {

@@ -382,6 +382,22 @@ impl Checkpoints {
         Ok(info)
     }
 
+    /// Files and links changed since the last checkpoint (the workspace is looked at
+    /// now; nothing is recorded).
+    pub fn pending_changes(&mut self) -> Result<Vec<FileChange>, CheckpointError> {
+        self.refresh()?;
+        Ok(self
+            .pending
+            .iter()
+            .filter_map(|(path, (old, new))| {
+                classify(old.as_ref(), new.as_ref()).map(|change| FileChange {
+                    path: path.clone(),
+                    change,
+                })
+            })
+            .collect())
+    }
+
     /// Puts the workspace back in the state of checkpoint `id`. Changes made since the
     /// last checkpoint are saved first (the next checkpoint records them), so a restore
     /// can itself be undone by restoring a later checkpoint.
