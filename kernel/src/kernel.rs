@@ -323,6 +323,7 @@ impl Kernel {
             updated_at: now,
             closed: false,
             extensions: Default::default(),
+            request_marks: Vec::new(),
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());

@@ -25,6 +25,7 @@ mod registry;
 mod request;
 mod rewind;
 mod session;
+mod side;
 pub mod store;
 mod turn;
 

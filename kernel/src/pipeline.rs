@@ -132,7 +132,13 @@ pub(crate) async fn run_call(
     }
     // 4. Checkpoint the workspace when the call may change files.
     if crate::rewind::may_change_files(verdict.level(), &call.name) {
-        crate::rewind::checkpoint(session, rid, Some((&tool_call_id, &call.name))).await;
+        let call_point = Some((tool_call_id.as_str(), call.name.as_str()));
+        if let Some(w) = crate::rewind::checkpoint(session, rid, call_point, cancel).await {
+            session.emitter.emit(rid, Event::Warning(w)).await;
+        }
+        if cancel.is_cancelled() {
+            return Err(Interrupted);
+        }
     }
     // 5. Run.
     let call_cancel = cancel.child_token();

@@ -98,6 +98,9 @@ async fn run_request<'s>(
     from_queue: bool,
 ) -> tokio::sync::MutexGuard<'s, ()> {
     let rid = q.id.as_str();
+    // The workspace and the conversation as they are before the request.
+    crate::rewind::mark_request(session, rid);
+    let warning = crate::rewind::checkpoint(session, rid, None, cancel).await;
     session
         .emitter
         .emit(
@@ -108,8 +111,9 @@ async fn run_request<'s>(
             }),
         )
         .await;
-    crate::rewind::mark_request(session, rid);
-    crate::rewind::checkpoint(session, rid, None).await;
+    if let Some(w) = warning {
+        session.emitter.emit(rid, Event::Warning(w)).await;
+    }
     session.data().state.history.push(Message::User {
         text: q.message.clone(),
         images: q.images.clone(),

@@ -28,17 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::Kernel;
 use crate::model::Message;
 use crate::session::Session;
-
-/// The key of the request marks in `PersistedSession.extensions`.
-const MARKS_KEY: &str = "requestMarks";
-
-/// Where the conversation stood when a request started.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Mark {
-    request_id: String,
-    history_len: usize,
-}
+use crate::store::RequestMark as Mark;
 
 /// What a checkpoint records besides the files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,30 +142,16 @@ fn cut_for_call(history: &[Message]) -> usize {
 pub(crate) fn mark_request(session: &Session, rid: &str) {
     let mut d = session.data();
     let history_len = d.state.history.len();
-    let mut marks: Vec<Mark> = d
-        .state
-        .extensions
-        .get(MARKS_KEY)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
+    let marks = &mut d.state.request_marks;
     marks.retain(|m| m.request_id != rid);
     marks.push(Mark {
         request_id: rid.to_owned(),
         history_len,
     });
-    if let Ok(v) = serde_json::to_value(&marks) {
-        d.state.extensions.insert(MARKS_KEY.to_owned(), v);
-    }
 }
 
 fn marks(session: &Session) -> Vec<Mark> {
-    session
-        .data()
-        .state
-        .extensions
-        .get(MARKS_KEY)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
+    session.data().state.request_marks.clone()
 }
 
 /// Whether a call allowed by the gate may change files.
@@ -184,11 +160,17 @@ pub(crate) fn may_change_files(level: keel_envelope::types::PermissionLevel, too
 }
 
 /// Takes a checkpoint before request `rid` (`call`: `None`) or before one of its tool
-/// calls (`Some((toolCallId, toolName))`). A failure is logged and reported once as a
-/// warning on the request's stream; the request goes on.
-pub(crate) async fn checkpoint(session: &Arc<Session>, rid: &str, call: Option<(&str, &str)>) {
+/// calls (`Some((toolCallId, toolName))`). A failure is logged and returned (once per
+/// session) as a warning for the request's stream; the request goes on. When `cancel`
+/// fires first, the request stops waiting (the checkpoint finishes in the background).
+pub(crate) async fn checkpoint(
+    session: &Arc<Session>,
+    rid: &str,
+    call: Option<(&str, &str)>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<ErrorPayload> {
     if !session.kernel.config.checkpoints {
-        return;
+        return None;
     }
     let history_len = {
         let d = session.data();
@@ -205,7 +187,7 @@ pub(crate) async fn checkpoint(session: &Arc<Session>, rid: &str, call: Option<(
     };
     let id = call.map_or(rid, |c| c.0).to_owned();
     let value = serde_json::to_value(&meta).unwrap_or_default();
-    let result = with_book(session, move |engine, disabled| {
+    let work = with_book(session, move |engine, disabled| {
         let engine = engine?;
         match engine.checkpoint(&id, value) {
             Ok(_) | Err(CheckpointError::DuplicateId(_)) => None,
@@ -216,8 +198,11 @@ pub(crate) async fn checkpoint(session: &Arc<Session>, rid: &str, call: Option<(
             }
             Err(e) => Some((e.to_string(), false)),
         }
-    })
-    .await;
+    });
+    let result = tokio::select! {
+        r = work => r,
+        _ = cancel.cancelled() => return None,
+    };
     let failure = match result {
         Ok(f) => f,
         Err(e) => Some((e.message, false)),
@@ -229,14 +214,18 @@ pub(crate) async fn checkpoint(session: &Arc<Session>, rid: &str, call: Option<(
         }
         let warned = std::mem::replace(&mut session.data().checkpoint_warned, true);
         if !warned {
-            let payload = ErrorPayload::new(
-                ErrorCode::SessionPersistenceFailed,
-                format!("no checkpoint of the workspace: {message}; rewinding files may not be possible"),
-            )
-            .severity(keel_envelope::error::Severity::Warning);
-            session.emitter.emit(rid, Event::Warning(payload)).await;
+            return Some(
+                ErrorPayload::new(
+                    ErrorCode::SessionPersistenceFailed,
+                    format!(
+                        "no checkpoint of the workspace: {message}; rewinding files may not be possible"
+                    ),
+                )
+                .severity(keel_envelope::error::Severity::Warning),
+            );
         }
     }
+    None
 }
 
 fn wire_change(c: ChangeKind) -> FileChangeKind {
@@ -435,13 +424,9 @@ pub(crate) async fn rewind(
             d.state.history.truncate(len);
             conversation_cut = true;
         }
-        let kept: Vec<Mark> = marks_of(&d.state.extensions)
-            .into_iter()
-            .filter(|m| m.history_len < len || (m.history_len == len && m.request_id != id))
-            .collect();
-        if let Ok(v) = serde_json::to_value(&kept) {
-            d.state.extensions.insert(MARKS_KEY.to_owned(), v);
-        }
+        d.state
+            .request_marks
+            .retain(|m| m.history_len < len || (m.history_len == len && m.request_id != id));
     }
     let (files, not_restorable) = report.map(wire_report).unwrap_or_default();
     session
@@ -457,12 +442,6 @@ pub(crate) async fn rewind(
         .await;
     session.persist(rid).await;
     Ok(())
-}
-
-fn marks_of(ext: &serde_json::Map<String, serde_json::Value>) -> Vec<Mark> {
-    ext.get(MARKS_KEY)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
 }
 
 /// Extension keys a fork copies (the plan, rules and mode are in the state itself).
@@ -533,16 +512,12 @@ impl Kernel {
         if let Some(len) = cut {
             state.history.truncate(len);
         }
-        let kept: Vec<Mark> = marks_of(&state.extensions)
-            .into_iter()
-            .filter(|m| cut.is_none_or(|c| m.history_len < c))
-            .collect();
+        state
+            .request_marks
+            .retain(|m| cut.is_none_or(|c| m.history_len < c));
         state
             .extensions
             .retain(|k, _| FORK_COPIES.contains(&k.as_str()));
-        if let Ok(v) = serde_json::to_value(&kept) {
-            state.extensions.insert(MARKS_KEY.to_owned(), v);
-        }
         let model = match self.model_for(Some(&state.model)) {
             Ok(m) => m,
             Err(_) => self.model_for(None)?,

@@ -504,6 +504,7 @@ impl Session {
                 self.emitter.emit(rid, Event::CheckpointList(list)).await;
             }
             CommandPayload::SessionRewind(p) => crate::rewind::rewind(self, rid, p).await?,
+            CommandPayload::RequestSide(p) => crate::side::spawn(self, rid, &p.message)?,
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(

@@ -55,6 +55,19 @@ pub struct PersistedSession {
     /// State of optional extensions, by extension name.
     #[serde(default)]
     pub extensions: serde_json::Map<String, serde_json::Value>,
+    /// Where the history stood when each request started (rewind and fork cut there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_marks: Vec<RequestMark>,
+}
+
+/// The length of the history when a request started, before its message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMark {
+    /// The request.
+    pub request_id: String,
+    /// Messages in the history before it.
+    pub history_len: usize,
 }
 
 /// What loading a session's log found.

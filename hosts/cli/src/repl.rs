@@ -7,6 +7,7 @@
 mod ext;
 mod input;
 pub(crate) mod render;
+mod rewind;
 mod rules;
 mod slash;
 mod turn;
@@ -44,6 +45,8 @@ pub(crate) struct Repl {
     /// `/preview`: whether messages propose edits as patches (`None`: the
     /// configuration decides).
     patch_preview: Option<bool>,
+    /// Side questions asked while a request ran, waiting for their answer.
+    side_pending: Vec<String>,
 }
 
 impl std::fmt::Debug for Repl {
@@ -132,6 +135,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
         rules,
         queued_text: Default::default(),
         patch_preview: None,
+        side_pending: Vec::new(),
     };
     tracing::info!(
         session_id = %repl.session.id(),

@@ -305,4 +305,5 @@ mod persistence;
 mod plans;
 mod registry;
 mod requests;
+mod rewind;
 mod stop;

@@ -321,6 +321,55 @@ pub fn sample_event(t: EventType) -> Event {
             message_count: 6,
             state: SessionState::WaitingApproval,
         }),
+        EventType::CheckpointList => Event::CheckpointList(ev::CheckpointList {
+            checkpoints: vec![
+                ev::CheckpointEntry {
+                    checkpoint_id: s("req_0002"),
+                    request_id: s("req_0002"),
+                    tool_call_id: None,
+                    tool_name: None,
+                    created_at: 1_700_000_000_000,
+                    files_changed: Vec::new(),
+                },
+                ev::CheckpointEntry {
+                    checkpoint_id: s("call_0001"),
+                    request_id: s("req_0002"),
+                    tool_call_id: Some(s("call_0001")),
+                    tool_name: Some(s("run_shell")),
+                    created_at: 1_700_000_001_000,
+                    files_changed: vec![ev::CheckpointFileChange {
+                        path: s("src/lib.rs"),
+                        change: ev::FileChangeKind::Modified,
+                    }],
+                },
+            ],
+            disabled_reason: None,
+        }),
+        EventType::SessionRewound => Event::SessionRewound(ev::SessionRewound {
+            files: vec![
+                ev::RewoundFile {
+                    path: s("src/lib.rs"),
+                    action: ev::RewindAction::Reverted,
+                },
+                ev::RewoundFile {
+                    path: s("build/out.txt"),
+                    action: ev::RewindAction::Removed,
+                },
+            ],
+            not_restorable: vec![ev::NotRestorableFile {
+                path: s("assets/logo.png"),
+                reason: s("not saved: a binary file (not saved in checkpoints)"),
+            }],
+            conversation_cut: true,
+        }),
+        EventType::SessionForked => Event::SessionForked(ev::SessionForked {
+            session_id: s("sess_0002"),
+            parent_session_id: s(SESSION),
+            at_request_id: Some(s("req_0002")),
+        }),
+        EventType::SideAnswered => Event::SideAnswered(ev::SideAnswered {
+            text: s("The parser is in src/parse.rs."),
+        }),
         EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged {
             mode: PermissionMode::AutoEdit,
             previous_mode: PermissionMode::Ask,
@@ -648,6 +697,10 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::SessionClosed => C::SessionClose,
         E::SessionList => C::SessionList,
         E::SessionState => C::SessionState,
+        E::CheckpointList => C::CheckpointList,
+        E::SessionRewound => C::SessionRewind,
+        E::SessionForked => C::SessionFork,
+        E::SideAnswered => C::RequestSide,
         E::SessionModeChanged => C::SessionSetMode,
         E::SessionModelChanged => C::SessionSetModel,
         E::SessionRulesUpdated => C::SessionSetRules,
@@ -710,6 +763,7 @@ pub fn sample_envelopes() -> Vec<Envelope> {
                 let cmd = sample_command(c);
                 let session = match t {
                     EventType::SessionStarted | EventType::SessionResumed => Some(s(SESSION)),
+                    EventType::SessionForked => Some(s("sess_0002")),
                     _ => cmd.session_id.clone(),
                 };
                 (session, cmd.request_id, Source::Runtime)

@@ -70,6 +70,26 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "send a message that joins the running request (else runs now)",
     },
     SlashCommand {
+        name: "/rewind",
+        args: "[<n> [files|chat]]",
+        help: "list the checkpoints, or go back to one (files and conversation)",
+    },
+    SlashCommand {
+        name: "/undo",
+        args: "",
+        help: "undo the last request: its file changes and its conversation",
+    },
+    SlashCommand {
+        name: "/fork",
+        args: "[<n>]",
+        help: "continue in a copy of this session (up to checkpoint n's request)",
+    },
+    SlashCommand {
+        name: "/btw",
+        args: "<question>",
+        help: "ask a side question (no tools, not kept), also while a request runs",
+    },
+    SlashCommand {
         name: "/title",
         args: "<text>",
         help: "name the session (not supported yet)",
@@ -222,6 +242,10 @@ impl Repl {
             "/title" => self.warn_line(
                 "/title is not supported yet: a session's title can only be set when it starts",
             ),
+            "/rewind" => self.rewind(arg),
+            "/undo" => self.undo(),
+            "/fork" => self.fork(arg),
+            "/btw" => self.btw(arg),
             "/review" => self.review(arg),
             "/patches" => self.patches(arg),
             "/preview" => self.preview(arg),
