@@ -430,3 +430,74 @@ async fn a_side_question_is_answered_beside_a_running_request_without_entering_h
         .command(CommandPayload::SessionState(SessionStateCmd {}))
         .await;
 }
+
+#[tokio::test]
+async fn the_plan_survives_compaction_and_forks() {
+    let r = rw(
+        vec![
+            call(
+                "propose_plan",
+                json!({"summary": "parser work", "steps": [
+                    {"id": "s1", "title": "write the parser"},
+                    {"id": "s2", "title": "test the parser"}]}),
+            ),
+            call(
+                "update_plan",
+                json!({"steps": [{"id": "s1", "status": "completed"}]}),
+            ),
+            say("planned"),
+            say("second"),
+            say("third"),
+            say("summary of the earlier work"),
+            say("after compaction"),
+            say("in the fork"),
+        ],
+        true,
+    );
+    let (h, mut ev) = r.kernel.start_session(opts()).await.unwrap();
+    for m in ["plan it", "two", "three"] {
+        h.send(m).await.unwrap();
+        until(&mut ev, "session.completed").await;
+    }
+    h.command(CommandPayload::ContextCompact(
+        keel_envelope::commands::ContextCompact {},
+    ))
+    .await
+    .unwrap();
+    let done = until(&mut ev, "context.compaction.completed").await;
+    let Some(Event::CompactionCompleted(c)) = done.last().map(|e| e.event.clone()) else {
+        panic!()
+    };
+    assert!(c.messages_compacted > 0 && !c.fallback, "{c:?}");
+    h.send("go on").await.unwrap();
+    until(&mut ev, "session.completed").await;
+    let seen = r.model.seen.lock().unwrap().last().cloned().unwrap();
+    let folded = seen.messages.iter().any(|m| {
+        matches!(m, keel_kernel::model::Message::Assistant { tool_calls, .. }
+            if tool_calls.iter().any(|c| c.name == "propose_plan"))
+    });
+    assert!(!folded, "the plan's messages were compacted away");
+    assert!(seen.system.contains("- [x] write the parser (s1)"), "{}", seen.system);
+    assert!(seen.system.contains("- [ ] test the parser (s2)"));
+    let plan = h.state().plan.expect("plan in session.state");
+    assert_eq!(plan.steps.len(), 2);
+    // A fork keeps it too.
+    let mut all = r.kernel.subscribe();
+    h.command(CommandPayload::SessionFork(SessionFork {
+        at_request_id: None,
+        files: None,
+    }))
+    .await
+    .unwrap();
+    let Event::SessionForked(f) = until(&mut all, "session.forked").await.pop().unwrap().event
+    else {
+        panic!()
+    };
+    let child = r.kernel.session_handle(&f.session_id).unwrap();
+    assert_eq!(child.state().plan, Some(plan));
+    let mut cev = child.subscribe();
+    child.send("continue").await.unwrap();
+    until(&mut cev, "session.completed").await;
+    let seen = r.model.seen.lock().unwrap().last().cloned().unwrap();
+    assert!(seen.system.contains("- [x] write the parser (s1)"));
+}
