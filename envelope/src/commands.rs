@@ -140,6 +140,18 @@ command_payloads! {
         pub always_allow_project: Vec<String>,
     }
 
+    /// `session.set_title`.
+    pub struct SetTitle {
+        /// The new title: 1 to 200 characters after trimming, no control characters.
+        pub title: String,
+    }
+
+    /// `session.delete`: close the session if it is open, then remove its stored files.
+    pub struct SessionDelete {
+        /// The session (open or stored).
+        pub session_id: String,
+    }
+
     /// `session.load_history`.
     pub struct LoadHistory {
         /// Messages, oldest first.
@@ -498,6 +510,10 @@ define_commands! {
     SessionSetRules = "session.set_rules" => SetRules, session: true,
     /// Load history.
     SessionLoadHistory = "session.load_history" => LoadHistory, session: true,
+    /// Set the session's title.
+    SessionSetTitle = "session.set_title" => SetTitle, session: true,
+    /// Delete a session and its stored files.
+    SessionDelete = "session.delete" => SessionDelete, session: false,
     /// Send a user message.
     RequestSend = "request.send" => RequestSend, session: true,
     /// Interrupt the running request.

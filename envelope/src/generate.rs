@@ -24,8 +24,28 @@ fn generator() -> SchemaGenerator {
     schemars::generate::SchemaSettings::draft2020_12().into_generator()
 }
 
+/// `v` with every object's keys in sorted order, whatever order its maps keep (a
+/// dependency may turn on `serde_json`'s `preserve_order`), so the files are the same
+/// in every build.
+pub fn sorted(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
 fn pretty(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    let mut s = serde_json::to_string_pretty(&sorted(v)).unwrap_or_default();
     s.push('\n');
     s
 }

@@ -177,6 +177,7 @@ impl Kernel {
                 .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
                 .await
                 .map(|_| ()),
+            CommandPayload::SessionDelete(p) => self.delete(&cmd.request_id, &p.session_id).await,
             CommandPayload::SessionList(_) => {
                 let sessions = self.list_sessions()?;
                 self.inner
@@ -403,6 +404,65 @@ impl Kernel {
                 .await;
         }
         Ok(session)
+    }
+
+    /// `session.delete`: closes the session if it is open (on a request id of its own,
+    /// as a shutdown does), removes its stored files, then answers `session.deleted`
+    /// on `request_id`'s stream (not logged: the log is gone).
+    async fn delete(&self, request_id: &str, id: &str) -> Result<(), ErrorPayload> {
+        let open = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if let Some(session) = &open {
+            let rid = self.new_request_id();
+            session.close(&rid, "deleted").await;
+        }
+        let stored = self.inner.ctx.store.delete(id)?;
+        if open.is_none() && !stored {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                format!("no session {id:?} in the store"),
+            )
+            .with_detail("sessionId", id));
+        }
+        self.inner
+            .emitter
+            .emit_as(
+                Some(id.to_owned()),
+                request_id,
+                Event::SessionDeleted(keel_envelope::events::SessionDeleted {
+                    session_id: id.to_owned(),
+                }),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Deletes a session (open or stored) and its stored files (`session.delete`).
+    pub async fn delete_session(&self, id: &str) -> Result<(), ErrorPayload> {
+        let cmd = Command::new(
+            self.new_request_id(),
+            None,
+            CommandPayload::SessionDelete(keel_envelope::commands::SessionDelete {
+                session_id: id.to_owned(),
+            }),
+        );
+        self.execute(cmd).await
+    }
+
+    /// Sets an open session's title (`session.set_title`).
+    pub async fn set_session_title(&self, id: &str, title: &str) -> Result<(), ErrorPayload> {
+        let cmd = Command::new(
+            self.new_request_id(),
+            Some(id.to_owned()),
+            CommandPayload::SessionSetTitle(keel_envelope::commands::SetTitle {
+                title: title.to_owned(),
+            }),
+        );
+        self.execute(cmd).await
     }
 
     /// A session's whole event log, oldest first, as stored (for hosts that replay a

@@ -27,6 +27,7 @@ mod rewind;
 mod session;
 mod side;
 pub mod store;
+pub mod title;
 mod turn;
 
 pub use builder::{default_store_dir, KernelBuilder};

@@ -162,8 +162,12 @@ impl Session {
         self.kernel.ctx.clock.now_ms()
     }
 
-    /// Lets a test probe pause the request at `point`.
+    /// A request reached `point`: the kernel's own work there (a generated title
+    /// once the work is done), then a test probe may pause it.
     pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
+        if point == crate::probe::Point::BeforeTerminal {
+            self.generate_title(request_id).await;
+        }
         if let Some(p) = &self.kernel.probe {
             p.reached(point, &self.id, request_id).await;
         }
@@ -405,6 +409,10 @@ impl Session {
                     )
                     .await;
                 self.persist(rid).await;
+            }
+            CommandPayload::SessionSetTitle(p) => {
+                let title = crate::title::validate(&p.title)?;
+                self.set_title(rid, title, "host").await;
             }
             CommandPayload::RequestSend(p) => {
                 if p.message.trim().is_empty() {

@@ -91,6 +91,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn load_events(&self, session_id: &str) -> Result<LoadedLog, ErrorPayload>;
     /// Every stored session's state.
     fn list(&self) -> Result<Vec<PersistedSession>, ErrorPayload>;
+    /// Removes a session's state and log; `Ok(false)` when nothing was stored under
+    /// that id. A store that cannot delete answers an error (the default).
+    fn delete(&self, session_id: &str) -> Result<bool, ErrorPayload> {
+        Err(ErrorPayload::new(
+            ErrorCode::SessionPersistenceFailed,
+            format!("this store cannot delete session {session_id:?}"),
+        ))
+    }
     /// Makes sure everything written so far reached the storage.
     fn flush(&self) -> Result<(), ErrorPayload> {
         Ok(())
@@ -109,6 +117,9 @@ fn persist_err(what: &str, path: &Path, e: impl std::fmt::Display) -> ErrorPaylo
     )
     .with_detail("path", path.display().to_string())
 }
+
+/// Numbers the directories of sessions being deleted.
+static TOMBSTONES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The default store: files under a root directory.
 #[derive(Debug)]
@@ -266,6 +277,29 @@ impl Store for FileStore {
         self.dir(session_id).ok()
     }
 
+    fn delete(&self, session_id: &str) -> Result<bool, ErrorPayload> {
+        let dir = self.dir(session_id)?;
+        // Held while the directory goes, so no append of this session runs meanwhile;
+        // dropping the open log closes it.
+        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        logs.remove(session_id);
+        // Renamed first (one atomic step: a crash never leaves half a session that
+        // `list` would show), then removed. The tombstone's name is not a session id.
+        let tomb = self.root.join("sessions").join(format!(
+            ".deleted.{session_id}.{}.{}",
+            std::process::id(),
+            TOMBSTONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        match fs::rename(&dir, &tomb) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(persist_err("cannot delete", &dir, e)),
+        }
+        drop(logs);
+        fs::remove_dir_all(&tomb).map_err(|e| persist_err("cannot delete", &tomb, e))?;
+        Ok(true)
+    }
+
     fn flush(&self) -> Result<(), ErrorPayload> {
         let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
         for file in logs.values() {
@@ -320,5 +354,10 @@ impl Store for MemoryStore {
     fn list(&self) -> Result<Vec<PersistedSession>, ErrorPayload> {
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.values().filter_map(|(s, _)| s.clone()).collect())
+    }
+
+    fn delete(&self, session_id: &str) -> Result<bool, ErrorPayload> {
+        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(map.remove(session_id).is_some())
     }
 }

@@ -229,7 +229,8 @@ fn normalise(env: &Envelope, workspace: &str) -> String {
         }
     }
     walk(&mut v, workspace);
-    serde_json::to_string(&v).unwrap()
+    // Keys sorted whatever order `serde_json` maps keep in this build.
+    serde_json::to_string(&keel::envelope::generate::sorted(&v)).unwrap()
 }
 
 fn check(name: &str) {

@@ -84,7 +84,7 @@ payloads! {
 
     /// `session.closed`.
     pub struct SessionClosed {
-        /// Why (`requested`, `shutdown`).
+        /// Why (`requested`, `shutdown`, `deleted`).
         pub reason: String,
     }
 
@@ -145,6 +145,23 @@ payloads! {
     pub struct SessionHistoryLoaded {
         /// Messages now in history.
         pub message_count: u32,
+    }
+
+    /// `session.title_changed`: answers `session.set_title`, or reports the title the
+    /// kernel generated after a request (see docs/protocol.md).
+    pub struct SessionTitleChanged {
+        /// The new title.
+        pub title: String,
+        /// The title before, if there was one.
+        pub previous_title: Option<String>,
+        /// `host` (`session.set_title`) or `generated`.
+        pub source: String,
+    }
+
+    /// `session.deleted`: answers `session.delete`; the session's stored files are gone.
+    pub struct SessionDeleted {
+        /// The deleted session.
+        pub session_id: String,
     }
 
     /// `request.accepted`: the request starts running now.

@@ -108,7 +108,7 @@ payloads! {
         pub tasks: Vec<BackgroundTask>,
     }
 
-    /// `background.get` / `background.stopped`.
+    /// `background.get` / `background.stopped` / `background.exited`.
     pub struct BackgroundEvent {
         /// The task.
         pub task: BackgroundTask,

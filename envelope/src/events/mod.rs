@@ -160,6 +160,10 @@ define_events! {
     SessionRulesUpdated = "session.rules_updated" => SessionRulesUpdated,
     /// History was loaded.
     SessionHistoryLoaded = "session.history_loaded" => SessionHistoryLoaded,
+    /// The session's title changed (set by the host, or generated).
+    SessionTitleChanged = "session.title_changed" => SessionTitleChanged,
+    /// A session and its stored files were deleted.
+    SessionDeleted = "session.deleted" => SessionDeleted,
     /// A request started running.
     RequestAccepted = "request.accepted" => RequestAccepted,
     /// A request was refused; the payload says why.
@@ -282,4 +286,6 @@ define_events! {
     BackgroundHistory = "background.history" => BackgroundHistory,
     /// A background task was stopped.
     BackgroundStopped = "background.stopped" => BackgroundEvent,
+    /// A background task ended by itself (it exited, or reached its time limit).
+    BackgroundExited = "background.exited" => BackgroundEvent,
 }

@@ -28,6 +28,8 @@ const responseSchemas = {
   "session/resume": z.zResumeSessionResponse,
   "session/list": z.zListSessionsResponse,
   "session/close": z.zCloseSessionResponse,
+  "session/delete": z.zDeleteSessionResponse,
+  "session/set_config_option": z.zSetSessionConfigOptionResponse,
   "session/set_mode": z.zSetSessionModeResponse,
   "session/prompt": z.zPromptResponse,
 };

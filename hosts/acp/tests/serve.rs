@@ -163,3 +163,229 @@ async fn prompt_tool_call_and_session_deny() {
         .expect("serve returns at the end of input")
         .expect("serve");
 }
+
+/// A server over a scripted model with a small line limit; returns the client and the
+/// server task.
+fn start(
+    script: serde_json::Value,
+    max_line_bytes: Option<usize>,
+) -> (
+    Client,
+    tokio::task::JoinHandle<()>,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    std::fs::write(ws.join("README.md"), "hello\n").expect("write");
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, script.to_string()).expect("write");
+    let model =
+        build_model(&format!("scripted:{}", path.display()), &Config::default()).expect("model");
+    let kernel = Kernel::builder()
+        .workspace(&ws)
+        .store_dir(dir.path().join("store"))
+        .model(model)
+        .build()
+        .expect("kernel");
+    let (client_side, agent_side) = tokio::io::duplex(1 << 20);
+    let (agent_in, agent_out) = tokio::io::split(agent_side);
+    let server = tokio::spawn(serve(
+        kernel,
+        agent_in,
+        agent_out,
+        AcpOptions { max_line_bytes },
+    ));
+    let (r, w) = tokio::io::split(client_side);
+    let c = Client {
+        to_agent: w,
+        from_agent: BufReader::new(r).lines(),
+        seen: Vec::new(),
+    };
+    (c, server, dir, ws)
+}
+
+impl Client {
+    async fn raw(&mut self, bytes: &[u8]) {
+        self.to_agent.write_all(bytes).await.expect("write");
+    }
+
+    /// Sends a request and waits for its answer.
+    async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.until(|v| v["id"] == id && v.get("method").is_none())
+            .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn framing_errors_are_answered_and_reading_goes_on() {
+    let (mut c, server, _dir, _ws) = start(json!({"turns": []}), Some(1024));
+    // Over the limit: consumed, answered -32600 with a null id.
+    let mut long = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":"{}"}}"#,
+        "a".repeat(5000)
+    );
+    long.push('\n');
+    c.raw(long.as_bytes()).await;
+    let e = c.until(|_| true).await;
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (Value::Null, json!(-32600))
+    );
+    // Not UTF-8, not JSON, a batch, a blank line: each answered (the blank one ignored).
+    c.raw(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"\xff\"}\n")
+        .await;
+    let e = c.until(|_| true).await;
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (Value::Null, json!(-32700))
+    );
+    c.raw(b"\n   \n[]\n").await;
+    let e = c.until(|_| true).await;
+    assert_eq!(
+        (e["id"].clone(), e["error"]["code"].clone()),
+        (Value::Null, json!(-32600))
+    );
+    let init = c.call(3, "initialize", json!({"protocolVersion": 1})).await;
+    assert_eq!(init["result"]["protocolVersion"], 1);
+    let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
+    assert_eq!(
+        caps,
+        &json!({"list": {}, "delete": {}, "close": {}, "resume": {}})
+    );
+    drop(c);
+    tokio::time::timeout(GUARD, server)
+        .await
+        .expect("serve returns at the end of input")
+        .expect("serve");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn config_options_titles_and_delete() {
+    let (mut c, server, _dir, ws) = start(
+        json!({"turns": [{"text": "Read it."}, {"text": "Again."}]}),
+        None,
+    );
+    let new = c
+        .call(1, "session/new", json!({"cwd": ws, "mcpServers": []}))
+        .await;
+    let sid = new["result"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    let opts = &new["result"]["configOptions"];
+    assert_eq!(opts[0]["id"], "mode");
+    assert_eq!(opts[0]["currentValue"], "ask");
+    assert_eq!(opts[1]["id"], "model");
+    assert_eq!(opts[1]["category"], "model");
+    let model = opts[1]["currentValue"].as_str().expect("model").to_owned();
+    assert!(model.starts_with("scripted:"), "{model}");
+
+    let set = c
+        .call(
+            2,
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "mode", "value": "plan"}),
+        )
+        .await;
+    assert_eq!(set["result"]["configOptions"][0]["currentValue"], "plan");
+    let same = c
+        .call(
+            3,
+            "session/set_config_option",
+            json!({"sessionId": sid, "configId": "model", "value": model}),
+        )
+        .await;
+    assert_eq!(
+        same["result"]["configOptions"][1]["currentValue"],
+        model.as_str()
+    );
+    for (id, params, code) in [
+        (
+            4,
+            json!({"sessionId": sid, "configId": "mode", "value": "yolo"}),
+            -32602,
+        ),
+        (
+            5,
+            json!({"sessionId": sid, "configId": "model", "value": "openai:elsewhere"}),
+            -32602,
+        ),
+        (
+            6,
+            json!({"sessionId": sid, "configId": "speed", "value": "fast"}),
+            -32602,
+        ),
+        (
+            7,
+            json!({"sessionId": sid, "configId": "mode", "type": "boolean", "value": true}),
+            -32602,
+        ),
+        (8, json!({"sessionId": sid, "configId": "mode"}), -32602),
+        (
+            9,
+            json!({"sessionId": "sess_nope", "configId": "mode", "value": "ask"}),
+            -32002,
+        ),
+    ] {
+        let e = c
+            .call(id, "session/set_config_option", params.clone())
+            .await;
+        assert_eq!(e["error"]["code"], code, "{params} -> {e}");
+    }
+
+    // The first prompt titles the session before it is answered.
+    let done = c
+        .call(10, "session/prompt", json!({"sessionId": sid, "prompt": [{"type": "text", "text": "Summarise the README\nplease"}]}))
+        .await;
+    assert_eq!(done["result"]["stopReason"], "end_turn");
+    let infos: Vec<&Value> = c
+        .seen
+        .iter()
+        .filter(|v| v["params"]["update"]["sessionUpdate"] == "session_info_update")
+        .collect();
+    assert_eq!(infos.len(), 1);
+    assert_eq!(
+        infos[0]["params"]["update"]["title"],
+        "Summarise the README"
+    );
+    let list = c.call(11, "session/list", json!({})).await;
+    assert_eq!(
+        list["result"]["sessions"][0]["title"],
+        "Summarise the README"
+    );
+
+    let deleted = c
+        .call(12, "session/delete", json!({"sessionId": sid}))
+        .await;
+    assert_eq!(deleted["result"], json!({}));
+    let list = c.call(13, "session/list", json!({})).await;
+    assert_eq!(list["result"]["sessions"], json!([]));
+    for (id, method, params) in [
+        (14, "session/delete", json!({"sessionId": sid})),
+        (15, "session/delete", json!({"sessionId": "../store"})),
+        (
+            16,
+            "session/prompt",
+            json!({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+        ),
+        (
+            17,
+            "session/load",
+            json!({"sessionId": sid, "cwd": ws, "mcpServers": []}),
+        ),
+    ] {
+        let e = c.call(id, method, params).await;
+        assert_eq!(e["error"]["code"], -32002, "{method}: {e}");
+    }
+    let e = c.call(18, "session/delete", json!({})).await;
+    assert_eq!(e["error"]["code"], -32602);
+    drop(c);
+    tokio::time::timeout(GUARD, server)
+        .await
+        .expect("serve returns at the end of input")
+        .expect("serve");
+}

@@ -311,7 +311,8 @@ async fn checkpoints_rewind_fork_and_side_questions_work_over_the_wire() {
             r#"{{"version":"1.0","type":"{ty}","requestId":"{rid}","sessionId":"{sid}","payload":{payload}}}"#
         )
     };
-    h.send(&cmd("r2", "request.send", r#"{"message":"hi"}"#)).await;
+    h.send(&cmd("r2", "request.send", r#"{"message":"hi"}"#))
+        .await;
     h.until("session.completed").await;
     // Changes made after the request's checkpoint, by something else than the agent.
     std::fs::write(ws.join("a.txt"), "two\n").unwrap();

@@ -57,7 +57,7 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Run an offline demo session on the built-in scripted model.
     Demo,
-    /// List the sessions in the store (KEEL_HOME).
+    /// List or delete the sessions in the store (KEEL_HOME).
     Sessions(SessionsArgs),
     /// Serve the stdio JSON-lines bridge for desktop hosts.
     Bridge(BridgeArgs),
@@ -187,6 +187,12 @@ pub enum SessionsCommand {
     List {
         #[command(flatten)]
         json: JsonArg,
+    },
+    /// Delete a stored session: its event log and state are removed for good.
+    Delete {
+        /// The session's id (as `keel sessions list` shows it).
+        #[arg(value_name = "ID")]
+        session_id: String,
     },
 }
 
@@ -572,6 +578,7 @@ pub mod docs {
                 "keel resume",
                 "keel demo",
                 "keel sessions list",
+                "keel sessions delete",
                 "keel bridge",
                 "keel acp",
                 "keel policy check",

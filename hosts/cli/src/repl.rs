@@ -6,6 +6,7 @@
 
 mod ext;
 mod input;
+mod notices;
 pub(crate) mod render;
 mod rewind;
 mod rules;
@@ -47,6 +48,8 @@ pub(crate) struct Repl {
     patch_preview: Option<bool>,
     /// Side questions asked while a request ran, waiting for their answer.
     side_pending: Vec<String>,
+    /// Lines that come on their own (a background task that exited).
+    notices: notices::Notices,
 }
 
 impl std::fmt::Debug for Repl {
@@ -121,6 +124,11 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
     if let Some((cols, _)) = editor.dimensions() {
         screen.set_width(usize::from(cols));
     }
+    let printer = editor
+        .create_external_printer()
+        .ok()
+        .map(|p| Box::new(p) as notices::Printer);
+    let notices = notices::Notices::start(&rt, runtime.kernel.subscribe(), printer, screen.style);
     let mut repl = Repl {
         rt,
         kernel: runtime.kernel,
@@ -136,6 +144,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
         queued_text: Default::default(),
         patch_preview: None,
         side_pending: Vec::new(),
+        notices,
     };
     tracing::info!(
         session_id = %repl.session.id(),
@@ -191,7 +200,12 @@ impl Repl {
             // Answers to earlier commands nobody waited for.
             while self.events.try_recv().is_some() {}
             let (raw, styled) = self.prompt();
-            match self.editor.readline(&(raw.as_str(), styled.as_str())) {
+            for line in self.notices.at_prompt() {
+                self.screen.line(&line);
+            }
+            let read = self.editor.readline(&(raw.as_str(), styled.as_str()));
+            self.notices.busy();
+            match read {
                 Ok(line) => {
                     ctrl_c_at_prompt = 0;
                     let private = line.starts_with(' ');

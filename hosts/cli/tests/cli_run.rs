@@ -158,6 +158,49 @@ fn exec_in_auto_edit_mode_writes() {
         .unwrap();
     let sessions: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
     assert_eq!(sessions.as_array().unwrap().len(), 1);
+    // Its title was made from the message.
+    assert_eq!(sessions[0]["title"], "write it");
+
+    // `keel sessions delete` removes it; a second delete, or an unknown id, fails.
+    let id = sessions[0]["sessionId"].as_str().unwrap().to_owned();
+    let out = keel()
+        .args(["sessions", "delete", &id])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("deleted {id}\n")
+    );
+    let list = keel()
+        .args(["sessions", "list", "--json"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&list.stdout).trim(), "[]");
+    assert!(!home.path().join("sessions").join(&id).exists());
+    for bad in [id.as_str(), "sess_unknown", "../x"] {
+        let out = keel()
+            .args(["sessions", "delete", bad])
+            .env("KEEL_HOME", home.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.starts_with("keel sessions delete: "), "{stderr}");
+    }
+    let out = keel()
+        .args(["sessions", "delete"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a missing id is a usage error");
 }
 
 #[test]

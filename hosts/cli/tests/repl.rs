@@ -4,198 +4,12 @@
 //! asserts on timing.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+#[path = "repl/support.rs"]
+mod support;
 
-use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
+use std::io::Write;
 
-/// How long any one expected text may take to appear before the test fails.
-const HANG_GUARD: Duration = Duration::from_secs(60);
-
-/// Removes ANSI escape sequences and carriage returns.
-fn strip_ansi(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut it = raw.chars().peekable();
-    while let Some(c) = it.next() {
-        match c {
-            '\x1b' => match it.next() {
-                Some('[') => {
-                    // CSI: parameters, then one final byte in @..~.
-                    for c in it.by_ref() {
-                        if ('@'..='~').contains(&c) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    // OSC: until BEL or ESC \.
-                    while let Some(c) = it.next() {
-                        if c == '\x07' {
-                            break;
-                        }
-                        if c == '\x1b' {
-                            it.next();
-                            break;
-                        }
-                    }
-                }
-                _ => {}
-            },
-            '\r' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// A running `keel` in a pseudo-terminal.
-struct Term {
-    child: Box<dyn Child + Send + Sync>,
-    writer: Box<dyn Write + Send>,
-    output: Arc<Mutex<Vec<u8>>>,
-    _master: Box<dyn MasterPty + Send>,
-    /// Position in the stripped screen text up to which expectations were met.
-    seen: usize,
-}
-
-impl Term {
-    fn start(workspace: &Path, home: &Path, script: &Path, extra: &[&str]) -> Term {
-        let pty = native_pty_system();
-        let pair = pty
-            .openpty(PtySize {
-                rows: 50,
-                cols: 140,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_keel"));
-        cmd.arg("--workspace");
-        cmd.arg(workspace);
-        cmd.arg("--model");
-        cmd.arg(format!("scripted:{}", script.display()));
-        for a in extra {
-            cmd.arg(a);
-        }
-        cmd.cwd(workspace);
-        cmd.env("KEEL_HOME", home);
-        cmd.env("TERM", "xterm-256color");
-        cmd.env_remove("KEEL_MODEL");
-        cmd.env_remove("NO_COLOR");
-        let child = pair.slave.spawn_command(cmd).unwrap();
-        drop(pair.slave);
-        let mut reader = pair.master.try_clone_reader().unwrap();
-        let writer = pair.master.take_writer().unwrap();
-        let output = Arc::new(Mutex::new(Vec::new()));
-        let sink = output.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
-                }
-            }
-        });
-        Term {
-            child,
-            writer,
-            output,
-            _master: pair.master,
-            seen: 0,
-        }
-    }
-
-    /// Everything shown so far, without escape sequences.
-    fn screen(&self) -> String {
-        let raw = self.output.lock().unwrap().clone();
-        strip_ansi(&String::from_utf8_lossy(&raw))
-    }
-
-    /// Waits until `text` appears after what was already matched; returns the screen
-    /// text between the previous match and the end of this one.
-    fn expect(&mut self, text: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            let from = self.seen.min(screen.len());
-            if let Some(i) = screen.get(from..).and_then(|s| s.find(text)) {
-                let end = from + i + text.len();
-                let chunk = screen[from..end].to_owned();
-                self.seen = end;
-                return chunk;
-            }
-            if start.elapsed() > HANG_GUARD {
-                panic!(
-                    "waited {HANG_GUARD:?} for {text:?}; the screen after the last match:\n{}",
-                    screen.get(from..).unwrap_or("")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Types keys (`\r` is Enter).
-    fn keys(&mut self, keys: &str) {
-        self.writer.write_all(keys.as_bytes()).unwrap();
-        self.writer.flush().unwrap();
-    }
-
-    /// Types a line and presses Enter.
-    fn line(&mut self, text: &str) {
-        self.keys(text);
-        self.keys("\r");
-    }
-
-    /// Waits for the process to exit; returns its exit code.
-    fn exit_code(&mut self) -> u32 {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.exit_code();
-            }
-            if start.elapsed() > HANG_GUARD {
-                let _ = self.child.kill();
-                panic!("keel did not exit; screen:\n{}", self.screen());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Term {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-    }
-}
-
-struct Dirs {
-    _root: tempfile::TempDir,
-    workspace: PathBuf,
-    home: PathBuf,
-    script: PathBuf,
-}
-
-fn dirs(script: &serde_json::Value) -> Dirs {
-    let root = tempfile::tempdir().unwrap();
-    let workspace = root.path().join("project");
-    let home = root.path().join("home");
-    std::fs::create_dir_all(&workspace).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::write(workspace.join("README.md"), "# Demo project\n").unwrap();
-    let path = root.path().join("script.json");
-    std::fs::write(&path, serde_json::to_string_pretty(script).unwrap()).unwrap();
-    Dirs {
-        workspace,
-        home,
-        script: path,
-        _root: root,
-    }
-}
+use support::{dirs, strip_ansi, Term};
 
 #[test]
 fn a_session_as_a_person_uses_it() {
@@ -407,6 +221,67 @@ fn a_denied_write_leaves_the_workspace_alone() {
     assert!(!d.workspace.join("NOTES.md").exists());
     t.line("/quit");
     assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+#[test]
+fn titles_are_set_and_background_exits_show_while_idle() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "text": "Starting the watcher.",
+                "toolCalls": [{
+                    "name": "run_shell",
+                    "arguments": {
+                        "command": "while [ ! -e go ]; do sleep 0.05; done; echo finished",
+                        "background": true
+                    }
+                }]
+            },
+            { "text": "It runs in the background." }
+        ]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("/title");
+    t.expect("no title yet");
+    t.expect("ask › ");
+
+    t.line("Watch for the go file\\");
+    t.line("and say when");
+    t.expect("allow? [y/s/a/n]");
+    t.line("y");
+    t.expect("It runs in the background.");
+    t.expect("ask › ");
+    // The task is still waiting for `go`; it ends while the REPL waits at its prompt,
+    // and the line shows up there without a key pressed.
+    std::fs::write(d.workspace.join("go"), "").unwrap();
+    let shown = t.expect("exited with code 0");
+    assert!(shown.contains("background task bg_"), "{shown}");
+
+    // The first line of the first message became the title; /title renames it.
+    t.line("/title");
+    t.expect("title: Watch for the go file");
+    t.line("/title   Release checks  ");
+    let renamed = t.expect("(was Watch for the go file)");
+    assert!(renamed.contains("title: Release checks"), "{renamed}");
+    t.line(&format!("/title {}", "x".repeat(201)));
+    t.expect("title not changed: the title has 201 characters");
+    t.expect("ask › ");
+    t.line("/status");
+    t.expect("Release checks");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+    let sessions = std::fs::read_dir(d.home.join("sessions")).unwrap();
+    let titles: Vec<String> = sessions
+        .flatten()
+        .map(|e| {
+            let state: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(e.path().join("state.json")).unwrap())
+                    .unwrap();
+            state["title"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(titles, ["Release checks"]);
 }
 
 #[test]

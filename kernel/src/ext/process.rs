@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use keel_envelope::events::BackgroundEvent;
 use keel_envelope::ext::{BackgroundStatus, BackgroundTask};
 use keel_envelope::ids::IdKind;
 use keel_envelope::tools::RunShellArgs;
 use keel_envelope::types::PermissionMode;
-use keel_envelope::{ErrorCode, ErrorPayload};
+use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use keel_tools::exec::{self, LineSplitter, ShellCommand};
 use keel_tools::spec::Analysis;
 use keel_tools::{jail, ToolSpec, MAX_TIMEOUT_MS};
@@ -70,8 +71,11 @@ fn pump<R: AsyncRead + Unpin + Send + 'static>(
 /// mode when none can run), until it exits, is stopped, or its time limit
 /// (`timeoutMs`, default and maximum one hour) passes; then everything it started is
 /// killed.
+/// `request_id`: the request whose stream gets `background.exited` when the task ends
+/// by itself.
 fn start(
     session: &Arc<Session>,
+    request_id: &str,
     args: &RunShellArgs,
     elevated: bool,
 ) -> Result<BackgroundTask, ErrorPayload> {
@@ -124,6 +128,7 @@ fn start(
     let me = session.clone();
     let switch = stop.clone();
     let task_id = id.clone();
+    let request_id = request_id.to_owned();
     let timeout = Duration::from_millis(timeout_ms);
     let waiter = tokio::spawn(async move {
         let mut timed_out = false;
@@ -146,15 +151,28 @@ fn start(
             }
         }
         let now = me.now();
-        let mut d = me.data();
-        if timed_out {
-            d.ext.background.output(
-                &task_id,
-                format!("[timed out after {timeout_ms} ms; everything it started was killed]"),
-            );
+        let ended = {
+            let mut d = me.data();
+            if timed_out {
+                d.ext.background.output(
+                    &task_id,
+                    format!("[timed out after {timeout_ms} ms; everything it started was killed]"),
+                );
+            }
+            d.ext.background.end(&task_id, status, code, now)
+        };
+        // Ended by itself (an exit or the time limit, not a stop): the host hears of
+        // it on the stream of the request that started it. Still listed in
+        // `processes` meanwhile, so a closing session waits for this event.
+        if let Some(task) = ended.filter(|_| status == BackgroundStatus::Exited || timed_out) {
+            me.emitter
+                .emit(
+                    &request_id,
+                    Event::BackgroundExited(BackgroundEvent { task }),
+                )
+                .await;
         }
-        d.ext.background.end(&task_id, status, code, now);
-        d.ext.processes.remove(&task_id);
+        me.data().ext.processes.remove(&task_id);
     });
     session
         .data()
@@ -179,7 +197,7 @@ impl Stage for Background {
     async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
         let args =
             keel_tools::fs::parse_args::<RunShellArgs>(&cx.call.name, cx.call.arguments.clone())?;
-        let task = start(cx.session, &args, cx.verdict.elevated())?;
+        let task = start(cx.session, cx.rid, &args, cx.verdict.elevated())?;
         let message = format!(
             "Started background task {}: `{}`. It keeps running after this call; the user can follow its output and stop it.",
             task.task_id, task.command

@@ -132,6 +132,38 @@ async fn background_tasks_run_report_and_stop() {
         (BackgroundStatus::Exited, Some(3))
     );
     assert_eq!(task.output_tail, "out");
+    // It ended by itself: `background.exited` on the stream of the request that
+    // started it (before or after that request's end), logged like every event.
+    let stream = h.until(&rid, "background.exited").await;
+    check_sequences(&stream);
+    let exited: Vec<&Envelope> = stream
+        .iter()
+        .filter(|e| e.type_name() == "background.exited")
+        .collect();
+    assert_eq!(exited.len(), 1, "{:?}", types(&stream));
+    match &exited[0].event {
+        Event::BackgroundExited(b) => {
+            assert_eq!(b.task.task_id, ids[1]);
+            assert_eq!(
+                (b.task.status, b.task.exit_code),
+                (BackgroundStatus::Exited, Some(3))
+            );
+            assert_eq!(b.task.output_tail, "out");
+        }
+        other => panic!("{other:?}"),
+    }
+    let logged = std::fs::read_to_string(
+        store
+            .path()
+            .join("sessions")
+            .join(&h.sid)
+            .join("events.jsonl"),
+    )
+    .unwrap();
+    assert!(
+        logged.contains(&exited[0].event_id),
+        "logged before delivery"
+    );
 
     match h
         .ok(CommandPayload::BackgroundStop(BackgroundStopCmd {
@@ -198,6 +230,14 @@ async fn background_tasks_run_report_and_stop() {
         .map(|t| t["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["stopped", "exited", "stopped"]);
+    // Stopped tasks (by `background.stop` or the session closing) did not report an exit.
+    h.drain();
+    let exits = h
+        .log
+        .iter()
+        .filter(|e| e.type_name() == "background.exited")
+        .count();
+    assert_eq!(exits, 1);
 }
 
 #[tokio::test]
@@ -299,6 +339,22 @@ async fn background_tasks_stop_at_their_time_limit() {
     .await;
     assert_eq!(task.status, BackgroundStatus::Stopped);
     assert_eq!(lines.first().map(String::as_str), Some("started"));
+    // Nobody stopped it: the time limit is reported like an exit, without a code.
+    let stream = h.until(&rid, "background.exited").await;
+    let exited = stream
+        .iter()
+        .find(|e| e.type_name() == "background.exited")
+        .unwrap();
+    match &exited.event {
+        Event::BackgroundExited(b) => {
+            assert_eq!(b.task.task_id, ids[0]);
+            assert_eq!(
+                (b.task.status, b.task.exit_code),
+                (BackgroundStatus::Stopped, None)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(
         lines
             .last()

@@ -306,4 +306,5 @@ mod plans;
 mod registry;
 mod requests;
 mod rewind;
+mod sessions;
 mod stop;

@@ -477,7 +477,11 @@ async fn the_plan_survives_compaction_and_forks() {
             if tool_calls.iter().any(|c| c.name == "propose_plan"))
     });
     assert!(!folded, "the plan's messages were compacted away");
-    assert!(seen.system.contains("- [x] write the parser (s1)"), "{}", seen.system);
+    assert!(
+        seen.system.contains("- [x] write the parser (s1)"),
+        "{}",
+        seen.system
+    );
     assert!(seen.system.contains("- [ ] test the parser (s2)"));
     let plan = h.state().plan.expect("plan in session.state");
     assert_eq!(plan.steps.len(), 2);

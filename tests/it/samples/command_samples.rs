@@ -2,6 +2,7 @@
 
 use super::*;
 
+/// A representative payload of `t`.
 pub fn sample_command_payload(t: CommandType) -> CommandPayload {
     use commands as c;
     match t {
@@ -45,6 +46,12 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionSetRules => CommandPayload::SessionSetRules(c::SetRules {
             always_allow_global: vec![s("read_file")],
             always_allow_project: vec![s("run_shell(cargo test:*)")],
+        }),
+        CommandType::SessionSetTitle => CommandPayload::SessionSetTitle(c::SetTitle {
+            title: s("Fix the failing parser test"),
+        }),
+        CommandType::SessionDelete => CommandPayload::SessionDelete(c::SessionDelete {
+            session_id: s(SESSION),
         }),
         CommandType::SessionLoadHistory => CommandPayload::SessionLoadHistory(c::LoadHistory {
             messages: vec![

@@ -228,13 +228,15 @@ pub fn tool_call_completed() -> ev::ToolCallCompleted {
     ev::ToolCallCompleted {
         tool_call_id: s("tool_0001"),
         tool_name: s("read_file"),
+        // Keys in sorted order: the wire keeps a map's order when a dependency turns
+        // on `serde_json`'s `preserve_order`, and sorts it otherwise.
         result: json!({
-            "path": "src/lib.rs",
             "content": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
-            "startLine": 1,
             "lineCount": 3,
-            "totalLines": 3,
+            "path": "src/lib.rs",
             "sizeBytes": 48,
+            "startLine": 1,
+            "totalLines": 3,
             "truncated": false
         }),
         duration_ms: 3,
@@ -385,6 +387,14 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::SessionHistoryLoaded => {
             Event::SessionHistoryLoaded(ev::SessionHistoryLoaded { message_count: 4 })
         }
+        EventType::SessionTitleChanged => Event::SessionTitleChanged(ev::SessionTitleChanged {
+            title: s("Fix the failing parser test"),
+            previous_title: Some(s("Fix the failing test")),
+            source: s("host"),
+        }),
+        EventType::SessionDeleted => Event::SessionDeleted(ev::SessionDeleted {
+            session_id: s(SESSION),
+        }),
         EventType::RequestAccepted => Event::RequestAccepted(ev::RequestAccepted {
             message: s("Why does the test fail?"),
             from_queue: false,
@@ -682,6 +692,13 @@ pub fn sample_event(t: EventType) -> Event {
             b.ended_at = Some(T0 + 3_000);
             Event::BackgroundStopped(ev::BackgroundEvent { task: b })
         }
+        EventType::BackgroundExited => {
+            let mut b = background();
+            b.status = BackgroundStatus::Exited;
+            b.exit_code = Some(0);
+            b.ended_at = Some(T0 + 4_000);
+            Event::BackgroundExited(ev::BackgroundEvent { task: b })
+        }
     }
 }
 
@@ -705,6 +722,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::SessionModelChanged => C::SessionSetModel,
         E::SessionRulesUpdated => C::SessionSetRules,
         E::SessionHistoryLoaded => C::SessionLoadHistory,
+        E::SessionTitleChanged => C::SessionSetTitle,
+        E::SessionDeleted => C::SessionDelete,
         E::RequestCancelled => C::RequestCancelQueued,
         E::ReviewRequested => C::ReviewEnter,
         E::ReviewUpdated => C::ReviewSubmit,
@@ -800,7 +819,6 @@ pub fn sample_envelopes() -> Vec<Envelope> {
         .collect()
 }
 
-/// A representative payload of `t`.
 mod command_samples;
 
 pub use self::command_samples::sample_command;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use keel_envelope::commands::{CommandPayload, ContextCompact, WhenBusy};
+use keel_envelope::commands::{CommandPayload, ContextCompact, SetTitle, WhenBusy};
 use keel_envelope::types::{PermissionMode, SessionState};
 use keel_envelope::{Envelope, Event};
 
@@ -91,8 +91,8 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
     },
     SlashCommand {
         name: "/title",
-        args: "<text>",
-        help: "name the session (not supported yet)",
+        args: "[text]",
+        help: "show the session's title, or rename it",
     },
     SlashCommand {
         name: "/review",
@@ -239,9 +239,7 @@ impl Repl {
                     self.send(arg, Some(WhenBusy::Steer));
                 }
             }
-            "/title" => self.warn_line(
-                "/title is not supported yet: a session's title can only be set when it starts",
-            ),
+            "/title" => self.title(arg),
             "/rewind" => self.rewind(arg),
             "/undo" => self.undo(),
             "/fork" => self.fork(arg),
@@ -327,6 +325,48 @@ impl Repl {
                 }
             }
         })
+    }
+
+    /// `/title`: shows the title; `/title <text>` sets it (`session.set_title`).
+    fn title(&mut self, arg: &str) {
+        let st = self.screen.style;
+        if arg.is_empty() {
+            match self.session.state().session.title {
+                Some(t) => self.screen.line(&format!("title: {}", render::sanitize(&t))),
+                None => self.screen.line(&st.dim(
+                    "no title yet: one is made from your first message after it is answered, or set one with /title <text>",
+                )),
+            }
+            return;
+        }
+        let payload = CommandPayload::SessionSetTitle(SetTitle {
+            title: arg.to_owned(),
+        });
+        let rid = match self.rt.block_on(self.session.command(payload)) {
+            Ok(rid) => rid,
+            Err(e) => {
+                self.error_line(&format!("title not changed: {}", e.message));
+                return;
+            }
+        };
+        match self
+            .await_reply(&rid, Duration::from_secs(10))
+            .map(|e| e.event)
+        {
+            Some(Event::SessionTitleChanged(p)) => {
+                let was = p
+                    .previous_title
+                    .map(|t| format!(" (was {})", render::sanitize(&t)))
+                    .unwrap_or_default();
+                self.screen.line(&format!(
+                    "title: {}{}",
+                    render::sanitize(&p.title),
+                    st.dim(&was)
+                ));
+            }
+            Some(Event::Error(e)) => self.error_line(&format!("title not changed: {}", e.message)),
+            _ => self.warn_line("no answer from the runtime"),
+        }
     }
 
     fn status(&mut self) {

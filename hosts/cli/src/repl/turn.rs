@@ -121,6 +121,10 @@ impl Repl {
                 Step::Event(Some(env)) => self.on_event(&mut t, *env),
                 Step::CtrlC => self.on_ctrl_c(&mut t),
                 Step::Tick => {
+                    for line in self.notices.take() {
+                        self.screen.spinner_clear();
+                        self.screen.line(&line);
+                    }
                     self.draw_spinner(&mut t);
                     self.typed_during_turn(&mut t);
                     if t.interrupted_at

@@ -257,7 +257,7 @@ export type AssistantThoughtSummary = {
 text: string, };
 
 /**
- * `background.get` / `background.stopped`.
+ * `background.get` / `background.stopped` / `background.exited`.
  */
 export type BackgroundEvent = { 
 /**
@@ -1819,7 +1819,7 @@ export type SessionClose = Record<string, never>;
  */
 export type SessionClosed = { 
 /**
- * Why (`requested`, `shutdown`).
+ * Why (`requested`, `shutdown`, `deleted`).
  */
 reason: string, };
 
@@ -1839,6 +1839,24 @@ finalText: string | null,
  * Figures.
  */
 telemetry: Telemetry, };
+
+/**
+ * `session.delete`: close the session if it is open, then remove its stored files.
+ */
+export type SessionDelete = { 
+/**
+ * The session (open or stored).
+ */
+sessionId: string, };
+
+/**
+ * `session.deleted`: answers `session.delete`; the session's stored files are gone.
+ */
+export type SessionDeleted = { 
+/**
+ * The deleted session.
+ */
+sessionId: string, };
 
 /**
  * `session.fork`: a new session from this one's history.
@@ -2175,6 +2193,24 @@ messageCount: number,
 state: SessionState, };
 
 /**
+ * `session.title_changed`: answers `session.set_title`, or reports the title the
+ * kernel generated after a request (see docs/protocol.md).
+ */
+export type SessionTitleChanged = { 
+/**
+ * The new title.
+ */
+title: string, 
+/**
+ * The title before, if there was one.
+ */
+previousTitle: string | null, 
+/**
+ * `host` (`session.set_title`) or `generated`.
+ */
+source: string, };
+
+/**
  * `session.set_mode`.
  */
 export type SetMode = { 
@@ -2204,6 +2240,15 @@ alwaysAllowGlobal: Array<string>,
  * Rules valid in this project.
  */
 alwaysAllowProject: Array<string>, };
+
+/**
+ * `session.set_title`.
+ */
+export type SetTitle = { 
+/**
+ * The new title: 1 to 200 characters after trimming, no control characters.
+ */
+title: string, };
 
 /**
  * How serious an error is.
@@ -2861,6 +2906,8 @@ export interface EventPayloads {
   "session.model_changed": SessionModelChanged;
   "session.rules_updated": SessionRulesUpdated;
   "session.history_loaded": SessionHistoryLoaded;
+  "session.title_changed": SessionTitleChanged;
+  "session.deleted": SessionDeleted;
   "request.accepted": RequestAccepted;
   "request.rejected": ErrorPayload;
   "request.queued": RequestQueued;
@@ -2922,6 +2969,7 @@ export interface EventPayloads {
   "background.get": BackgroundEvent;
   "background.history": BackgroundHistory;
   "background.stopped": BackgroundEvent;
+  "background.exited": BackgroundEvent;
 }
 
 export type EventTypeName = keyof EventPayloads;
@@ -2944,6 +2992,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.model_changed",
   "session.rules_updated",
   "session.history_loaded",
+  "session.title_changed",
+  "session.deleted",
   "request.accepted",
   "request.rejected",
   "request.queued",
@@ -3005,6 +3055,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "background.get",
   "background.history",
   "background.stopped",
+  "background.exited",
 ];
 
 /** The envelope fields common to every event. */
@@ -3041,6 +3092,8 @@ export interface CommandPayloads {
   "session.set_model": SetModel;
   "session.set_rules": SetRules;
   "session.load_history": LoadHistory;
+  "session.set_title": SetTitle;
+  "session.delete": SessionDelete;
   "request.send": RequestSend;
   "request.interrupt": RequestInterrupt;
   "request.cancel_queued": CancelQueued;
@@ -3088,6 +3141,8 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "session.set_model",
   "session.set_rules",
   "session.load_history",
+  "session.set_title",
+  "session.delete",
   "request.send",
   "request.interrupt",
   "request.cancel_queued",
@@ -3130,6 +3185,7 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "session.set_model",
   "session.set_rules",
   "session.load_history",
+  "session.set_title",
   "request.send",
   "request.interrupt",
   "request.cancel_queued",

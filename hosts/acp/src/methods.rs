@@ -1,0 +1,252 @@
+//! The ACP methods a client calls, on the protocol's own request and response types.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, AuthenticateResponse, ClientRequest, CloseSessionResponse,
+    DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsRequest,
+    ListSessionsResponse, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, ResumeSessionResponse, SessionCapabilities,
+    SessionCloseCapabilities, SessionConfigOptionValue, SessionDeleteCapabilities, SessionInfo,
+    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+};
+use agent_client_protocol::Error;
+use keel_envelope::types::PermissionMode;
+use keel_kernel::SessionOptions;
+use serde_json::{json, Value};
+
+use crate::config::{model_choices, modes_state, MODEL_OPTION, MODE_OPTION};
+use crate::error::{from_keel, invalid_params, to_value};
+use crate::host::Host;
+use crate::translate::{iso8601, Translator};
+
+/// What Keel announces in `initialize`.
+fn initialize_response() -> InitializeResponse {
+    let sessions = SessionCapabilities::new()
+        .list(SessionListCapabilities::new())
+        .delete(SessionDeleteCapabilities::new())
+        .close(SessionCloseCapabilities::new())
+        .resume(SessionResumeCapabilities::new());
+    // `session/fork` goes here, as the protocol's unstable `fork` capability, once the
+    // kernel can fork a session.
+    let capabilities = AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(
+            PromptCapabilities::new()
+                .image(false)
+                .audio(false)
+                .embedded_context(true),
+        )
+        .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+        .session_capabilities(sessions);
+    InitializeResponse::new(ProtocolVersion::V1)
+        .agent_capabilities(capabilities)
+        .agent_info(Implementation::new("keel", env!("CARGO_PKG_VERSION")).title("Keel".to_owned()))
+        .auth_methods(Vec::new())
+}
+
+fn same_dir(a: &Path, b: &str) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    canon(a) == canon(Path::new(b))
+}
+
+impl Host {
+    /// Answers every request but `session/prompt` (see `lib.rs`), in arrival order.
+    pub(crate) async fn dispatch(self: &Arc<Self>, request: ClientRequest) -> Result<Value, Error> {
+        match request {
+            ClientRequest::InitializeRequest(_) => to_value(initialize_response()),
+            ClientRequest::AuthenticateRequest(_) => to_value(AuthenticateResponse::new()),
+            ClientRequest::NewSessionRequest(p) => self.new_session(p).await,
+            ClientRequest::LoadSessionRequest(p) => {
+                let (sess_modes, options) = self.load(&p.session_id.0, Some(&p.cwd), true).await?;
+                to_value(
+                    LoadSessionResponse::new()
+                        .modes(sess_modes)
+                        .config_options(options),
+                )
+            }
+            ClientRequest::ResumeSessionRequest(p) => {
+                let (sess_modes, options) = self.load(&p.session_id.0, Some(&p.cwd), false).await?;
+                to_value(
+                    ResumeSessionResponse::new()
+                        .modes(sess_modes)
+                        .config_options(options),
+                )
+            }
+            ClientRequest::ListSessionsRequest(p) => self.list(p),
+            ClientRequest::CloseSessionRequest(p) => {
+                let sess = self.session(&p.session_id.0)?;
+                sess.handle.close().await.map_err(from_keel)?;
+                self.forget(&p.session_id.0);
+                to_value(CloseSessionResponse::new())
+            }
+            ClientRequest::DeleteSessionRequest(p) => {
+                let id = p.session_id.0.to_string();
+                // The kernel closes it first if it is open (a running prompt ends
+                // `cancelled`), then removes its files.
+                self.kernel.delete_session(&id).await.map_err(from_keel)?;
+                self.forget(&id);
+                to_value(DeleteSessionResponse::new())
+            }
+            ClientRequest::SetSessionModeRequest(p) => self.set_mode(p).await,
+            ClientRequest::SetSessionConfigOptionRequest(p) => self.set_config_option(p).await,
+            // `session/fork` (protocol feature `unstable_session_fork`) belongs here once
+            // the kernel has `session.fork`: fork, attach the new session, answer its id.
+            ClientRequest::ExtMethodRequest(r) => {
+                let params: Value = serde_json::from_str(r.params.get()).unwrap_or(Value::Null);
+                self.ext_method(&r.method, params).await
+            }
+            other => Err(Error::method_not_found().data(json!({"method": other.method()}))),
+        }
+    }
+
+    async fn new_session(self: &Arc<Self>, p: NewSessionRequest) -> Result<Value, Error> {
+        if !p.mcp_servers.is_empty() {
+            tracing::warn!(
+                "keel acp: MCP servers are not supported; ignoring {} server(s)",
+                p.mcp_servers.len()
+            );
+        }
+        let (handle, stream) = self
+            .kernel
+            .start_session(SessionOptions {
+                workspace_path: Some(p.cwd.display().to_string()),
+                permission_mode: None,
+                model: None,
+                title: None,
+            })
+            .await
+            .map_err(from_keel)?;
+        let sess = self.attach(handle, stream);
+        let mode = sess.handle.state().session.permission_mode;
+        to_value(
+            NewSessionResponse::new(sess.handle.id().to_owned())
+                .modes(modes_state(mode))
+                .config_options(sess.config_options(&self.kernel)),
+        )
+    }
+
+    /// `session/load` (with `replay`) and `session/resume`: restores the session, sends
+    /// its stored events as updates when replaying, then answers.
+    async fn load(
+        self: &Arc<Self>,
+        id: &str,
+        cwd: Option<&PathBuf>,
+        replay: bool,
+    ) -> Result<
+        (
+            agent_client_protocol::v1::schema::SessionModeState,
+            Vec<agent_client_protocol::v1::schema::SessionConfigOption>,
+        ),
+        Error,
+    > {
+        self.forget(id);
+        let (handle, stream) = self
+            .kernel
+            .resume_session(id, None)
+            .await
+            .map_err(from_keel)?;
+        if let Some(c) = cwd {
+            if !same_dir(c, &handle.workspace().display().to_string()) {
+                tracing::warn!(
+                    "keel acp: session {id} was created in {}, not {}; keeping its workspace",
+                    handle.workspace().display(),
+                    c.display()
+                );
+            }
+        }
+        let sess = self.attach(handle, stream);
+        if replay {
+            let log = self.kernel.session_log(id).map_err(from_keel)?;
+            let mut t = Translator::new(sess.workspace.clone());
+            for env in &log {
+                for u in t.translate(env, true) {
+                    self.update(id, u);
+                }
+            }
+        }
+        let mode = sess.handle.state().session.permission_mode;
+        Ok((modes_state(mode), sess.config_options(&self.kernel)))
+    }
+
+    fn list(&self, p: ListSessionsRequest) -> Result<Value, Error> {
+        let sessions = self.kernel.list_sessions().map_err(from_keel)?;
+        let list: Vec<SessionInfo> = sessions
+            .into_iter()
+            .filter(|s| p.cwd.as_deref().is_none_or(|c| same_dir(c, &s.workspace)))
+            .map(|s| {
+                let mut meta = serde_json::Map::new();
+                meta.insert(
+                    "keel".into(),
+                    json!({"state": s.state, "permissionMode": s.permission_mode, "model": s.model}),
+                );
+                SessionInfo::new(s.session_id, s.workspace)
+                    .updated_at(iso8601(s.updated_at))
+                    .title(s.title)
+                    .meta(meta)
+            })
+            .collect();
+        to_value(ListSessionsResponse::new(list))
+    }
+
+    async fn set_mode(&self, p: SetSessionModeRequest) -> Result<Value, Error> {
+        let sess = self.session(&p.session_id.0)?;
+        let mode = parse_mode(&p.mode_id.0)?;
+        sess.handle.set_mode(mode).await.map_err(from_keel)?;
+        to_value(SetSessionModeResponse::new())
+    }
+
+    /// `session/set_config_option`: `mode` (Keel's permission modes) or `model` (one
+    /// of the listed models, while the session is idle).
+    async fn set_config_option(&self, p: SetSessionConfigOptionRequest) -> Result<Value, Error> {
+        let sess = self.session(&p.session_id.0)?;
+        let config = p.config_id.0.as_ref();
+        let value = match &p.value {
+            SessionConfigOptionValue::ValueId { value } => value.0.to_string(),
+            _ => {
+                return Err(invalid_params(format!(
+                    "the `{config}` option takes a value id"
+                )))
+            }
+        };
+        match config {
+            MODE_OPTION => {
+                let mode = parse_mode(&value)?;
+                sess.handle.set_mode(mode).await.map_err(from_keel)?;
+            }
+            MODEL_OPTION => {
+                let current = sess.handle.state().session.model;
+                let choices = model_choices(&self.kernel.config().available_models, &current);
+                if !choices.iter().any(|(id, _)| *id == value) {
+                    let ids: Vec<&str> = choices.iter().map(|(id, _)| id.as_str()).collect();
+                    return Err(invalid_params(format!(
+                        "unknown model {value:?}: use one of {}",
+                        ids.join(", ")
+                    )));
+                }
+                if value != current {
+                    sess.handle.set_model(value).await.map_err(from_keel)?;
+                }
+            }
+            other => {
+                return Err(invalid_params(format!(
+                    "unknown config option {other:?}: use `{MODE_OPTION}` or `{MODEL_OPTION}`"
+                )))
+            }
+        }
+        to_value(SetSessionConfigOptionResponse::new(
+            sess.config_options(&self.kernel),
+        ))
+    }
+}
+
+fn parse_mode(id: &str) -> Result<PermissionMode, Error> {
+    PermissionMode::parse(id).ok_or_else(|| {
+        invalid_params(format!(
+            "unknown mode {id:?}: use ask, auto-edit, auto or plan"
+        ))
+    })
+}
