@@ -95,6 +95,7 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
+        record: None,
     }
 }
 

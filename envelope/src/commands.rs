@@ -61,6 +61,11 @@ command_payloads! {
         /// A title.
         #[serde(default)]
         pub title: Option<String>,
+        /// A file (path on the runtime's machine) where every model response of the
+        /// session is written in the scripted model's format, for an offline replay
+        /// with `scripted:<file>`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub record: Option<String>,
     }
 
     /// `session.resume`.

@@ -40,6 +40,9 @@ pub struct KernelConfig {
     /// Where checkpoints are kept (`<dir>/<sessionId>/`); default: the session's
     /// directory in the store, when the store keeps files.
     pub checkpoint_dir: Option<PathBuf>,
+    /// How long an open session may do nothing before it is dropped from memory (and
+    /// reloaded from its log by the next command naming it); `None`: never.
+    pub idle_unload_after: Option<Duration>,
 }
 
 impl Default for KernelConfig {
@@ -58,6 +61,7 @@ impl Default for KernelConfig {
             patch_preview: false,
             checkpoints: true,
             checkpoint_dir: None,
+            idle_unload_after: Some(Duration::from_secs(30 * 60)),
         }
     }
 }

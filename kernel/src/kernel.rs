@@ -52,6 +52,8 @@ pub(crate) struct KernelInner {
     pub(crate) ctx: EmitCtx,
     pub(crate) emitter: Emitter,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Open sessions dropped from memory while idle.
+    pub(crate) unloaded: crate::idle::Unloaded,
     pub(crate) cancel: CancellationToken,
 }
 
@@ -106,13 +108,26 @@ impl Kernel {
         self.inner.ctx.ids.next_id(IdKind::Request)
     }
 
-    fn session(&self, id: &str) -> Option<Arc<Session>> {
-        self.inner
+    /// An open session, reloaded if it was unloaded while idle ([`crate::idle`]).
+    pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
+        let live = self
+            .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .cloned()
+            .cloned();
+        let session = match live {
+            Some(s) => Some(s),
+            None => self.reload(id).unwrap_or_else(|e| {
+                tracing::warn!(session_id = %id, code = %e.code, message = %e.message, "reloading an idle session failed");
+                None
+            }),
+        };
+        if let Some(s) = &session {
+            s.touch();
+        }
+        session
     }
 
     /// A handle to an open session.
@@ -123,15 +138,11 @@ impl Kernel {
         })
     }
 
-    /// Ids of open sessions.
+    /// Ids of open sessions (also those unloaded while idle).
     pub fn open_sessions(&self) -> Vec<String> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        let mut ids = self.loaded_sessions();
+        ids.extend(self.inner.unloaded.list());
+        ids
     }
 
     pub(crate) async fn emit_error(&self, cmd: &Command, error: ErrorPayload) {
@@ -156,6 +167,7 @@ impl Kernel {
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
     pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
+        self.start_idle_timer();
         let result = self.dispatch(&cmd).await;
         if let Err(e) = &result {
             self.emit_error(&cmd, e.clone()).await;
@@ -217,6 +229,13 @@ impl Kernel {
                     status
                         .sub_agents
                         .extend(s.data().ext.sub_agents.active.iter().cloned());
+                }
+                for id in self.inner.unloaded.list() {
+                    if let Ok(Some(state)) = self.inner.ctx.store.load_state(&id) {
+                        status
+                            .sessions
+                            .push(crate::summary::SessionSummary::of(&state).info());
+                    }
                 }
                 status
                     .sessions
@@ -305,7 +324,10 @@ impl Kernel {
         id: String,
     ) -> Result<Arc<Session>, ErrorPayload> {
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
-        let model = self.model_for(opts.model.as_deref())?;
+        let mut model = self.model_for(opts.model.as_deref())?;
+        if let Some(path) = opts.record.as_deref() {
+            model = Arc::new(crate::record::RecordingModel::new(model, path)?);
+        }
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -420,6 +442,7 @@ impl Kernel {
             let rid = self.new_request_id();
             session.close(&rid, "deleted").await;
         }
+        self.inner.unloaded.forget(id);
         let stored = self.inner.ctx.store.delete(id)?;
         if open.is_none() && !stored {
             return Err(ErrorPayload::new(
@@ -480,23 +503,10 @@ impl Kernel {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut out: Vec<SessionInfo> = Vec::new();
-        for stored in self.inner.ctx.store.list()? {
+        for stored in self.inner.ctx.store.list_summaries()? {
             match live.get(&stored.session_id) {
                 Some(s) => out.push(s.info()),
-                None => out.push(SessionInfo {
-                    session_id: stored.session_id.clone(),
-                    title: stored.title.clone(),
-                    workspace: stored.workspace.clone(),
-                    created_at: stored.created_at,
-                    updated_at: stored.updated_at,
-                    state: if stored.closed {
-                        keel_envelope::types::SessionState::Closed
-                    } else {
-                        keel_envelope::types::SessionState::Idle
-                    },
-                    permission_mode: stored.mode,
-                    model: stored.model.clone(),
-                }),
+                None => out.push(stored.info()),
             }
         }
         for (id, s) in &live {
@@ -579,6 +589,10 @@ impl Kernel {
 
     /// Interrupts everything, closes every session, flushes the store.
     pub async fn shutdown(&self, reason: &str) {
+        // Sessions unloaded while idle are closed like the others.
+        for id in self.inner.unloaded.list() {
+            let _ = self.reload(&id);
+        }
         let sessions: Vec<Arc<Session>> = self
             .inner
             .sessions

@@ -55,6 +55,13 @@ struct Slot {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Book(Arc<Mutex<Slot>>);
 
+impl Book {
+    /// Closes the engine (and its watcher); the next use reopens it from its files.
+    pub(crate) fn release(&self) {
+        *lock(&self.0) = Slot::default();
+    }
+}
+
 fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }

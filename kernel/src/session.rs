@@ -104,6 +104,10 @@ pub(crate) struct Session {
     pub(crate) turnover: tokio::sync::Mutex<()>,
     /// Checkpoints of the workspace ([`crate::rewind`]).
     pub(crate) checkpoints: crate::rewind::Book,
+    /// Side questions being answered ([`crate::side`]).
+    pub(crate) sides: std::sync::atomic::AtomicUsize,
+    /// When a command last named the session, ms ([`crate::idle`]).
+    pub(crate) last_used: std::sync::atomic::AtomicU64,
     data: Mutex<Data>,
 }
 
@@ -136,6 +140,8 @@ impl Session {
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
             checkpoints: crate::rewind::Book::default(),
+            sides: Default::default(),
+            last_used: Default::default(),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -152,6 +158,16 @@ impl Session {
                 ext,
             }),
         })
+    }
+
+    /// Records that a command named the session now.
+    pub(crate) fn touch(&self) {
+        self.last_used
+            .store(self.now(), std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn info_state(&self, d: &Data) -> SessionState {
+        Self::state_of(d)
     }
 
     pub(crate) fn data(&self) -> MutexGuard<'_, Data> {
@@ -199,6 +215,8 @@ impl Session {
             state: Self::state_of(&d),
             permission_mode: d.state.mode,
             model: d.state.model.clone(),
+            request_count: crate::summary::request_count(&d.state),
+            last_message: crate::summary::last_message(&d.state.history),
         }
     }
 
@@ -303,6 +321,8 @@ impl Session {
                     state: Self::state_of(&d),
                     permission_mode: d.state.mode,
                     model: d.state.model.clone(),
+                    request_count: crate::summary::request_count(&d.state),
+                    last_message: crate::summary::last_message(&d.state.history),
                 },
                 summary,
                 message_count: d.state.history.len() as u32,

@@ -59,6 +59,10 @@ pub(crate) fn spawn(session: &Arc<Session>, rid: &str, message: &str) -> Result<
     let session = session.clone();
     let rid = rid.to_owned();
     let cancel = session.cancel.child_token();
+    // Counted while it runs, so an idle sweep leaves the session in memory.
+    session
+        .sides
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     tokio::spawn(async move {
         let request = ModelRequest {
             system: SIDE_PROMPT.into(),
@@ -81,6 +85,9 @@ pub(crate) fn spawn(session: &Arc<Session>, rid: &str, message: &str) -> Result<
             )),
         };
         session.emitter.emit(&rid, event).await;
+        session
+            .sides
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     });
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! of the state needed to resume it.
 //!
 //! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl` and
-//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename).
+//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename),
+//! with `summary.json` beside it (what `session.list` reads, see [`SessionSummary`]).
 //! An event is appended before it is delivered to a host. A torn last line (a crash
 //! in the middle of a write) is detected on load, dropped, and cut from the file;
 //! nothing before it is lost.
@@ -19,6 +20,7 @@ use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Message;
+use crate::summary::SessionSummary;
 
 /// The state of a session that survives a restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,6 +93,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn load_events(&self, session_id: &str) -> Result<LoadedLog, ErrorPayload>;
     /// Every stored session's state.
     fn list(&self) -> Result<Vec<PersistedSession>, ErrorPayload>;
+    /// Every stored session's summary (what `session.list` shows). A store that keeps
+    /// summaries apart reads only them; the default derives them from [`Store::list`].
+    fn list_summaries(&self) -> Result<Vec<SessionSummary>, ErrorPayload> {
+        Ok(self.list()?.iter().map(SessionSummary::of).collect())
+    }
     /// Removes a session's state and log; `Ok(false)` when nothing was stored under
     /// that id. A store that cannot delete answers an error (the default).
     fn delete(&self, session_id: &str) -> Result<bool, ErrorPayload> {
@@ -195,6 +202,14 @@ impl Store for FileStore {
             serde_json::to_vec(state).map_err(|e| persist_err("cannot encode", &path, e))?;
         fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
+        // The summary follows the state; a crash between the two leaves an older
+        // summary, which the next save replaces (a listing is never wrong for long).
+        let path = dir.join("summary.json");
+        let tmp = dir.join("summary.json.tmp");
+        let bytes = serde_json::to_vec(&SessionSummary::of(state))
+            .map_err(|e| persist_err("cannot encode", &path, e))?;
+        fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
         Ok(())
     }
 
@@ -267,6 +282,35 @@ impl Store for FileStore {
             if let Some(id) = entry.file_name().to_str() {
                 if let Ok(Some(state)) = self.load_state(id) {
                     out.push(state);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn list_summaries(&self) -> Result<Vec<SessionSummary>, ErrorPayload> {
+        let dir = self.root.join("sessions");
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(persist_err("cannot list", &dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let Ok(sdir) = self.dir(&id) else { continue };
+            let summary = fs::read(sdir.join("summary.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<SessionSummary>(&b).ok());
+            match summary {
+                Some(s) if s.session_id == id => out.push(s),
+                // Written before summaries existed, or damaged: the state says it all.
+                _ => {
+                    if let Ok(Some(state)) = self.load_state(&id) {
+                        out.push(SessionSummary::of(&state));
+                    }
                 }
             }
         }

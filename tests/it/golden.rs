@@ -83,6 +83,7 @@ async fn run_scenario(scenario: &Value) -> Vec<String> {
             permission_mode: None,
             model: None,
             title: Some("golden".into()),
+            record: None,
         })
         .await
         .unwrap();

@@ -50,6 +50,7 @@ async fn a_session_reads_and_edits_through_the_openai_wire_format() {
             permission_mode: None,
             model: None,
             title: None,
+            record: None,
         })
         .await
         .unwrap();

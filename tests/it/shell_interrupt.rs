@@ -53,6 +53,7 @@ async fn interrupt_kills_the_shell_child_and_grandchild() {
             permission_mode: None,
             model: None,
             title: None,
+            record: None,
         })
         .await
         .unwrap();

@@ -117,6 +117,7 @@ impl Host {
                 permission_mode: None,
                 model: None,
                 title: None,
+                record: None,
             })
             .await
             .map_err(from_keel)?;

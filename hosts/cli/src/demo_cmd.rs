@@ -104,6 +104,7 @@ async fn demo(workspace: PathBuf, store: PathBuf) -> i32 {
             permission_mode: None,
             model: None,
             title: Some("demo".into()),
+            record: None,
         })
         .await
     {

@@ -30,6 +30,7 @@ pub fn run(args: ExecArgs) -> i32 {
     let ExecArgs {
         prompt,
         json,
+        record,
         session: common,
     } = args;
     let json = json.json;
@@ -47,10 +48,15 @@ pub fn run(args: ExecArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    rt.block_on(exec(common, prompt, json))
+    rt.block_on(exec(common, prompt, json, record))
 }
 
-async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
+async fn exec(
+    common: SessionArgs,
+    prompt: String,
+    json: bool,
+    record: Option<std::path::PathBuf>,
+) -> i32 {
     // One listener for the whole run: a Ctrl-C that arrives while an envelope is
     // written is kept for the next turn of the loop below.
     let mut ctrlc = CtrlC::install();
@@ -68,6 +74,7 @@ async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
             permission_mode: common.mode.mode,
             model: None,
             title: Some(prompt.chars().take(60).collect()),
+            record: record.map(|p| p.display().to_string()),
         })
         .await
     {

@@ -95,6 +95,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
             permission_mode: common.mode.mode,
             model: None,
             title: None,
+            record: None,
         };
         let (session, events) = runtime.kernel.start_session(opts).await.map_err(|e| {
             setup::report(&e);

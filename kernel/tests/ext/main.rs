@@ -181,6 +181,7 @@ impl H {
                 permission_mode: mode,
                 model: None,
                 title: None,
+                record: None,
             })
             .await
             .unwrap();

@@ -227,6 +227,7 @@ async fn start(f: &Fixture) -> (SessionHandle, EventStream) {
             permission_mode: None,
             model: None,
             title: Some("t".into()),
+            record: None,
         })
         .await
         .unwrap()
@@ -296,11 +297,13 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
+        record: None,
     }
 }
 
 mod context;
 mod interrupts;
+mod listing;
 mod persistence;
 mod plans;
 mod registry;

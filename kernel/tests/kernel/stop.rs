@@ -234,6 +234,7 @@ async fn start(k: &Kernel) -> (SessionHandle, EventStream) {
         permission_mode: None,
         model: None,
         title: None,
+        record: None,
     })
     .await
     .unwrap()

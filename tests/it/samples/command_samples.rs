@@ -12,6 +12,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             permission_mode: Some(PermissionMode::Ask),
             model: Some(s("scripted:demo")),
             title: Some(s("Fix the failing test")),
+            record: None,
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),

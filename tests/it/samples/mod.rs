@@ -46,6 +46,8 @@ pub fn session_info() -> SessionInfo {
         state: SessionState::Idle,
         permission_mode: PermissionMode::Ask,
         model: s("scripted:demo"),
+        request_count: 2,
+        last_message: Some(s("The test passes now: the parser kept a stale index.")),
     }
 }
 

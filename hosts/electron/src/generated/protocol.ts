@@ -1933,7 +1933,16 @@ permissionMode: PermissionMode,
 /**
  * The model, as `provider:model`.
  */
-model: string, };
+model: string, 
+/**
+ * Requests sent in the session (those still in its conversation after a rewind).
+ */
+requestCount: number, 
+/**
+ * The first line of the conversation's last message (user or assistant text), cut
+ * at 120 characters; `None` while the conversation is empty.
+ */
+lastMessage?: string | null, };
 
 /**
  * `session.interrupted`: the request was cancelled, or the interrupt found nothing to do.
@@ -2110,7 +2119,13 @@ model?: string | null,
 /**
  * A title.
  */
-title?: string | null, };
+title?: string | null, 
+/**
+ * A file (path on the runtime's machine) where every model response of the
+ * session is written in the scripted model's format, for an offline replay
+ * with `scripted:<file>`.
+ */
+record?: string | null, };
 
 /**
  * `session.started`.
