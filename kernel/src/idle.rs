@@ -58,10 +58,17 @@ fn is_idle(session: &Session) -> bool {
             .any(|t| t.status == keel_envelope::ext::BackgroundStatus::Running)
 }
 
-/// When the session was last named by a command or last changed.
+/// Milliseconds of real time since the first call in this process (idle times are
+/// real time, whatever clock stamps the events).
+pub(crate) fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// When the session was last named by a command or last saved.
 fn last_active(session: &Session) -> u64 {
-    let touched = session.last_used.load(Ordering::Acquire);
-    touched.max(session.data().state.updated_at)
+    session.last_used.load(Ordering::Acquire)
 }
 
 impl Kernel {
@@ -149,7 +156,7 @@ fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
     let Some(after) = inner.config.idle_unload_after else {
         return Vec::new();
     };
-    let now = inner.ctx.clock.now_ms();
+    let now = now_ms();
     let limit = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
     let candidates: Vec<Arc<Session>> = inner
         .sessions

@@ -106,7 +106,8 @@ pub(crate) struct Session {
     pub(crate) checkpoints: crate::rewind::Book,
     /// Side questions being answered ([`crate::side`]).
     pub(crate) sides: std::sync::atomic::AtomicUsize,
-    /// When a command last named the session, ms ([`crate::idle`]).
+    /// When a command last named the session or it last saved its state, ms of
+    /// [`crate::idle::now_ms`].
     pub(crate) last_used: std::sync::atomic::AtomicU64,
     data: Mutex<Data>,
 }
@@ -141,7 +142,7 @@ impl Session {
             turnover: tokio::sync::Mutex::new(()),
             checkpoints: crate::rewind::Book::default(),
             sides: Default::default(),
-            last_used: Default::default(),
+            last_used: std::sync::atomic::AtomicU64::new(crate::idle::now_ms()),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -160,10 +161,11 @@ impl Session {
         })
     }
 
-    /// Records that a command named the session now.
+    /// Records that a command named the session, or its state changed, now (real
+    /// time: the kernel's clock is left alone).
     pub(crate) fn touch(&self) {
         self.last_used
-            .store(self.now(), std::sync::atomic::Ordering::Release);
+            .store(crate::idle::now_ms(), std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn info_state(&self, d: &Data) -> SessionState {
@@ -191,6 +193,7 @@ impl Session {
 
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
     pub(crate) async fn persist(&self, request_id: &str) {
+        self.touch();
         let snapshot = {
             let mut d = self.data();
             d.state.updated_at = self.now();

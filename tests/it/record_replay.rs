@@ -161,6 +161,10 @@ async fn a_recorded_session_replays_offline_with_the_same_event_stream() {
         std::fs::read_to_string(ws2.path().join("app.txt")).unwrap(),
         "version = 2\n"
     );
+    let count = |ty: &str| replayed.iter().filter(|e| e.type_name() == ty).count();
+    assert_eq!(count("assistant.delta"), 3);
+    assert_eq!(count("tool.call.completed"), 2);
+    assert_eq!(count("usage.updated"), 3);
     let a = normalise(&recorded, ws1.path(), &live_id);
     let b = normalise(&replayed, ws2.path(), &replay_id);
     assert_eq!(a.len(), b.len(), "{a:#?}\n---\n{b:#?}");

@@ -27,6 +27,8 @@ use keel_envelope::{
 };
 use serde_json::json;
 
+mod rewind_samples;
+
 /// The fixed instant every sample uses (ms since the epoch).
 pub const T0: u64 = 1_775_600_000_000;
 /// The session of every sample.
@@ -325,55 +327,10 @@ pub fn sample_event(t: EventType) -> Event {
             message_count: 6,
             state: SessionState::WaitingApproval,
         }),
-        EventType::CheckpointList => Event::CheckpointList(ev::CheckpointList {
-            checkpoints: vec![
-                ev::CheckpointEntry {
-                    checkpoint_id: s("req_0002"),
-                    request_id: s("req_0002"),
-                    tool_call_id: None,
-                    tool_name: None,
-                    created_at: 1_700_000_000_000,
-                    files_changed: Vec::new(),
-                },
-                ev::CheckpointEntry {
-                    checkpoint_id: s("call_0001"),
-                    request_id: s("req_0002"),
-                    tool_call_id: Some(s("call_0001")),
-                    tool_name: Some(s("run_shell")),
-                    created_at: 1_700_000_001_000,
-                    files_changed: vec![ev::CheckpointFileChange {
-                        path: s("src/lib.rs"),
-                        change: ev::FileChangeKind::Modified,
-                    }],
-                },
-            ],
-            disabled_reason: None,
-        }),
-        EventType::SessionRewound => Event::SessionRewound(ev::SessionRewound {
-            files: vec![
-                ev::RewoundFile {
-                    path: s("src/lib.rs"),
-                    action: ev::RewindAction::Reverted,
-                },
-                ev::RewoundFile {
-                    path: s("build/out.txt"),
-                    action: ev::RewindAction::Removed,
-                },
-            ],
-            not_restorable: vec![ev::NotRestorableFile {
-                path: s("assets/logo.png"),
-                reason: s("not saved: a binary file (not saved in checkpoints)"),
-            }],
-            conversation_cut: true,
-        }),
-        EventType::SessionForked => Event::SessionForked(ev::SessionForked {
-            session_id: s("sess_0002"),
-            parent_session_id: s(SESSION),
-            at_request_id: Some(s("req_0002")),
-        }),
-        EventType::SideAnswered => Event::SideAnswered(ev::SideAnswered {
-            text: s("The parser is in src/parse.rs."),
-        }),
+        EventType::CheckpointList => rewind_samples::checkpoint_list(),
+        EventType::SessionRewound => rewind_samples::session_rewound(),
+        EventType::SessionForked => rewind_samples::session_forked(),
+        EventType::SideAnswered => rewind_samples::side_answered(),
         EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged {
             mode: PermissionMode::AutoEdit,
             previous_mode: PermissionMode::Ask,
