@@ -311,3 +311,4 @@ mod requests;
 mod rewind;
 mod sessions;
 mod stop;
+mod watch;
