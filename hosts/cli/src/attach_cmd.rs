@@ -143,6 +143,7 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
                 permission_mode: args.session.mode.mode,
                 model: args.session.model.model.clone(),
                 title: None,
+                record: None,
             });
             let env = client
                 .request(None, start)

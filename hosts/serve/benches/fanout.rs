@@ -67,6 +67,7 @@ async fn kernel(dir: &std::path::Path) -> (Kernel, String) {
             permission_mode: None,
             model: None,
             title: None,
+            record: None,
         })
         .await
         .unwrap();

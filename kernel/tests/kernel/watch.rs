@@ -80,6 +80,7 @@ async fn watched_session(f: &Fixture) -> (String, Watcher, WatchStream) {
             permission_mode: None,
             model: None,
             title: None,
+            record: None,
         }),
     ))
     .await

@@ -255,6 +255,7 @@ pub async fn start_session(c: &Client) -> String {
                 permission_mode: None,
                 model: None,
                 title: None,
+                record: None,
             }),
         )
         .await
