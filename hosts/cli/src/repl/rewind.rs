@@ -214,7 +214,12 @@ impl Repl {
             at_request_id,
             files: Some(false),
         });
-        let mut all = self.kernel.subscribe();
+        let super::link::Backend::Local(kernel) = &self.kernel else {
+            self.warn_line("/fork is not available over a daemon connection yet");
+            return;
+        };
+        let kernel = kernel.clone();
+        let mut all = kernel.subscribe();
         let rid = match self.rt.block_on(self.session.command(payload)) {
             Ok(rid) => rid,
             Err(e) => {
@@ -242,13 +247,13 @@ impl Repl {
                 return;
             }
         };
-        let Some(handle) = self.kernel.session_handle(&id) else {
+        let Some(handle) = kernel.session_handle(&id) else {
             self.error_line("the fork is not open");
             return;
         };
         let parent = self.session.id().to_owned();
-        self.events = handle.subscribe();
-        self.session = handle;
+        self.events = super::link::Events::Local(handle.subscribe());
+        self.session = super::link::Session::Local(handle);
         self.context = None;
         self.screen.line(&format!(
             "forked {parent} into {id} ({} messages); the parent stays as it was (/resume {parent})",
