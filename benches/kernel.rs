@@ -95,7 +95,6 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
-        record: None,
     }
 }
 

@@ -48,6 +48,7 @@ fn state(i: usize) -> PersistedSession {
         mode: PermissionMode::Ask,
         rules: Default::default(),
         session_keys: vec![],
+        session_deny: vec![],
         history,
         plan: None,
         usage: Default::default(),

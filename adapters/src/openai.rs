@@ -56,6 +56,12 @@ impl OpenAiModel {
         format!("{}/chat/completions", self.ep.base_url)
     }
 
+    /// The output cap sent when the request sets none
+    /// ([`crate::select::default_max_output_tokens`]).
+    pub fn default_max_output_tokens(&self) -> u32 {
+        crate::select::default_max_output_tokens("openai", &self.ep.model, self.ep.context_window)
+    }
+
     /// The JSON body sent for `request`.
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         let mut messages = Vec::new();
@@ -92,17 +98,20 @@ impl OpenAiModel {
                 })
                 .collect();
         }
-        if let Some(max) = request.max_output_tokens {
-            let reasoning = ["o1", "o3", "o4", "gpt-5"]
-                .iter()
-                .any(|p| self.ep.model.starts_with(p));
-            let key = if reasoning {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            };
-            body[key] = json!(max);
-        }
+        // Every call carries a cap: a local server otherwise generates until its
+        // context is full.
+        let max = request
+            .max_output_tokens
+            .unwrap_or_else(|| self.default_max_output_tokens());
+        let reasoning = ["o1", "o3", "o4", "gpt-5"]
+            .iter()
+            .any(|p| self.ep.model.starts_with(p));
+        let key = if reasoning {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[key] = json!(max);
         body
     }
 

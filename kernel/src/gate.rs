@@ -80,9 +80,12 @@ impl GateVerdict {
 pub(crate) fn rules_of(d: &Data) -> Rules {
     let mut allow = d.state.rules.always_allow_global.clone();
     allow.extend(d.state.rules.always_allow_project.iter().cloned());
+    let mut deny = d.state.rules.always_deny_global.clone();
+    deny.extend(d.state.rules.always_deny_project.iter().cloned());
+    deny.extend(d.state.session_deny.iter().cloned());
     Rules {
         allow,
-        deny: Vec::new(),
+        deny,
         session_keys: d.state.session_keys.iter().cloned().collect(),
     }
 }

@@ -34,14 +34,23 @@ impl Unloaded {
         self.ids().remove(id)
     }
 
+    pub(crate) fn len(&self) -> usize {
+        self.ids().len()
+    }
+
     pub(crate) fn list(&self) -> Vec<String> {
         self.ids().iter().cloned().collect()
     }
 }
 
-/// Whether the session does nothing that lives only in memory.
+/// Whether the session does nothing that lives only in memory. A session with host
+/// tools or MCP servers stays: those tools (and the servers' processes) are not in
+/// its stored state.
 fn is_idle(session: &Session) -> bool {
-    if session.sides.load(Ordering::Acquire) > 0 {
+    if session.sides.load(Ordering::Acquire) > 0
+        || !session.tools.host_names().is_empty()
+        || !session.mcp.list().is_empty()
+    {
         return false;
     }
     let d = session.data();
@@ -193,8 +202,12 @@ fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
         map.remove(&session.id);
         inner.unloaded.ids().insert(session.id.clone());
         drop(map);
-        // Its checkpoint engine (and watcher) goes with it; the reload reopens it.
+        // Its checkpoint engine (and watcher) goes with it, and the store lets go of
+        // its log; the reload reopens both.
         session.checkpoints.release();
+        if let Err(e) = inner.ctx.store.release(&session.id) {
+            tracing::warn!(session_id = %session.id, code = %e.code, "releasing an idle session's log failed");
+        }
         tracing::info!(session_id = %session.id, "idle session unloaded");
         out.push(session.id.clone());
     }

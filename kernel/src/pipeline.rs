@@ -2,7 +2,9 @@
 //! same steps, in this order:
 //!
 //! 1. decode: the arguments are JSON, the tool exists (and is in the caller's scope),
-//!    and the arguments fit the entry's typed shape — else `tool.call.skipped`;
+//!    and the arguments fit the entry's typed shape — else `tool.call.skipped`; then
+//!    the `PreToolUse` hooks, which may deny the call or rewrite its arguments (decoded
+//!    again, and gated below like any others: a hook is no way around the gate);
 //! 2. gate: the entry's row of the permission table decides allow / ask / deny —
 //!    deny is `tool.call.skipped`;
 //! 3. approval wait, when the gate asks — a denial or timeout is `tool.call.skipped`;
@@ -13,7 +15,8 @@
 //!    stage that takes the call over) with its own child cancellation token, streamed
 //!    `tool.call.progress`, then `tool.call.completed` or `tool.call.failed` with the
 //!    real duration;
-//! 6. the result goes back to the caller, which puts it into the history.
+//! 6. the `PostToolUse` hooks may add a note; the result goes back to the caller,
+//!    which puts it into the history.
 //!
 //! An interrupt always lands: once the request's token fires, a handler gets a short
 //! grace period to stop by itself (killing its processes), and is then dropped, which
@@ -35,6 +38,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::gate::{self, GateVerdict};
+use crate::hooks::PreTool;
 use crate::model::ToolCallRequest;
 use crate::probe::Point;
 use crate::registry::{Entry, Handler};
@@ -88,6 +92,27 @@ pub(crate) async fn run_call(
             tracing::debug!(tool = %call.name, code = %error.code, "tool call not decoded");
             skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
             return Ok((refusal_text(&error), true));
+        }
+    };
+    // Hooks: PreToolUse may deny the call, or rewrite its arguments, which are then
+    // decoded again and gated like any call's.
+    let rewritten;
+    let (call, entry) = match crate::hooks::pre_tool_use(session, rid, call, cancel).await {
+        PreTool::Continue => (call, entry),
+        PreTool::Deny(error, text) => {
+            skip(session, rid, &tool_call_id, &call.name, error).await;
+            return Ok((text, true));
+        }
+        PreTool::Rewrite(c) => {
+            rewritten = c;
+            match decode(session, &rewritten, scope) {
+                Ok(e) => (&rewritten, e),
+                Err(error) => {
+                    let error = error.with_detail("rewrittenBy", "PreToolUse");
+                    skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
+                    return Ok((refusal_text(&error), true));
+                }
+            }
         }
     };
     session.probe(Point::BeforeGate, rid).await;
@@ -152,7 +177,9 @@ pub(crate) async fn run_call(
         scope,
         mode,
     };
-    run(&cx, &entry).await
+    let content = run(&cx, &entry).await?;
+    // Hooks: PostToolUse may add a note for the model.
+    Ok(crate::hooks::post_tool_use(session, rid, call, content, cancel).await)
 }
 
 /// Step 1: the call names a tool in scope, and its arguments are JSON of its shape.
@@ -170,9 +197,7 @@ fn decode(
     }
     let in_scope = scope.is_none_or(|names| names.iter().any(|n| n == &call.name));
     let entry = session
-        .kernel
-        .registry
-        .get(&call.name)
+        .tool(&call.name)
         .filter(|_| in_scope)
         .ok_or_else(|| {
             let message = if in_scope {
@@ -190,7 +215,7 @@ fn decode(
         )
         .with_detail("toolName", call.name.clone())
     })?;
-    Ok(entry.clone())
+    Ok(entry)
 }
 
 async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, error: ErrorPayload) {

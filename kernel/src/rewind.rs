@@ -506,6 +506,7 @@ impl Kernel {
             .ids
             .next_id(keel_envelope::ids::IdKind::Session);
         let now = self.inner.ctx.clock.now_ms();
+        let admission = self.admit()?;
         let mut state = {
             let mut d = parent.data();
             let crate::session::Data { state, ext, .. } = &mut *d;
@@ -522,20 +523,26 @@ impl Kernel {
         state
             .request_marks
             .retain(|m| cut.is_none_or(|c| m.history_len < c));
+        let budget = crate::budget::fork_extension(&state.extensions);
         state
             .extensions
             .retain(|k, _| FORK_COPIES.contains(&k.as_str()));
+        if let Some(b) = budget {
+            state
+                .extensions
+                .insert(crate::budget::EXT_KEY.to_owned(), b);
+        }
         let model = match self.model_for(Some(&state.model)) {
             Ok(m) => m,
             Err(_) => self.model_for(None)?,
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), session.clone());
+        // The parent's host tools (they were accepted beside the same kernel tools).
+        session
+            .tools
+            .set_host(&self.inner.registry, parent.tools.host_entries())?;
+        let session = admission.insert(&id, session);
         session
             .emitter
             .emit(
@@ -547,6 +554,8 @@ impl Kernel {
                 }),
             )
             .await;
+        // The same MCP servers: the parent's own, then the configured ones.
+        self.start_mcp(&session, parent.mcp.session_configs(), rid);
         Ok(())
     }
 }

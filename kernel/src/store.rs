@@ -7,12 +7,38 @@
 //! An event is appended before it is delivered to a host. A torn last line (a crash
 //! in the middle of a write) is detected on load, dropped, and cut from the file;
 //! nothing before it is lost.
+//!
+//! # Durability
+//!
+//! Each event is written to its log with one `write(2)` before it is delivered, so
+//! once a host has seen an event, a crash of the process (a panic, `SIGKILL`, the
+//! out-of-memory killer) cannot lose it: the bytes are in the operating system's
+//! cache and reach the disk without the process. What a crash of the process can
+//! leave is at most one torn line, for an event that was never delivered; it is
+//! dropped on the next load.
+//!
+//! A power loss or a crash of the operating system is different: what the disk had
+//! not received is lost. By default ([`FileStoreOptions::fsync_each_event`] off) a
+//! log is synced (`fdatasync`) when its session is closed ([`Store::release`]) and
+//! when the runtime shuts down ([`Store::flush`]), so a power loss can lose the
+//! events written since the session was opened, including events a host has seen,
+//! and leave a torn tail. With `fsync_each_event` on, every event is synced before it
+//! is delivered (and the state file before it replaces the old one): nothing a host
+//! has seen is lost to a power loss, at the price of one disk sync per event
+//! (figures in docs/reliability.md).
+//!
+//! # Open files
+//!
+//! Logs are kept open between appends in a small cache of at most
+//! [`FileStoreOptions::max_open_logs`] files, least recently used first out, so the
+//! number of open files does not grow with the number of sessions a process touches.
+//! A session's log is closed when the session closes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use keel_envelope::codec;
 use keel_envelope::types::{ApprovalRules, PermissionMode, Plan, Usage};
@@ -41,6 +67,9 @@ pub struct PersistedSession {
     /// Canonical keys approved for the session.
     #[serde(default)]
     pub session_keys: Vec<String>,
+    /// Deny rules for this session only (`session.set_rules` `deny`).
+    #[serde(default)]
+    pub session_deny: Vec<String>,
     /// Conversation history.
     pub history: Vec<Message>,
     /// The plan.
@@ -115,6 +144,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn session_dir(&self, _session_id: &str) -> Option<PathBuf> {
         None
     }
+    /// The session was closed: make its log durable and let go of what is held open
+    /// for it (a later append opens it again).
+    fn release(&self, _session_id: &str) -> Result<(), ErrorPayload> {
+        Ok(())
+    }
 }
 
 fn persist_err(what: &str, path: &Path, e: impl std::fmt::Display) -> ErrorPayload {
@@ -125,6 +159,45 @@ fn persist_err(what: &str, path: &Path, e: impl std::fmt::Display) -> ErrorPaylo
     .with_detail("path", path.display().to_string())
 }
 
+/// Options of a [`FileStore`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStoreOptions {
+    /// Sync every event to the disk before it is delivered (and the state file before
+    /// it replaces the old one). Off: logs are synced when their session closes and at
+    /// shutdown. See the module documentation for what each choice can lose.
+    pub fsync_each_event: bool,
+    /// How many session logs stay open between appends (at least 1).
+    pub max_open_logs: usize,
+}
+
+/// Default of [`FileStoreOptions::max_open_logs`].
+pub const DEFAULT_MAX_OPEN_LOGS: usize = 64;
+
+impl Default for FileStoreOptions {
+    fn default() -> Self {
+        Self {
+            fsync_each_event: false,
+            max_open_logs: DEFAULT_MAX_OPEN_LOGS,
+        }
+    }
+}
+
+/// One open log and when it was last used.
+#[derive(Debug)]
+struct OpenLog {
+    file: Arc<File>,
+    last_used: u64,
+}
+
+/// The open logs (bounded, least recently used out) and the logs written since
+/// they were last synced.
+#[derive(Debug, Default)]
+struct Logs {
+    open: HashMap<String, OpenLog>,
+    tick: u64,
+    unsynced: HashSet<String>,
+}
+
 /// Numbers the directories of sessions being deleted.
 static TOMBSTONES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -132,15 +205,25 @@ static TOMBSTONES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 #[derive(Debug)]
 pub struct FileStore {
     root: PathBuf,
-    logs: Mutex<HashMap<String, File>>,
+    options: FileStoreOptions,
+    logs: Mutex<Logs>,
 }
 
 impl FileStore {
-    /// A store rooted at `root` (created on first write).
+    /// A store rooted at `root` (created on first write), with default options.
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self::with_options(root, FileStoreOptions::default())
+    }
+
+    /// A store rooted at `root` with `options`.
+    pub fn with_options(root: impl Into<PathBuf>, options: FileStoreOptions) -> Self {
         Self {
             root: root.into(),
-            logs: Mutex::new(HashMap::new()),
+            options: FileStoreOptions {
+                max_open_logs: options.max_open_logs.max(1),
+                ..options
+            },
+            logs: Mutex::new(Logs::default()),
         }
     }
 
@@ -149,9 +232,25 @@ impl FileStore {
         &self.root
     }
 
+    /// The options.
+    pub fn options(&self) -> FileStoreOptions {
+        self.options
+    }
+
+    /// How many session logs are open now (at most `max_open_logs`, plus any being
+    /// written at this instant).
+    pub fn open_logs(&self) -> usize {
+        self.logs().open.len()
+    }
+
+    fn logs(&self) -> std::sync::MutexGuard<'_, Logs> {
+        self.logs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn dir(&self, session_id: &str) -> Result<PathBuf, ErrorPayload> {
         // Session ids come from outside (resume); never let one name another path.
         if session_id.is_empty()
+            || session_id.len() > 128
             || !session_id
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
@@ -168,27 +267,88 @@ impl FileStore {
     pub fn log_path(&self, session_id: &str) -> Result<PathBuf, ErrorPayload> {
         Ok(self.dir(session_id)?.join("events.jsonl"))
     }
+
+    /// The session's open log, opened (and the least recently used one closed) when
+    /// it is not open.
+    fn open_log(&self, session_id: &str) -> Result<Arc<File>, ErrorPayload> {
+        let mut logs = self.logs();
+        logs.tick += 1;
+        let tick = logs.tick;
+        if let Some(open) = logs.open.get_mut(session_id) {
+            open.last_used = tick;
+            return Ok(open.file.clone());
+        }
+        let dir = self.dir(session_id)?;
+        fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
+        let path = dir.join("events.jsonl");
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| persist_err("cannot open", &path, e))?;
+        if self.options.fsync_each_event {
+            // The new file's directory entry must survive a power loss too.
+            sync_dir(&dir)?;
+        }
+        while logs.open.len() >= self.options.max_open_logs {
+            let oldest = logs
+                .open
+                .iter()
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(id, _)| id.clone());
+            match oldest {
+                // Dropping the handle closes the file (once a writer holding it is done).
+                Some(id) => drop(logs.open.remove(&id)),
+                None => break,
+            }
+        }
+        let file = Arc::new(file);
+        logs.open.insert(
+            session_id.to_owned(),
+            OpenLog {
+                file: file.clone(),
+                last_used: tick,
+            },
+        );
+        Ok(file)
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), ErrorPayload> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| persist_err("cannot sync", dir, e))
+}
+
+/// Syncs a log that may not be open any more (it was written, then closed by the
+/// cache without a sync).
+fn sync_path(path: &Path) -> Result<(), ErrorPayload> {
+    match File::open(path) {
+        Ok(f) => f
+            .sync_data()
+            .map_err(|e| persist_err("cannot sync", path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(persist_err("cannot sync", path, e)),
+    }
 }
 
 impl Store for FileStore {
     fn append(&self, session_id: &str, event: &Envelope) -> Result<(), ErrorPayload> {
         let line = codec::encode_line(event);
-        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
-        if !logs.contains_key(session_id) {
-            let dir = self.dir(session_id)?;
-            fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
-            let path = dir.join("events.jsonl");
-            let file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| persist_err("cannot open", &path, e))?;
-            logs.insert(session_id.to_owned(), file);
-        }
-        if let Some(file) = logs.get_mut(session_id) {
-            file.write_all(&line).map_err(|e| {
-                persist_err("cannot append to the log of", Path::new(session_id), e)
-            })?;
+        let file = self.open_log(session_id)?;
+        // One write per event: a crash of the process leaves whole lines, or a torn
+        // last line for an event that was never delivered. The cache lock is not held
+        // here, so sessions append (and sync) in parallel; a session's own appends
+        // are ordered by its emitter.
+        let fail = |e| persist_err("cannot append to the log of", Path::new(session_id), e);
+        (&*file).write_all(&line).map_err(fail)?;
+        if self.options.fsync_each_event {
+            file.sync_data().map_err(fail)?;
+        } else {
+            let mut logs = self.logs();
+            if !logs.unsynced.contains(session_id) {
+                logs.unsynced.insert(session_id.to_owned());
+            }
         }
         Ok(())
     }
@@ -200,7 +360,14 @@ impl Store for FileStore {
         let tmp = dir.join("state.json.tmp");
         let bytes =
             serde_json::to_vec(state).map_err(|e| persist_err("cannot encode", &path, e))?;
-        fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
+        if self.options.fsync_each_event {
+            let mut f = File::create(&tmp).map_err(|e| persist_err("cannot write", &tmp, e))?;
+            f.write_all(&bytes)
+                .and_then(|()| f.sync_data())
+                .map_err(|e| persist_err("cannot write", &tmp, e))?;
+        } else {
+            fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
+        }
         fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
         // The summary follows the state; a crash between the two leaves an older
         // summary, which the next save replaces (a listing is never wrong for long).
@@ -210,6 +377,9 @@ impl Store for FileStore {
             .map_err(|e| persist_err("cannot encode", &path, e))?;
         fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
+        if self.options.fsync_each_event {
+            sync_dir(&dir)?;
+        }
         Ok(())
     }
 
@@ -262,10 +432,7 @@ impl Store for FileStore {
             if let Ok(f) = OpenOptions::new().write(true).open(&path) {
                 let _ = f.set_len(good_len);
             }
-            self.logs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(session_id);
+            self.logs().open.remove(session_id);
         }
         Ok(out)
     }
@@ -325,8 +492,9 @@ impl Store for FileStore {
         let dir = self.dir(session_id)?;
         // Held while the directory goes, so no append of this session runs meanwhile;
         // dropping the open log closes it.
-        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
-        logs.remove(session_id);
+        let mut logs = self.logs();
+        logs.open.remove(session_id);
+        logs.unsynced.remove(session_id);
         // Renamed first (one atomic step: a crash never leaves half a session that
         // `list` would show), then removed. The tombstone's name is not a session id.
         let tomb = self.root.join("sessions").join(format!(
@@ -345,12 +513,48 @@ impl Store for FileStore {
     }
 
     fn flush(&self) -> Result<(), ErrorPayload> {
-        let logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
-        for file in logs.values() {
-            file.sync_data()
-                .map_err(|e| persist_err("cannot sync", &self.root, e))?;
+        let (open, unsynced) = {
+            let mut logs = self.logs();
+            let open: Vec<(String, Arc<File>)> = logs
+                .open
+                .iter()
+                .map(|(id, l)| (id.clone(), l.file.clone()))
+                .collect();
+            (open, std::mem::take(&mut logs.unsynced))
+        };
+        let mut first_error = None;
+        for id in &unsynced {
+            let result = match open.iter().find(|(o, _)| o == id) {
+                Some((_, file)) => file
+                    .sync_data()
+                    .map_err(|e| persist_err("cannot sync", &self.root, e)),
+                None => self.log_path(id).and_then(|p| sync_path(&p)),
+            };
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn release(&self, session_id: &str) -> Result<(), ErrorPayload> {
+        let (open, unsynced) = {
+            let mut logs = self.logs();
+            (
+                logs.open.remove(session_id),
+                logs.unsynced.remove(session_id),
+            )
+        };
+        if !unsynced {
+            return Ok(());
+        }
+        match open {
+            Some(l) => l
+                .file
+                .sync_data()
+                .map_err(|e| persist_err("cannot sync", &self.root, e)),
+            None => sync_path(&self.log_path(session_id)?),
+        }
     }
 }
 

@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use keel::adapters::testing::{openai, FakeResponse, FakeServer};
 use keel::adapters::{HttpOptions, OpenAiModel, ScriptedModel};
+use keel::envelope::commands::SessionStart;
 use keel::envelope::types::PermissionMode;
 use keel::envelope::{Envelope, ErrorCode, Event};
 use keel::kernel::model::Model;
-use keel::kernel::{Kernel, SessionOptions};
+use keel::kernel::Kernel;
 use serde_json::Value;
 
 fn workspace() -> tempfile::TempDir {
@@ -22,13 +23,12 @@ fn workspace() -> tempfile::TempDir {
     ws
 }
 
-fn options(record: Option<&Path>) -> SessionOptions {
-    SessionOptions {
-        workspace_path: None,
+fn options(record: Option<&Path>) -> SessionStart {
+    SessionStart {
         permission_mode: Some(PermissionMode::Auto),
-        model: None,
         title: Some("bump".into()),
         record: record.map(|p| p.display().to_string()),
+        ..SessionStart::default()
     }
 }
 

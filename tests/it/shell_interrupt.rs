@@ -53,7 +53,6 @@ async fn interrupt_kills_the_shell_child_and_grandchild() {
             permission_mode: None,
             model: None,
             title: None,
-            record: None,
         })
         .await
         .unwrap();

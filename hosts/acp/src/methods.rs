@@ -117,7 +117,6 @@ impl Host {
                 permission_mode: None,
                 model: None,
                 title: None,
-                record: None,
             })
             .await
             .map_err(from_keel)?;

@@ -59,8 +59,8 @@ async fn prompt_tool_call_and_session_deny() {
             {"text": "It says hello."},
             {"toolCalls": [{"name": "run_shell", "arguments": {"command": "touch x"}}]},
             {"whenLastToolResultContains": "did not approve", "text": "Not run."},
-            {"toolCalls": [{"name": "run_shell", "arguments": {"command": "touch x"}}]},
-            {"whenLastToolResultContains": "did not approve", "text": "Not run again."}
+            {"toolCalls": [{"name": "run_shell", "arguments": {"command": "FOO=1 touch  x"}}]},
+            {"whenLastToolResultContains": "run_shell(touch x)", "text": "Not run again."}
         ]})
         .to_string(),
     )
@@ -121,7 +121,8 @@ async fn prompt_tool_call_and_session_deny() {
         .iter()
         .any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed"));
 
-    // Rejected for the session: the second identical command is denied without asking.
+    // Rejected for the session: a session deny rule on the canonical command, so the
+    // same command spelled differently is denied without asking.
     for (id, expect) in [(3, "Not run."), (4, "Not run again.")] {
         c.send(json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "build"}]}}))
             .await;

@@ -104,7 +104,6 @@ async fn demo(workspace: PathBuf, store: PathBuf) -> i32 {
             permission_mode: None,
             model: None,
             title: Some("demo".into()),
-            record: None,
         })
         .await
     {

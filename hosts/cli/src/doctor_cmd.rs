@@ -441,7 +441,6 @@ async fn scripted_session(base: &Path) -> Result<(), String> {
                 permission_mode: None,
                 model: None,
                 title: Some("doctor".into()),
-                record: None,
             })
             .await
             .map_err(|e| e.message)?;

@@ -4,10 +4,9 @@
 //! limit); 2 bad usage or set-up; 3 a call was denied (an approval was needed and
 //! nobody can answer in exec mode, or the gate refused it); 130 interrupted (Ctrl-C).
 
-use keel_envelope::commands::{CommandPayload, PlanReject};
+use keel_envelope::commands::{CommandPayload, PlanReject, SessionStart};
 use keel_envelope::types::{ApprovalDecision, StopReason};
 use keel_envelope::{codec, ErrorCode, Event};
-use keel_kernel::SessionOptions;
 
 use crate::cli::{ExecArgs, SessionArgs};
 use crate::interrupt::CtrlC;
@@ -69,12 +68,11 @@ async fn exec(
     };
     let kernel = runtime.kernel.clone();
     let (session, mut events) = match kernel
-        .start_session(SessionOptions {
-            workspace_path: None,
+        .start_session(SessionStart {
             permission_mode: common.mode.mode,
-            model: None,
             title: Some(prompt.chars().take(60).collect()),
             record: record.map(|p| p.display().to_string()),
+            ..SessionStart::default()
         })
         .await
     {

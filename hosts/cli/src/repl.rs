@@ -11,6 +11,7 @@ mod notices;
 pub(crate) mod render;
 mod rewind;
 mod rules;
+mod rules_cmd;
 mod slash;
 mod turn;
 
@@ -44,6 +45,8 @@ pub(crate) struct Repl {
     context: Option<(u64, u64)>,
     /// Always-allow rules kept across sessions.
     rules: rules::RulesFile,
+    /// Rules added with `/rules` for this session only.
+    session_rules: rules_cmd::SessionRules,
     /// Messages typed while a request ran, by request id (for `/queue`).
     queued_text: std::collections::HashMap<String, String>,
     /// `/preview`: whether messages propose edits as patches (`None`: the
@@ -98,7 +101,6 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
             permission_mode: common.mode.mode,
             model: None,
             title: None,
-            record: None,
         };
         let (session, events) = runtime.kernel.start_session(opts).await.map_err(|e| {
             setup::report(&e);
@@ -196,6 +198,7 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         typeahead: TypeAhead::new(),
         context: None,
         rules,
+        session_rules: Default::default(),
         queued_text: Default::default(),
         patch_preview: None,
         side_pending: Vec::new(),
@@ -360,7 +363,8 @@ impl Repl {
 
     /// Keeps rules added by an "always" approval for the next sessions.
     fn save_rules(&mut self, rules: &keel_envelope::types::ApprovalRules) {
-        if let Err(e) = self.rules.save(rules) {
+        let lasting = self.session_rules.lasting(rules);
+        if let Err(e) = self.rules.save(&lasting) {
             self.warn_line(&format!("could not save the approval rules: {e}"));
         }
     }

@@ -53,6 +53,9 @@ export const ANSWERS: Partial<Record<CommandTypeName, readonly string[]>> = {
   "background.get": ["background.get"],
   "background.history": ["background.history"],
   "background.stop": ["background.stopped"],
+  "session.set_host_tools": ["session.host_tools_updated"],
+  "host-tool.respond": ["host-tool.responded"],
+  "mcp.list": ["mcp.list"],
   "session.watch": ["session.watched"],
   "session.unwatch": ["session.unwatched"],
 };

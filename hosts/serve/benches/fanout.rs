@@ -66,8 +66,7 @@ async fn kernel(dir: &std::path::Path) -> (Kernel, String) {
             workspace_path: None,
             permission_mode: None,
             model: None,
-            title: None,
-            record: None,
+            ..SessionOptions::default()
         })
         .await
         .unwrap();

@@ -181,7 +181,6 @@ impl H {
                 permission_mode: mode,
                 model: None,
                 title: None,
-                record: None,
             })
             .await
             .unwrap();
@@ -348,6 +347,7 @@ fn send(message: &str, preview: Option<bool>) -> CommandPayload {
         images: None,
         when_busy: None,
         patch_preview: preview,
+        ..Default::default()
     })
 }
 

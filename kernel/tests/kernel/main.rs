@@ -227,7 +227,6 @@ async fn start(f: &Fixture) -> (SessionHandle, EventStream) {
             permission_mode: None,
             model: None,
             title: Some("t".into()),
-            record: None,
         })
         .await
         .unwrap()
@@ -297,11 +296,15 @@ fn opts() -> SessionOptions {
         permission_mode: None,
         model: None,
         title: None,
-        record: None,
     }
 }
 
+mod bounds;
+mod budget;
+mod compaction;
 mod context;
+mod hooks;
+mod host_tools;
 mod interrupts;
 mod listing;
 mod persistence;
@@ -311,4 +314,5 @@ mod requests;
 mod rewind;
 mod sessions;
 mod stop;
+mod store;
 mod watch;

@@ -256,7 +256,6 @@ async fn a_panic_inside_a_request_is_reported_and_the_session_goes_on() {
             permission_mode: None,
             model: None,
             title: None,
-            record: None,
         })
         .await
         .unwrap();

@@ -217,7 +217,6 @@ async fn max_turns_ends_the_request_with_a_reason() {
             permission_mode: None,
             model: None,
             title: None,
-            record: None,
         })
         .await
         .unwrap();

@@ -234,7 +234,6 @@ async fn start(k: &Kernel) -> (SessionHandle, EventStream) {
         permission_mode: None,
         model: None,
         title: None,
-        record: None,
     })
     .await
     .unwrap()

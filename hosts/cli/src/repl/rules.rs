@@ -65,6 +65,7 @@ impl RulesFile {
         Ok(ApprovalRules {
             always_allow_global: global,
             always_allow_project: projects.remove(&self.workspace).unwrap_or_default(),
+            ..ApprovalRules::default()
         })
     }
 
@@ -99,6 +100,7 @@ mod tests {
         let rules = ApprovalRules {
             always_allow_global: vec!["read_file".into()],
             always_allow_project: vec!["write_file".into()],
+            ..ApprovalRules::default()
         };
         assert_eq!(a.save(&rules), Ok(()));
         assert_eq!(a.load(), Ok(rules));

@@ -76,6 +76,7 @@ impl Repl {
             images: None,
             when_busy,
             patch_preview: self.patch_preview,
+            ..Default::default()
         };
         match self.rt.block_on(self.session.send_with(req)) {
             Ok(rid) => self.follow(rid),
@@ -370,6 +371,7 @@ impl Repl {
                 self.context = Some((p.context_tokens, p.context_window));
             }
             Event::Warning(e) => self.warn_line(&format!("warning: {}", e.message)),
+            Event::BudgetWarning(b) => self.warn_line(&render::budget_warning(&b)),
             Event::Error(e) => self.error_line(&format!("error: {}", e.message)),
             Event::SessionModeChanged(p) => {
                 let line = st.dim(&format!(
@@ -468,9 +470,7 @@ impl Repl {
         self.screen.end_block();
         match p.stop_reason {
             StopReason::EndTurn | StopReason::Interrupted => {}
-            StopReason::MaxTurns => {
-                self.warn_line("stopped: the request reached its maximum number of model turns")
-            }
+            StopReason::MaxTurns => self.warn_line(&render::budget_stop(p.budget.as_ref())),
             StopReason::Refusal => self.warn_line("the model refused"),
             StopReason::Error => self.error_line("the request failed"),
         }
@@ -546,6 +546,7 @@ impl Repl {
                     images: None,
                     when_busy: Some(WhenBusy::Steer),
                     patch_preview: self.patch_preview,
+                    ..Default::default()
                 };
                 if let Err(e) = self.rt.block_on(self.session.send_with(req)) {
                     self.error_line(&e.message);
@@ -560,6 +561,7 @@ impl Repl {
                     images: None,
                     when_busy: Some(WhenBusy::Queue),
                     patch_preview: self.patch_preview,
+                    ..Default::default()
                 };
                 match self.rt.block_on(self.session.send_with(req)) {
                     Ok(rid) => {

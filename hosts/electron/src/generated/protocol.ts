@@ -130,8 +130,10 @@ approvalId: string,
 decision: ApprovalDecision, };
 
 /**
- * The always-allow rules a host keeps and syncs (seed 000 §5.6). A rule is a tool name
- * (`edit_file`) or a tool with a pattern (`run_shell(npm run test:*)`).
+ * The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
+ * rule is a tool name (`edit_file`) or a tool with a pattern
+ * (`run_shell(npm run test:*)`). A matching deny rule beats every allow rule and
+ * session approval.
  */
 export type ApprovalRules = { 
 /**
@@ -141,7 +143,15 @@ alwaysAllowGlobal: Array<string>,
 /**
  * Rules valid in this project.
  */
-alwaysAllowProject: Array<string>, };
+alwaysAllowProject: Array<string>, 
+/**
+ * Deny rules valid in every project (absent in protocol 1.0 peers: empty).
+ */
+alwaysDenyGlobal: Array<string>, 
+/**
+ * Deny rules valid in this project (absent in protocol 1.0 peers: empty).
+ */
+alwaysDenyProject: Array<string>, };
 
 /**
  * `ask.answered`.
@@ -360,6 +370,67 @@ endedAt: number | null,
  * The last lines of output.
  */
 outputTail: string, };
+
+/**
+ * Which limit a figure is about (the key of [`BudgetLimits`]).
+ */
+export type BudgetLimit = "modelCalls" | "tokens" | "costUsd" | "wallTimeSecs" | "toolCalls";
+
+/**
+ * Limits of one scope (a request, or a whole session). Every field is optional.
+ */
+export type BudgetLimits = { 
+/**
+ * Model calls.
+ */
+modelCalls?: number | null, 
+/**
+ * Input plus output tokens, summed over the model calls.
+ */
+tokens?: number | null, 
+/**
+ * Estimated cost in US dollars (needs the model's price in the configuration).
+ */
+costUsd?: number | null, 
+/**
+ * Wall time in seconds while a request runs.
+ */
+wallTimeSecs?: number | null, 
+/**
+ * Calls per tool, by tool name; `"*"` applies to each tool not named.
+ */
+toolCalls?: { [key in string]?: number } | null, };
+
+/**
+ * Which budget a figure belongs to.
+ */
+export type BudgetScope = "request" | "session";
+
+/**
+ * How much of one limit is used: the payload of `budget.warning`, and the
+ * `budget` of `session.completed` when a limit stopped the request.
+ */
+export type BudgetStatus = { 
+/**
+ * The request's or the session's budget.
+ */
+scope: BudgetScope, 
+/**
+ * Which limit.
+ */
+limit: BudgetLimit, 
+/**
+ * The tool, for `toolCalls`.
+ */
+toolName?: string | null, 
+/**
+ * Used so far (model calls, tokens, US dollars, seconds or tool calls).
+ */
+used: number, 
+/**
+ * The limit, in the same unit.
+ */
+max: number, };
 
 /**
  * `request.cancel_queued`.
@@ -605,7 +676,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -771,6 +842,109 @@ content: string,
 isError: boolean, };
 
 /**
+ * Whether a host tool asks for approval.
+ */
+export type HostToolApproval = "always" | "never";
+
+/**
+ * The error a host answers a host-tool call with.
+ */
+export type HostToolError = { 
+/**
+ * What went wrong (the model reads it).
+ */
+message: string, };
+
+/**
+ * `host-tool.requested`: the model called a host tool and the gate allowed it; the
+ * kernel waits for `host-tool.respond`.
+ */
+export type HostToolRequested = { 
+/**
+ * The call (as in `tool.call.started`).
+ */
+toolCallId: string, 
+/**
+ * The host tool.
+ */
+toolName: string, 
+/**
+ * The model's arguments.
+ */
+arguments: unknown, 
+/**
+ * When the call times out (ms since the epoch; null: never).
+ */
+expiresAt: number | null, };
+
+/**
+ * `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
+ * error.
+ */
+export type HostToolRespond = { 
+/**
+ * The call (`toolCallId` of `host-tool.requested`).
+ */
+toolCallId: string, 
+/**
+ * The result (any JSON; a string is given to the model as is).
+ */
+result: unknown, 
+/**
+ * Or the error, `{message}`.
+ */
+error?: HostToolError | null, };
+
+/**
+ * `host-tool.responded`: the host's answer was taken (on the request's stream,
+ * `meta.replyTo` = the `host-tool.respond`); `tool.call.completed` or `failed`
+ * follows.
+ */
+export type HostToolResponded = { 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * The host tool.
+ */
+toolName: string, 
+/**
+ * Whether the host answered with an error.
+ */
+isError: boolean, };
+
+/**
+ * A tool the host app defines (`hostTools` of `session.start`,
+ * `session.set_host_tools`). The kernel offers it to the model like its own tools;
+ * when the model calls it and the gate allows the call, the host runs it
+ * (`host-tool.requested` → `host-tool.respond`).
+ */
+export type HostToolSpec = { 
+/**
+ * The tool name: letters, digits, `_` and `-`, at most 64 characters, unique among
+ * the session's tools.
+ */
+name: string, 
+/**
+ * What it does, for the model.
+ */
+description: string, 
+/**
+ * The JSON Schema of its arguments (an object schema).
+ */
+inputSchema: Record<string, unknown>, 
+/**
+ * Its permission level: `read` runs without approval (also in plan mode); the
+ * others ask in `ask` mode and are refused in plan mode.
+ */
+level: PermissionLevel, 
+/**
+ * Overrides whether it asks (default: `never` for `read`, else `always`).
+ */
+approval?: HostToolApproval | null, };
+
+/**
  * `list_dir {path, depth?}`.
  */
 export type ListDirArgs = { 
@@ -808,6 +982,120 @@ export type LoadHistory = {
  * Messages, oldest first.
  */
 messages: Array<HistoryMessage>, };
+
+/**
+ * `mcp.list`: the answer to `mcp.list`.
+ */
+export type McpList = { 
+/**
+ * The session's servers, configured ones first, in name order.
+ */
+servers: Array<McpServerInfo>, };
+
+/**
+ * `mcp.list`: the session's MCP servers, their state and tools.
+ */
+export type McpListCmd = Record<string, never>;
+
+/**
+ * One MCP server of a session, in `mcp.list`.
+ */
+export type McpServerInfo = { 
+/**
+ * The server's name.
+ */
+name: string, 
+/**
+ * `stdio` or `http`.
+ */
+transport: string, 
+/**
+ * How the gate treats its tools.
+ */
+trust: McpTrust, 
+/**
+ * Where it came from: `config` or `session`.
+ */
+origin: string, 
+/**
+ * Its state.
+ */
+state: McpServerState, 
+/**
+ * Why it failed (only when `failed`).
+ */
+reason?: string | null, 
+/**
+ * Its tools (empty until it is ready; kept while a server that died can be
+ * restarted by the next call).
+ */
+tools: Array<McpToolInfo>, };
+
+/**
+ * How a session reaches an MCP server: `{name, command, args, env}` (stdio) or
+ * `{name, url, headers}` (streamable HTTP), as in ACP's `session/new`. `type` may say
+ * `"stdio"` or `"http"`; `"sse"` (the legacy transport) is refused.
+ */
+export type McpServerSpec = { 
+/**
+ * The server's name; its tools appear to the model as `mcp__NAME__TOOL`.
+ */
+name: string, 
+/**
+ * `"stdio"`, `"http"` (default: `http` with `url`, `stdio` with `command`).
+ */
+type?: string | null, 
+/**
+ * The program of a stdio server.
+ */
+command?: string | null, 
+/**
+ * Its arguments.
+ */
+args?: Array<string> | null, 
+/**
+ * Extra environment variables (the runtime's environment is inherited).
+ */
+env?: Array<NameValue> | null, 
+/**
+ * The endpoint of a streamable HTTP server.
+ */
+url?: string | null, 
+/**
+ * HTTP headers sent with every request (e.g. `Authorization`).
+ */
+headers?: Array<NameValue> | null, 
+/**
+ * How the gate treats its tools (default `ask`).
+ */
+trust?: McpTrust | null, };
+
+/**
+ * The state of an MCP server of a session.
+ */
+export type McpServerState = "starting" | "ready" | "failed";
+
+/**
+ * One tool of an MCP server, as offered to the model.
+ */
+export type McpToolInfo = { 
+/**
+ * The name the model sees, `mcp__SERVER__TOOL`.
+ */
+name: string, 
+/**
+ * The tool's name on the server.
+ */
+tool: string, 
+/**
+ * Its description.
+ */
+description: string, };
+
+/**
+ * How an MCP server's tools are treated by the permission gate.
+ */
+export type McpTrust = "ask" | "read";
 
 /**
  * Optional extras of an envelope. Unknown fields are ignored on decode.
@@ -859,6 +1147,20 @@ provider: string,
  * Whether it is the default.
  */
 isCurrent: boolean, };
+
+/**
+ * A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
+ * header (the shape ACP's `session/new` uses).
+ */
+export type NameValue = { 
+/**
+ * The name.
+ */
+name: string, 
+/**
+ * The value.
+ */
+value: string, };
 
 /**
  * A node in `task-graph.create` / `add-node`.
@@ -1420,7 +1722,15 @@ whenBusy?: WhenBusy | null,
 /**
  * Propose edits as patches instead of writing them (this request only).
  */
-patchPreview?: boolean | null, };
+patchPreview?: boolean | null, 
+/**
+ * Limits of this request, over the session's (key by key).
+ */
+budget?: BudgetLimits | null, 
+/**
+ * Cap on the output tokens of each model call of this request.
+ */
+maxOutputTokens?: number | null, };
 
 /**
  * `request.side`: a question answered from the conversation so far, without tools,
@@ -1810,6 +2120,20 @@ snippet: string, };
 export type SearchMode = "content" | "name";
 
 /**
+ * The budget of `session.start`: limits for each of its requests and for the whole
+ * session.
+ */
+export type SessionBudget = { 
+/**
+ * Limits of each request of the session.
+ */
+request?: BudgetLimits | null, 
+/**
+ * Limits of the whole session (summed over its requests).
+ */
+session?: BudgetLimits | null, };
+
+/**
  * `session.close`.
  */
 export type SessionClose = Record<string, never>;
@@ -1838,7 +2162,11 @@ finalText: string | null,
 /**
  * Figures.
  */
-telemetry: Telemetry, };
+telemetry: Telemetry, 
+/**
+ * The limit that stopped the request (with `stopReason: "max_turns"`).
+ */
+budget?: BudgetStatus | null, };
 
 /**
  * `session.delete`: close the session if it is open, then remove its stored files.
@@ -1897,6 +2225,15 @@ export type SessionHistoryLoaded = {
  * Messages now in history.
  */
 messageCount: number, };
+
+/**
+ * `session.host_tools_updated`: the answer to `session.set_host_tools`.
+ */
+export type SessionHostToolsUpdated = { 
+/**
+ * The names of the session's host tools now.
+ */
+tools: Array<string>, };
 
 /**
  * A session as listed by `session.list`.
@@ -2012,7 +2349,12 @@ sessionId: string,
 /**
  * Replay the events logged after this cursor.
  */
-afterSequence?: Cursor | null, };
+afterSequence?: Cursor | null, 
+/**
+ * MCP servers of the session, on top of the configured ones (started when
+ * the session is opened from the store; an open session keeps its servers).
+ */
+mcpServers?: Array<McpServerSpec> | null, };
 
 /**
  * `session.resumed`.
@@ -2125,7 +2467,24 @@ title?: string | null,
  * session is written in the scripted model's format, for an offline replay
  * with `scripted:<file>`.
  */
-record?: string | null, };
+record?: string | null, 
+/**
+ * Limits of each request and of the whole session (default: configuration).
+ */
+budget?: SessionBudget | null, 
+/**
+ * Cap on the output tokens of each model call (default: configuration, else
+ * the provider's default).
+ */
+maxOutputTokens?: number | null, 
+/**
+ * MCP servers of this session, on top of the configured ones.
+ */
+mcpServers?: Array<McpServerSpec> | null, 
+/**
+ * Tools the host runs (`host-tool.requested` → `host-tool.respond`).
+ */
+hostTools?: Array<HostToolSpec> | null, };
 
 /**
  * `session.started`.
@@ -2282,6 +2641,15 @@ lastCursor: Cursor | null,
 replayed: number, };
 
 /**
+ * `session.set_host_tools` (only while idle): replaces the session's host tools.
+ */
+export type SetHostTools = { 
+/**
+ * The tools (empty: none).
+ */
+tools: Array<HostToolSpec>, };
+
+/**
  * `session.set_mode`.
  */
 export type SetMode = { 
@@ -2310,7 +2678,20 @@ alwaysAllowGlobal: Array<string>,
 /**
  * Rules valid in this project.
  */
-alwaysAllowProject: Array<string>, };
+alwaysAllowProject: Array<string>, 
+/**
+ * Deny rules valid everywhere.
+ */
+alwaysDenyGlobal: Array<string>, 
+/**
+ * Deny rules valid in this project.
+ */
+alwaysDenyProject: Array<string>, 
+/**
+ * Deny rules for this session only (kept with the session, not with the
+ * host's rules). Absent: the session's deny rules stay as they are.
+ */
+deny?: Array<string> | null, };
 
 /**
  * `session.set_title`.
@@ -3010,6 +3391,7 @@ export interface EventPayloads {
   "usage.updated": UsageUpdated;
   "turn.started": TurnStarted;
   "turn.completed": TurnCompleted;
+  "budget.warning": BudgetStatus;
   "warning": ErrorPayload;
   "error": ErrorPayload;
   "review.requested": ReviewEvent;
@@ -3043,6 +3425,10 @@ export interface EventPayloads {
   "session.watched": SessionWatched;
   "session.unwatched": SessionUnwatched;
   "background.exited": BackgroundEvent;
+  "mcp.list": McpList;
+  "session.host_tools_updated": SessionHostToolsUpdated;
+  "host-tool.requested": HostToolRequested;
+  "host-tool.responded": HostToolResponded;
 }
 
 export type EventTypeName = keyof EventPayloads;
@@ -3098,6 +3484,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "usage.updated",
   "turn.started",
   "turn.completed",
+  "budget.warning",
   "warning",
   "error",
   "review.requested",
@@ -3131,6 +3518,10 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.watched",
   "session.unwatched",
   "background.exited",
+  "mcp.list",
+  "session.host_tools_updated",
+  "host-tool.requested",
+  "host-tool.responded",
 ];
 
 /** The envelope fields common to every event. */
@@ -3199,6 +3590,9 @@ export interface CommandPayloads {
   "background.stop": BackgroundStopCmd;
   "session.watch": SessionWatch;
   "session.unwatch": SessionUnwatch;
+  "session.set_host_tools": SetHostTools;
+  "host-tool.respond": HostToolRespond;
+  "mcp.list": McpListCmd;
 }
 
 export type CommandTypeName = keyof CommandPayloads;
@@ -3250,6 +3644,9 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "background.stop",
   "session.watch",
   "session.unwatch",
+  "session.set_host_tools",
+  "host-tool.respond",
+  "mcp.list",
 ];
 
 /** Commands that need `sessionId`. */
@@ -3292,6 +3689,9 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "background.get",
   "background.history",
   "background.stop",
+  "session.set_host_tools",
+  "host-tool.respond",
+  "mcp.list",
 ];
 
 /** A command line. */
@@ -3334,4 +3734,11 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOOL_NAME_CONFLICT",
   "SANDBOX_UNAVAILABLE",
   "CHECKPOINT_NOT_FOUND",
+  "BUDGET_EXCEEDED",
+  "HOOK_FAILED",
+  "PROMPT_BLOCKED",
+  "PRICE_UNKNOWN",
+  "SESSION_LIMIT_REACHED",
+  "TOOL_TIMEOUT",
+  "HOST_TOOL_CALL_NOT_FOUND",
 ];
