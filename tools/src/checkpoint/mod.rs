@@ -487,7 +487,12 @@ impl Checkpoints {
             objects: &mut self.objects,
             watcher: self.watcher.as_mut(),
             ctx,
-            old_before: self.last_record_ns,
+            // File times come from a coarse clock (the kernel's tick, whole seconds on
+            // some filesystems): a path created just after the last record can carry a
+            // time a little before it. Only a path older than the last record by more
+            // than the racy window counts as one that became visible without being
+            // created (kept by a restore to an earlier checkpoint).
+            old_before: self.last_record_ns.map(|t| t.saturating_sub(racy)),
             max_files: if full {
                 self.config.max_files
             } else {
@@ -590,7 +595,11 @@ impl Run<'_> {
         let mut seen: HashSet<String> = HashSet::new();
         let mut unreadable: Vec<String> = Vec::new();
         let abs = self.walker.abs(start);
-        for item in self.walker.walk(&abs, None) {
+        // A directory that became a link (or lies under one) is gone, with everything
+        // under it: never walked through.
+        let real = self.walker.is_real_dir(start);
+        let walk = real.then(|| self.walker.walk(&abs, None));
+        for item in walk.into_iter().flatten() {
             let dent = match item {
                 Ok(d) => d,
                 Err(e) => {
@@ -714,6 +723,9 @@ impl Run<'_> {
     /// The tracked children of a directory (ignore rules applied).
     fn list_dir(&self, rel: &str) -> HashSet<String> {
         let mut out = HashSet::new();
+        if !self.walker.is_real_dir(rel) {
+            return out;
+        }
         for dent in self.walker.walk(&self.walker.abs(rel), Some(1)).flatten() {
             if dent.depth() == 1 {
                 if let Some(r) = self.walker.rel(dent.path()) {

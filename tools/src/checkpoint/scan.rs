@@ -52,6 +52,20 @@ impl Walker {
         Some(s.to_string())
     }
 
+    /// Whether `rel` is a directory reached without going through a link (no component
+    /// of it is a link). A walk started on a link would follow it out of the tree.
+    pub fn is_real_dir(&self, rel: &str) -> bool {
+        let mut p = self.root.clone();
+        for c in rel.split('/').filter(|c| !c.is_empty()) {
+            p.push(c);
+            match fs::symlink_metadata(&p) {
+                Ok(m) if m.is_dir() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
     pub fn abs(&self, rel: &str) -> PathBuf {
         if rel.is_empty() {
             self.root.clone()

@@ -177,3 +177,67 @@ fn a_damaged_record_is_reported_not_skipped() {
         Checkpoints::open(&w.root, &w.store, CheckpointConfig::default()).expect_err("damaged");
     assert!(matches!(err, CheckpointError::Corrupt { .. }), "{err}");
 }
+
+/// A file created right after a checkpoint — within one tick of the clock that stamps
+/// files, so its change time can read earlier than the instant the checkpoint started —
+/// is still a created file: restoring that checkpoint removes it.
+#[test]
+fn a_file_created_just_after_a_checkpoint_is_removed_by_restoring_it() {
+    for watch in modes() {
+        let w = ws();
+        w.write("a.txt", "a\n");
+        let mut cps = w.open(watch);
+        for i in 0..20 {
+            // An idle pause first: the coarse clock that stamps files then lags behind
+            // the precise one when the checkpoint starts (as between two steps of a
+            // request).
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            let before = format!("before{i}");
+            cps.checkpoint(&before, json!(null)).expect("before");
+            w.write(&format!("new{i}.txt"), "made\n");
+            cps.checkpoint(&format!("after{i}"), json!(null))
+                .expect("after");
+            let report = cps.restore(&before).expect("restore");
+            assert_eq!(
+                report
+                    .files
+                    .iter()
+                    .map(|f| (f.path.as_str(), f.action))
+                    .collect::<Vec<_>>(),
+                vec![(format!("new{i}.txt").as_str(), RestoreAction::Removed)],
+                "watch {watch}, round {i}"
+            );
+            assert!(!w.root.join(format!("new{i}.txt")).exists());
+        }
+    }
+}
+
+/// A file that was there all along but ignored, and shows up when the ignore rule goes,
+/// was not created by anyone: restoring a checkpoint from before it showed keeps it.
+#[test]
+fn a_file_that_was_ignored_stays_when_restoring_from_before_it_showed() {
+    for watch in modes() {
+        let w = ws();
+        w.write(".gitignore", "*.log\n");
+        w.write("old.log", "kept\n");
+        let config = CheckpointConfig {
+            watch,
+            racy_window: std::time::Duration::from_millis(20),
+            ..CheckpointConfig::default()
+        };
+        // Older than the first checkpoint by more than the racy window.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let mut cps = Checkpoints::open(&w.root, &w.store, config).expect("open");
+        cps.checkpoint("c1", json!(null)).expect("c1");
+        w.write(".gitignore", "");
+        let c2 = cps.checkpoint("c2", json!(null)).expect("c2");
+        assert!(
+            c2.changed.iter().any(|c| c.path == "old.log"),
+            "{:?}",
+            c2.changed
+        );
+        cps.restore("c1").expect("restore");
+        assert_eq!(w.read("old.log").as_deref(), Some("kept\n"));
+        assert_eq!(w.read(".gitignore").as_deref(), Some("*.log\n"));
+    }
+}
