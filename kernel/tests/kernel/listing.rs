@@ -174,3 +174,67 @@ async fn busy_and_closed_sessions_stay_as_they_are() {
     assert_eq!(err.code, ErrorCode::SessionNotFound);
     assert!(kernel.open_sessions().is_empty(), "{id}");
 }
+
+#[tokio::test]
+async fn unloaded_sessions_count_against_the_limit_and_host_tools_keep_a_session_loaded() {
+    use keel_envelope::commands::{SessionFork, SessionStart};
+    use keel_envelope::host::HostToolSpec;
+    let ws = tempfile::tempdir().unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .config(keel_kernel::KernelConfig {
+            max_open_sessions: 2,
+            ..Default::default()
+        })
+        .workspace(ws.path())
+        .model(TestModel::new(vec![]))
+        .store_dir(store.path())
+        .builtin_tools(false)
+        .idle_unload_after(Some(Duration::ZERO))
+        .build()
+        .unwrap();
+    let mut all = kernel.subscribe();
+    let (a, _) = kernel.start_session(opts()).await.unwrap();
+    let lookup = HostToolSpec {
+        name: "lookup".into(),
+        description: "the host's lookup".into(),
+        input_schema: serde_json::json!({"type": "object"}),
+        level: PermissionLevel::Read,
+        approval: None,
+    };
+    let (b, _) = kernel
+        .start_session(SessionStart {
+            host_tools: Some(vec![lookup]),
+            ..SessionStart::default()
+        })
+        .await
+        .unwrap();
+    // `a` leaves memory; `b` has a host tool (it lives only in memory) and stays.
+    assert_eq!(kernel.unload_idle_sessions(), vec![a.id().to_owned()]);
+    assert_eq!(kernel.loaded_sessions(), vec![b.id().to_owned()]);
+    // Unloaded is still open: a third session and a fork are refused.
+    let err = kernel.start_session(opts()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::SessionLimitReached);
+    let fork = CommandPayload::SessionFork(SessionFork {
+        at_request_id: None,
+        files: None,
+    });
+    let err = b.command(fork.clone()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::SessionLimitReached);
+    // Closing the unloaded one (reloaded to close it) frees its place.
+    a.close().await.unwrap();
+    let rid = b.command(fork).await.unwrap();
+    let forked = loop {
+        let e = all.recv().await.unwrap();
+        if e.request_id == rid && matches!(e.event, Event::SessionForked(_)) {
+            break e.session_id.unwrap();
+        }
+    };
+    // The fork has the parent's host tool: it stays loaded too.
+    assert!(kernel.unload_idle_sessions().is_empty());
+    let mut loaded = kernel.loaded_sessions();
+    loaded.sort();
+    let mut want = vec![b.id().to_owned(), forked];
+    want.sort();
+    assert_eq!(loaded, want);
+}
