@@ -64,6 +64,11 @@ command_payloads! {
         /// A title.
         #[serde(default)]
         pub title: Option<String>,
+        /// A file (path on the runtime's machine) where every model response of the
+        /// session is written in the scripted model's format, for an offline replay
+        /// with `scripted:<file>`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub record: Option<String>,
         /// Limits of each request and of the whole session (default: configuration).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub budget: Option<SessionBudget>,
@@ -116,6 +121,43 @@ command_payloads! {
 
     /// `session.state`.
     pub struct SessionStateCmd {}
+
+    /// `checkpoint.list`.
+    pub struct CheckpointListCmd {}
+
+    /// `session.rewind`: give exactly one of `toRequestId` and `toToolCallId` (refused
+    /// while a request runs).
+    pub struct SessionRewind {
+        /// Back to just before this request.
+        #[serde(default)]
+        pub to_request_id: Option<String>,
+        /// Back to just before this tool call.
+        #[serde(default)]
+        pub to_tool_call_id: Option<String>,
+        /// Restore the files (default true).
+        #[serde(default)]
+        pub files: Option<bool>,
+        /// Cut the conversation back (default true).
+        #[serde(default)]
+        pub conversation: Option<bool>,
+    }
+
+    /// `session.fork`: a new session from this one's history.
+    pub struct SessionFork {
+        /// Copy the history up to just before this request (default: all of it).
+        #[serde(default)]
+        pub at_request_id: Option<String>,
+        /// Also restore the workspace to that point (default false).
+        #[serde(default)]
+        pub files: Option<bool>,
+    }
+
+    /// `request.side`: a question answered from the conversation so far, without tools,
+    /// beside a running request; it does not enter the history.
+    pub struct RequestSide {
+        /// The question.
+        pub message: String,
+    }
 
     /// `session.set_mode`.
     pub struct SetMode {
@@ -533,6 +575,14 @@ define_commands! {
     SessionList = "session.list" => SessionListCmd, session: false,
     /// Get a session's state.
     SessionState = "session.state" => SessionStateCmd, session: true,
+    /// List a session's checkpoints.
+    CheckpointList = "checkpoint.list" => CheckpointListCmd, session: true,
+    /// Rewind files and/or conversation.
+    SessionRewind = "session.rewind" => SessionRewind, session: true,
+    /// Fork a session.
+    SessionFork = "session.fork" => SessionFork, session: true,
+    /// Ask a side question.
+    RequestSide = "request.side" => RequestSide, session: true,
     /// Change the permission mode.
     SessionSetMode = "session.set_mode" => SetMode, session: true,
     /// Change the model.

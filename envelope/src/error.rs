@@ -100,6 +100,9 @@ error_codes! {
     ToolNameConflict = "TOOL_NAME_CONFLICT",
     /// A shell command must run in an OS sandbox and none can run on this machine.
     SandboxUnavailable = "SANDBOX_UNAVAILABLE",
+    /// No checkpoint was taken before the named request or tool call (unknown id, or
+    /// checkpoints are off for the session).
+    CheckpointNotFound = "CHECKPOINT_NOT_FOUND",
     /// A limit of the request's or the session's budget was reached (other than the
     /// request's model calls, which keep `MAX_TURNS_EXCEEDED`).
     BudgetExceeded = "BUDGET_EXCEEDED",

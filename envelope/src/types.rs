@@ -217,6 +217,13 @@ pub struct SessionInfo {
     pub permission_mode: PermissionMode,
     /// The model, as `provider:model`.
     pub model: String,
+    /// Requests sent in the session (those still in its conversation after a rewind).
+    #[serde(default)]
+    pub request_count: u32,
+    /// The first line of the conversation's last message (user or assistant text), cut
+    /// at 120 characters; `None` while the conversation is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message: Option<String>,
 }
 
 /// A model a host may offer (seed 000 §4.1 `availableLLMs`).

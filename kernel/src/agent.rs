@@ -178,7 +178,8 @@ pub(crate) async fn run(
         }
         let (model, mut request, unread) = {
             let d = session.data();
-            let (system, unread) = prompt::system_prompt(session, d.state.mode);
+            let (mut system, unread) = prompt::system_prompt(session, d.state.mode);
+            system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             let request = ModelRequest {
                 system,
                 messages: d.state.history.clone(),

@@ -151,6 +151,22 @@ pub(crate) fn session_extensions(
     Ok(map)
 }
 
+/// The stored budget of a fork of a session whose extensions are `parent`: the same
+/// limits and output cap, nothing used yet.
+pub(crate) fn fork_extension(
+    parent: &serde_json::Map<String, serde_json::Value>,
+) -> Option<serde_json::Value> {
+    let stored: Stored = serde_json::from_value(parent.get(EXT_KEY)?.clone()).ok()?;
+    let fork = Stored {
+        budget: stored.budget,
+        max_output_tokens: stored.max_output_tokens,
+        ..Stored::default()
+    };
+    (fork != Stored::default())
+        .then(|| serde_json::to_value(&fork).ok())
+        .flatten()
+}
+
 fn invalid(field: String, message: String) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::RequestInvalid, message).with_detail("field", field)
 }

@@ -68,6 +68,13 @@ impl KernelBuilder {
         self
     }
 
+    /// How long an open session may be idle before it leaves memory (default 30
+    /// minutes; `None`: never). See [`KernelConfig::idle_unload_after`].
+    pub fn idle_unload_after(mut self, after: Option<std::time::Duration>) -> Self {
+        self.config.idle_unload_after = after;
+        self
+    }
+
     /// The approval timeout (`Duration::ZERO` = wait forever).
     pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.config.approval_timeout = timeout;
@@ -217,6 +224,7 @@ impl KernelBuilder {
                 ctx,
                 emitter,
                 sessions: Mutex::new(HashMap::new()),
+                unloaded: Default::default(),
                 admitting: std::sync::atomic::AtomicUsize::new(0),
                 cancel: CancellationToken::new(),
             }),

@@ -54,6 +54,15 @@ pub struct KernelConfig {
     pub channel_capacity: usize,
     /// Whether new sessions propose edits as patches instead of writing them.
     pub patch_preview: bool,
+    /// Whether sessions checkpoint their workspace before each request and each tool
+    /// call that may change files (for `session.rewind` and `session.fork`).
+    pub checkpoints: bool,
+    /// Where checkpoints are kept (`<dir>/<sessionId>/`); default: the session's
+    /// directory in the store, when the store keeps files.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// How long an open session may do nothing before it is dropped from memory (and
+    /// reloaded from its log by the next command naming it); `None`: never.
+    pub idle_unload_after: Option<Duration>,
     /// Whether the file store syncs every event to the disk before delivering it
     /// (survives a power loss; one disk sync per event). Off: logs are synced when
     /// their session closes and at shutdown. Applies to the store the builder makes
@@ -96,6 +105,9 @@ impl Default for KernelConfig {
             system_prompt: None,
             channel_capacity: 1024,
             patch_preview: false,
+            checkpoints: true,
+            checkpoint_dir: None,
+            idle_unload_after: Some(Duration::from_secs(30 * 60)),
             fsync_each_event: false,
             max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
             mcp_servers: Vec::new(),

@@ -349,7 +349,11 @@ impl SessionHandle {
 
     /// The session's current state.
     pub fn state(&self) -> keel_envelope::events::SessionStateSnapshot {
-        self.session.snapshot()
+        // The live session: the kernel's copy when it was unloaded and reloaded.
+        match self.kernel.session(&self.session.id) {
+            Some(live) => live.snapshot(),
+            None => self.session.snapshot(),
+        }
     }
 
     /// Closes the session.

@@ -40,6 +40,8 @@ pub(crate) struct KernelInner {
     pub(crate) ctx: EmitCtx,
     pub(crate) emitter: Emitter,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Open sessions dropped from memory while idle.
+    pub(crate) unloaded: crate::idle::Unloaded,
     /// Sessions being started or resumed: counted against `max_open_sessions` until
     /// they join `sessions`.
     pub(crate) admitting: std::sync::atomic::AtomicUsize,
@@ -48,7 +50,7 @@ pub(crate) struct KernelInner {
 
 /// A place reserved for a session being opened (see [`Kernel::admit`]); given back
 /// when dropped unless the session was inserted.
-struct Admission<'k> {
+pub(crate) struct Admission<'k> {
     inner: &'k KernelInner,
     done: bool,
 }
@@ -57,7 +59,7 @@ impl Admission<'_> {
     /// Makes the session open: inserts it and gives the reservation back at once.
     /// If a session of that id was opened meanwhile (two resumes at once), that one
     /// stays and is returned.
-    fn insert(mut self, id: &str, session: Arc<Session>) -> Arc<Session> {
+    pub(crate) fn insert(mut self, id: &str, session: Arc<Session>) -> Arc<Session> {
         let mut sessions = self
             .inner
             .sessions
@@ -171,23 +173,37 @@ impl Kernel {
         self.inner.ctx.ids.next_id(IdKind::Request)
     }
 
+    /// An open session, reloaded if it was unloaded while idle ([`crate::idle`]).
     pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
-        self.inner
+        let live = self
+            .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .cloned()
+            .cloned();
+        let session = match live {
+            Some(s) => Some(s),
+            None => self.reload(id).unwrap_or_else(|e| {
+                tracing::warn!(session_id = %id, code = %e.code, message = %e.message, "reloading an idle session failed");
+                None
+            }),
+        };
+        if let Some(s) = &session {
+            s.touch();
+        }
+        session
     }
 
     /// Reserves a place for one more open session, or refuses with
     /// `SESSION_LIMIT_REACHED` when `max_open_sessions` are open (or being opened).
-    fn admit(&self) -> Result<Admission<'_>, ErrorPayload> {
+    pub(crate) fn admit(&self) -> Result<Admission<'_>, ErrorPayload> {
         use std::sync::atomic::Ordering;
         let inner = &*self.inner;
         let max = inner.config.max_open_sessions;
         let sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        let open = sessions.len() + inner.admitting.load(Ordering::SeqCst);
+        // Sessions unloaded while idle are open too.
+        let open = sessions.len() + inner.admitting.load(Ordering::SeqCst) + inner.unloaded.len();
         if max > 0 && open >= max {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionLimitReached,
@@ -225,15 +241,11 @@ impl Kernel {
         })
     }
 
-    /// Ids of open sessions.
+    /// Ids of open sessions (also those unloaded while idle).
     pub fn open_sessions(&self) -> Vec<String> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        let mut ids = self.loaded_sessions();
+        ids.extend(self.inner.unloaded.list());
+        ids
     }
 
     pub(crate) async fn emit_error(&self, cmd: &Command, error: ErrorPayload) {
@@ -258,6 +270,7 @@ impl Kernel {
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
     pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
+        self.start_idle_timer();
         let result = self.dispatch(&cmd).await;
         if let Err(e) = &result {
             self.emit_error(&cmd, e.clone()).await;
@@ -347,6 +360,13 @@ impl Kernel {
                         .sub_agents
                         .extend(s.data().ext.sub_agents.active.iter().cloned());
                 }
+                for id in self.inner.unloaded.list() {
+                    if let Ok(Some(state)) = self.inner.ctx.store.load_state(&id) {
+                        status
+                            .sessions
+                            .push(crate::summary::SessionSummary::of(&state).info());
+                    }
+                }
                 status
                     .sessions
                     .sort_by(|a, b| a.session_id.cmp(&b.session_id));
@@ -371,6 +391,9 @@ impl Kernel {
                     )
                     .with_detail("sessionId", sid));
                 };
+                if let CommandPayload::SessionFork(p) = &cmd.payload {
+                    return self.fork(&session, &cmd.request_id, p).await;
+                }
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;
                     self.inner
@@ -417,7 +440,7 @@ impl Kernel {
     /// Starts the session's MCP servers: those given with the command first (a
     /// configured server of the same name is then left out), then the configured
     /// ones. Start problems are reported on `request_id`'s stream.
-    fn start_mcp(
+    pub(crate) fn start_mcp(
         &self,
         session: &Arc<Session>,
         given: Vec<crate::mcp::McpServerConfig>,
@@ -433,7 +456,7 @@ impl Kernel {
         );
     }
 
-    fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
+    pub(crate) fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
         match (id, &self.inner.default_model) {
             (Some(id), _) => (self.inner.factory)(id),
             (None, Some(m)) => Ok(m.clone()),
@@ -452,7 +475,7 @@ impl Kernel {
     ) -> Result<Arc<Session>, ErrorPayload> {
         let admission = self.admit()?;
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
-        let model = self.model_for(opts.model.as_deref())?;
+        let mut model = self.model_for(opts.model.as_deref())?;
         let extensions = crate::budget::session_extensions(&opts)?;
         let mcp = crate::mcp::config::from_specs(opts.mcp_servers.as_deref().unwrap_or_default())?;
         let host = crate::host_tools::entries(
@@ -461,6 +484,9 @@ impl Kernel {
         )?;
         // A host tool whose name is taken refuses the session before it exists.
         crate::overlay::Overlay::default().set_host(&self.inner.registry, host.clone())?;
+        if let Some(path) = opts.record.as_deref() {
+            model = Arc::new(crate::record::RecordingModel::new(model, path)?);
+        }
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -480,6 +506,7 @@ impl Kernel {
             updated_at: now,
             closed: false,
             extensions,
+            request_marks: Vec::new(),
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
@@ -589,6 +616,7 @@ impl Kernel {
             let rid = self.new_request_id();
             session.close(&rid, "deleted").await;
         }
+        self.inner.unloaded.forget(id);
         let stored = self.inner.ctx.store.delete(id)?;
         if open.is_none() && !stored {
             return Err(ErrorPayload::new(
@@ -649,23 +677,10 @@ impl Kernel {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut out: Vec<SessionInfo> = Vec::new();
-        for stored in self.inner.ctx.store.list()? {
+        for stored in self.inner.ctx.store.list_summaries()? {
             match live.get(&stored.session_id) {
                 Some(s) => out.push(s.info()),
-                None => out.push(SessionInfo {
-                    session_id: stored.session_id.clone(),
-                    title: stored.title.clone(),
-                    workspace: stored.workspace.clone(),
-                    created_at: stored.created_at,
-                    updated_at: stored.updated_at,
-                    state: if stored.closed {
-                        keel_envelope::types::SessionState::Closed
-                    } else {
-                        keel_envelope::types::SessionState::Idle
-                    },
-                    permission_mode: stored.mode,
-                    model: stored.model.clone(),
-                }),
+                None => out.push(stored.info()),
             }
         }
         for (id, s) in &live {
@@ -763,6 +778,10 @@ impl Kernel {
 
     /// Interrupts everything, closes every session, flushes the store.
     pub async fn shutdown(&self, reason: &str) {
+        // Sessions unloaded while idle are closed like the others.
+        for id in self.inner.unloaded.list() {
+            let _ = self.reload(&id);
+        }
         let sessions: Vec<Arc<Session>> = self
             .inner
             .sessions

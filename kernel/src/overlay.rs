@@ -114,6 +114,11 @@ impl Overlay {
             .collect()
     }
 
+    /// The host's tools (a fork gets the same).
+    pub(crate) fn host_entries(&self) -> Vec<Entry> {
+        self.snapshot().layer.host.clone()
+    }
+
     /// Replaces the host's tools; a name taken by the kernel, an MCP tool, or another
     /// host tool refuses the whole set and changes nothing.
     pub(crate) fn set_host(

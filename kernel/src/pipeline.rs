@@ -8,11 +8,14 @@
 //! 2. gate: the entry's row of the permission table decides allow / ask / deny —
 //!    deny is `tool.call.skipped`;
 //! 3. approval wait, when the gate asks — a denial or timeout is `tool.call.skipped`;
-//! 4. run: `tool.call.started` with the verdict's level, the entry's handler (or the
+//! 4. checkpoint: when the verdict's level is above read (or the call spawns a
+//!    sub-agent), the workspace is checkpointed ([`crate::rewind`]) so a rewind can
+//!    put it back as it was just before the call;
+//! 5. run: `tool.call.started` with the verdict's level, the entry's handler (or the
 //!    stage that takes the call over) with its own child cancellation token, streamed
 //!    `tool.call.progress`, then `tool.call.completed` or `tool.call.failed` with the
 //!    real duration;
-//! 5. the `PostToolUse` hooks may add a note; the result goes back to the caller,
+//! 6. the `PostToolUse` hooks may add a note; the result goes back to the caller,
 //!    which puts it into the history.
 //!
 //! An interrupt always lands: once the request's token fires, a handler gets a short
@@ -152,7 +155,17 @@ pub(crate) async fn run_call(
     if cancel.is_cancelled() {
         return Err(Interrupted);
     }
-    // 4. Run.
+    // 4. Checkpoint the workspace when the call may change files.
+    if crate::rewind::may_change_files(verdict.level(), &call.name) {
+        let call_point = Some((tool_call_id.as_str(), call.name.as_str()));
+        if let Some(w) = crate::rewind::checkpoint(session, rid, call_point, cancel).await {
+            session.emitter.emit(rid, Event::Warning(w)).await;
+        }
+        if cancel.is_cancelled() {
+            return Err(Interrupted);
+        }
+    }
+    // 5. Run.
     let call_cancel = cancel.child_token();
     let cx = CallCx {
         session,

@@ -100,6 +100,9 @@ async fn run_request<'s>(
     from_queue: bool,
 ) -> tokio::sync::MutexGuard<'s, ()> {
     let rid = q.id.as_str();
+    // The workspace and the conversation as they are before the request.
+    crate::rewind::mark_request(session, rid);
+    let warning = crate::rewind::checkpoint(session, rid, None, cancel).await;
     session
         .emitter
         .emit(
@@ -110,6 +113,9 @@ async fn run_request<'s>(
             }),
         )
         .await;
+    if let Some(w) = warning {
+        session.emitter.emit(rid, Event::Warning(w)).await;
+    }
     tracing::info!(from_queue, "request accepted");
     hooks::wait_session_start(session, cancel).await;
     let b = Budget::start(session, &q.overrides);

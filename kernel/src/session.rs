@@ -90,6 +90,8 @@ pub(crate) struct Data {
     pub(crate) sandbox_warned: bool,
     /// Whether the session already warned that `AGENTS.md` was not read.
     pub(crate) instructions_warned: bool,
+    /// Whether the session already warned that a checkpoint failed.
+    pub(crate) checkpoint_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
     /// Whether the running unit of work (`active`) is a compaction by hand: it has no
@@ -111,6 +113,13 @@ pub(crate) struct Session {
     /// look at the running request, so a host that saw a terminal event finds the
     /// session already switched.
     pub(crate) turnover: tokio::sync::Mutex<()>,
+    /// Checkpoints of the workspace ([`crate::rewind`]).
+    pub(crate) checkpoints: crate::rewind::Book,
+    /// Side questions being answered ([`crate::side`]).
+    pub(crate) sides: std::sync::atomic::AtomicUsize,
+    /// When a command last named the session or it last saved its state, ms of
+    /// [`crate::idle::now_ms`].
+    pub(crate) last_used: std::sync::atomic::AtomicU64,
     /// Held while a state snapshot is taken and written, so snapshots of the session
     /// reach the store in the order they were taken.
     saving: tokio::sync::Mutex<()>,
@@ -149,6 +158,9 @@ impl Session {
             emitter,
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
+            checkpoints: crate::rewind::Book::default(),
+            sides: Default::default(),
+            last_used: std::sync::atomic::AtomicU64::new(crate::idle::now_ms()),
             saving: tokio::sync::Mutex::new(()),
             tools: Default::default(),
             mcp: Default::default(),
@@ -164,11 +176,23 @@ impl Session {
                 runner: None,
                 sandbox_warned: false,
                 instructions_warned: false,
+                checkpoint_warned: false,
                 ext,
                 compacting: false,
                 host_calls: HashMap::new(),
             }),
         })
+    }
+
+    /// Records that a command named the session, or its state changed, now (real
+    /// time: the kernel's clock is left alone).
+    pub(crate) fn touch(&self) {
+        self.last_used
+            .store(crate::idle::now_ms(), std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn info_state(&self, d: &Data) -> SessionState {
+        Self::state_of(d)
     }
 
     pub(crate) fn data(&self) -> MutexGuard<'_, Data> {
@@ -202,6 +226,7 @@ impl Session {
     /// (ext4 flushes the new data before a rename over an existing file), and many
     /// sessions saving at once must not hold the runtime's worker threads.
     pub(crate) async fn persist(&self, request_id: &str) {
+        self.touch();
         let _saving = self.saving.lock().await;
         let snapshot = {
             let mut d = self.data();
@@ -236,6 +261,8 @@ impl Session {
             state: Self::state_of(&d),
             permission_mode: d.state.mode,
             model: d.state.model.clone(),
+            request_count: crate::summary::request_count(&d.state),
+            last_message: crate::summary::last_message(&d.state.history),
         }
     }
 
@@ -343,6 +370,8 @@ impl Session {
                     state: Self::state_of(&d),
                     permission_mode: d.state.mode,
                     model: d.state.model.clone(),
+                    request_count: crate::summary::request_count(&d.state),
+                    last_message: crate::summary::last_message(&d.state.history),
                 },
                 summary,
                 message_count: d.state.history.len() as u32,
@@ -545,6 +574,12 @@ impl Session {
                     return Err(not_found(ErrorCode::AskNotFound, "question", &p.ask_id));
                 }
             }
+            CommandPayload::CheckpointList(_) => {
+                let list = crate::rewind::list(self).await?;
+                self.emitter.emit(rid, Event::CheckpointList(list)).await;
+            }
+            CommandPayload::SessionRewind(p) => crate::rewind::rewind(self, rid, p).await?,
+            CommandPayload::RequestSide(p) => crate::side::spawn(self, rid, &p.message)?,
             CommandPayload::ContextCompact(_) => crate::compact::start_manual(self, rid).await?,
             other if self.handle_host(rid, other).await? => {}
             other if self.handle_ext(rid, other).await? => {}

@@ -2,7 +2,8 @@
 //! of the state needed to resume it.
 //!
 //! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl` and
-//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename).
+//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename),
+//! with `summary.json` beside it (what `session.list` reads, see [`SessionSummary`]).
 //! An event is appended before it is delivered to a host. A torn last line (a crash
 //! in the middle of a write) is detected on load, dropped, and cut from the file;
 //! nothing before it is lost.
@@ -45,6 +46,7 @@ use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Message;
+use crate::summary::SessionSummary;
 
 /// The state of a session that survives a restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,6 +86,19 @@ pub struct PersistedSession {
     /// State of optional extensions, by extension name.
     #[serde(default)]
     pub extensions: serde_json::Map<String, serde_json::Value>,
+    /// Where the history stood when each request started (rewind and fork cut there).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_marks: Vec<RequestMark>,
+}
+
+/// The length of the history when a request started, before its message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestMark {
+    /// The request.
+    pub request_id: String,
+    /// Messages in the history before it.
+    pub history_len: usize,
 }
 
 /// What loading a session's log found.
@@ -107,6 +122,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     fn load_events(&self, session_id: &str) -> Result<LoadedLog, ErrorPayload>;
     /// Every stored session's state.
     fn list(&self) -> Result<Vec<PersistedSession>, ErrorPayload>;
+    /// Every stored session's summary (what `session.list` shows). A store that keeps
+    /// summaries apart reads only them; the default derives them from [`Store::list`].
+    fn list_summaries(&self) -> Result<Vec<SessionSummary>, ErrorPayload> {
+        Ok(self.list()?.iter().map(SessionSummary::of).collect())
+    }
     /// Removes a session's state and log; `Ok(false)` when nothing was stored under
     /// that id. A store that cannot delete answers an error (the default).
     fn delete(&self, session_id: &str) -> Result<bool, ErrorPayload> {
@@ -118,6 +138,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Makes sure everything written so far reached the storage.
     fn flush(&self) -> Result<(), ErrorPayload> {
         Ok(())
+    }
+    /// A directory of the session's own where the kernel may keep files (workspace
+    /// checkpoints); `None` for a store that keeps no files.
+    fn session_dir(&self, _session_id: &str) -> Option<PathBuf> {
+        None
     }
     /// The session was closed: make its log durable and let go of what is held open
     /// for it (a later append opens it again).
@@ -344,6 +369,14 @@ impl Store for FileStore {
             fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
         }
         fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
+        // The summary follows the state; a crash between the two leaves an older
+        // summary, which the next save replaces (a listing is never wrong for long).
+        let path = dir.join("summary.json");
+        let tmp = dir.join("summary.json.tmp");
+        let bytes = serde_json::to_vec(&SessionSummary::of(state))
+            .map_err(|e| persist_err("cannot encode", &path, e))?;
+        fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
         if self.options.fsync_each_event {
             sync_dir(&dir)?;
         }
@@ -420,6 +453,39 @@ impl Store for FileStore {
             }
         }
         Ok(out)
+    }
+
+    fn list_summaries(&self) -> Result<Vec<SessionSummary>, ErrorPayload> {
+        let dir = self.root.join("sessions");
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(persist_err("cannot list", &dir, e)),
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let Some(id) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let Ok(sdir) = self.dir(&id) else { continue };
+            let summary = fs::read(sdir.join("summary.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<SessionSummary>(&b).ok());
+            match summary {
+                Some(s) if s.session_id == id => out.push(s),
+                // Written before summaries existed, or damaged: the state says it all.
+                _ => {
+                    if let Ok(Some(state)) = self.load_state(&id) {
+                        out.push(SessionSummary::of(&state));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn session_dir(&self, session_id: &str) -> Option<PathBuf> {
+        self.dir(session_id).ok()
     }
 
     fn delete(&self, session_id: &str) -> Result<bool, ErrorPayload> {

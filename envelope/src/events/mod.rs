@@ -30,10 +30,12 @@ macro_rules! payloads {
 mod base;
 mod ext;
 mod host;
+mod rewind;
 
 pub use self::base::*;
 pub use self::ext::*;
 pub use self::host::*;
+pub use self::rewind::*;
 
 /// Defines [`Event`], [`EventType`] and their wire names from one list.
 macro_rules! define_events {
@@ -145,6 +147,14 @@ define_events! {
     SessionList = "session.list" => SessionList,
     /// The answer to `session.state`.
     SessionState = "session.state" => SessionStateSnapshot,
+    /// The answer to `checkpoint.list`.
+    CheckpointList = "checkpoint.list" => CheckpointList,
+    /// Files and/or conversation were rewound.
+    SessionRewound = "session.rewound" => SessionRewound,
+    /// A session was forked.
+    SessionForked = "session.forked" => SessionForked,
+    /// The answer to a side question.
+    SideAnswered = "side.answered" => SideAnswered,
     /// The permission mode changed.
     SessionModeChanged = "session.mode_changed" => SessionModeChanged,
     /// The model changed.

@@ -9,6 +9,7 @@ mod input;
 pub(crate) mod link;
 mod notices;
 pub(crate) mod render;
+mod rewind;
 mod rules;
 mod rules_cmd;
 mod slash;
@@ -51,6 +52,8 @@ pub(crate) struct Repl {
     /// `/preview`: whether messages propose edits as patches (`None`: the
     /// configuration decides).
     patch_preview: Option<bool>,
+    /// Side questions asked while a request ran, waiting for their answer.
+    side_pending: Vec<String>,
     /// Lines that come on their own (a background task that exited).
     notices: notices::Notices,
 }
@@ -198,6 +201,7 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         session_rules: Default::default(),
         queued_text: Default::default(),
         patch_preview: None,
+        side_pending: Vec::new(),
         notices,
     };
     tracing::info!(

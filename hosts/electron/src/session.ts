@@ -244,6 +244,41 @@ export class KeelSession {
     return ev.payload.servers;
   }
 
+  /** The session's checkpoints, oldest first (empty with `disabledReason` when off). */
+  async checkpoints(): Promise<EventOf<"checkpoint.list">["payload"]> {
+    const ev = (await this.send("checkpoint.list", {})) as EventOf<"checkpoint.list">;
+    return ev.payload;
+  }
+
+  /**
+   * Rewinds files and/or the conversation to just before a request or a tool call
+   * (exactly one of `toRequestId`, `toToolCallId`); refused while a request runs.
+   */
+  async rewind(target: {
+    toRequestId?: string;
+    toToolCallId?: string;
+    files?: boolean;
+    conversation?: boolean;
+  }): Promise<EventOf<"session.rewound">["payload"]> {
+    const ev = (await this.send("session.rewind", target)) as EventOf<"session.rewound">;
+    return ev.payload;
+  }
+
+  /**
+   * Forks the session (up to just before `atRequestId`, default all of it); the answer
+   * names the new session (`sessionId`), open in the runtime: resume or watch it to follow it.
+   */
+  async fork(options: { atRequestId?: string; files?: boolean } = {}): Promise<EventOf<"session.forked">["payload"]> {
+    const ev = (await this.send("session.fork", options)) as EventOf<"session.forked">;
+    return ev.payload;
+  }
+
+  /** Asks a side question (no tools, not kept in the history), also while a request runs. */
+  async side(message: string): Promise<string> {
+    const ev = (await this.send("request.side", { message })) as EventOf<"side.answered">;
+    return ev.payload.text;
+  }
+
   /** @internal */
   deliver(env: KeelEvent): void {
     this.hostTools.onEvent(env);

@@ -58,6 +58,10 @@ export const ANSWERS: Partial<Record<CommandTypeName, readonly string[]>> = {
   "mcp.list": ["mcp.list"],
   "session.watch": ["session.watched"],
   "session.unwatch": ["session.unwatched"],
+  "checkpoint.list": ["checkpoint.list"],
+  "session.rewind": ["session.rewound"],
+  "session.fork": ["session.forked"],
+  "request.side": ["side.answered"],
 };
 
 export const ERROR_ANSWERS = new Set(["error", "request.rejected"]);

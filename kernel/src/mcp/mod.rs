@@ -397,6 +397,16 @@ impl McpServers {
         out.into_iter().map(|(_, i)| i).collect()
     }
 
+    /// The configurations of the servers given with `session.start` /
+    /// `session.resume` (not the configured ones), for a fork to start them too.
+    pub(crate) fn session_configs(&self) -> Vec<McpServerConfig> {
+        self.all()
+            .iter()
+            .filter(|s| s.origin == ServerOrigin::Session)
+            .map(|s| s.config.clone())
+            .collect()
+    }
+
     /// Stops every server (the session is closing).
     pub(crate) fn stop_all(&self) {
         self.stop.cancel();

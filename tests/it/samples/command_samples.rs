@@ -14,6 +14,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             permission_mode: Some(PermissionMode::Ask),
             model: Some(s("scripted:demo")),
             title: Some(s("Fix the failing test")),
+            record: None,
             budget: Some(SessionBudget {
                 request: Some(BudgetLimits {
                     model_calls: Some(200),
@@ -71,6 +72,20 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
         CommandType::SessionState => CommandPayload::SessionState(c::SessionStateCmd {}),
+        CommandType::CheckpointList => CommandPayload::CheckpointList(c::CheckpointListCmd {}),
+        CommandType::SessionRewind => CommandPayload::SessionRewind(c::SessionRewind {
+            to_request_id: Some(s("req_0002")),
+            to_tool_call_id: None,
+            files: Some(true),
+            conversation: Some(true),
+        }),
+        CommandType::SessionFork => CommandPayload::SessionFork(c::SessionFork {
+            at_request_id: Some(s("req_0002")),
+            files: Some(false),
+        }),
+        CommandType::RequestSide => CommandPayload::RequestSide(c::RequestSide {
+            message: s("Which file holds the parser?"),
+        }),
         CommandType::SessionSetMode => CommandPayload::SessionSetMode(c::SetMode {
             mode: PermissionMode::Plan,
         }),

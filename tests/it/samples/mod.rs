@@ -28,6 +28,8 @@ use keel_envelope::{
 };
 use serde_json::json;
 
+mod rewind_samples;
+
 /// The fixed instant every sample uses (ms since the epoch).
 pub const T0: u64 = 1_775_600_000_000;
 /// The session of every sample.
@@ -47,6 +49,8 @@ pub fn session_info() -> SessionInfo {
         state: SessionState::Idle,
         permission_mode: PermissionMode::Ask,
         model: s("scripted:demo"),
+        request_count: 2,
+        last_message: Some(s("The test passes now: the parser kept a stale index.")),
     }
 }
 
@@ -327,6 +331,10 @@ pub fn sample_event(t: EventType) -> Event {
             message_count: 6,
             state: SessionState::WaitingApproval,
         }),
+        EventType::CheckpointList => rewind_samples::checkpoint_list(),
+        EventType::SessionRewound => rewind_samples::session_rewound(),
+        EventType::SessionForked => rewind_samples::session_forked(),
+        EventType::SideAnswered => rewind_samples::side_answered(),
         EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged {
             mode: PermissionMode::AutoEdit,
             previous_mode: PermissionMode::Ask,
@@ -701,6 +709,7 @@ pub fn sample_envelopes() -> Vec<Envelope> {
                     | EventType::SessionResumed
                     | EventType::SessionWatched
                     | EventType::SessionUnwatched => Some(s(SESSION)),
+                    EventType::SessionForked => Some(s("sess_0002")),
                     _ => cmd.session_id.clone(),
                 };
                 (session, cmd.request_id, Source::Runtime)

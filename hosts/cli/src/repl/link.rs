@@ -420,6 +420,8 @@ fn placeholder(id: &str) -> SessionStateSnapshot {
             state: keel_envelope::types::SessionState::Idle,
             permission_mode: PermissionMode::Ask,
             model: String::new(),
+            request_count: 0,
+            last_message: None,
         },
         active_request_id: None,
         queued_request_ids: Vec::new(),

@@ -70,6 +70,26 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "send a message that joins the running request (else runs now)",
     },
     SlashCommand {
+        name: "/rewind",
+        args: "[<n> [files|chat]]",
+        help: "list the checkpoints, or go back to one (files and conversation)",
+    },
+    SlashCommand {
+        name: "/undo",
+        args: "",
+        help: "undo the last request: its file changes and its conversation",
+    },
+    SlashCommand {
+        name: "/fork",
+        args: "[<n>]",
+        help: "continue in a copy of this session (up to checkpoint n's request)",
+    },
+    SlashCommand {
+        name: "/btw",
+        args: "<question>",
+        help: "ask a side question (no tools, not kept), also while a request runs",
+    },
+    SlashCommand {
         name: "/rules",
         args: "[allow|deny <rule>]",
         help: "list the allow and deny rules; add one for this session",
@@ -230,6 +250,10 @@ impl Repl {
                 }
             }
             "/title" => self.title(arg),
+            "/rewind" => self.rewind(arg),
+            "/undo" => self.undo(),
+            "/fork" => self.fork(arg),
+            "/btw" => self.btw(arg),
             "/rules" => self.rules_command(arg),
             "/review" => self.review(arg),
             "/patches" => self.patches(arg),

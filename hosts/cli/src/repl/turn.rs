@@ -198,6 +198,11 @@ impl Repl {
     }
 
     fn on_event(&mut self, t: &mut Turn, env: Envelope) {
+        if let Some(i) = self.side_pending.iter().position(|r| *r == env.request_id) {
+            self.side_pending.remove(i);
+            self.show_side(env.event);
+            return;
+        }
         if !Self::ours(t, &env) {
             return;
         }
@@ -529,6 +534,11 @@ impl Repl {
         };
         match cmd {
             "/abort" => self.interrupt_turn(t),
+            "/btw" if !rest.is_empty() => {
+                if let Some(rid) = self.btw_send(rest) {
+                    self.side_pending.push(rid);
+                }
+            }
             "/queue" => self.show_queue(),
             "/steer" if !rest.is_empty() => {
                 let req = RequestSend {
@@ -543,7 +553,7 @@ impl Repl {
                 }
             }
             c if c.starts_with('/') && !c[1..].contains('/') => {
-                self.warn_line("while a request runs: /abort, /steer <text>, /queue, or type a message to queue it");
+                self.warn_line("while a request runs: /abort, /steer <text>, /queue, /btw <question>, or type a message to queue it");
             }
             _ => {
                 let req = RequestSend {

@@ -480,6 +480,68 @@ done: boolean,
 note?: string | null, };
 
 /**
+ * One checkpoint: the workspace as it was just before a request or a tool call.
+ */
+export type CheckpointEntry = { 
+/**
+ * The checkpoint's id.
+ */
+checkpointId: string, 
+/**
+ * The request it was taken in (before it started, or before one of its tool calls).
+ */
+requestId: string, 
+/**
+ * The tool call it was taken before; absent for the checkpoint before the request.
+ */
+toolCallId: string | null, 
+/**
+ * The tool of that call.
+ */
+toolName: string | null, 
+/**
+ * When it was taken, ms since the epoch.
+ */
+createdAt: number, 
+/**
+ * Files changed after it, up to the next checkpoint (for the last one: up to now).
+ * Rewinding to this checkpoint undoes at least these changes.
+ */
+filesChanged: Array<CheckpointFileChange>, };
+
+/**
+ * A file changed after a checkpoint.
+ */
+export type CheckpointFileChange = { 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * How it changed.
+ */
+change: FileChangeKind, };
+
+/**
+ * `checkpoint.list`: the answer to `checkpoint.list`.
+ */
+export type CheckpointList = { 
+/**
+ * Oldest first.
+ */
+checkpoints: Array<CheckpointEntry>, 
+/**
+ * Why the session takes no checkpoints, when it does not (a store without a
+ * directory, a workspace over the file limit, an earlier failure).
+ */
+disabledReason: string | null, };
+
+/**
+ * `checkpoint.list`.
+ */
+export type CheckpointListCmd = Record<string, never>;
+
+/**
  * `context.compaction.completed`.
  */
 export type CompactionCompleted = { 
@@ -614,7 +676,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -653,6 +715,11 @@ severity?: Severity | null,
  * What the user can do about it.
  */
 hint?: ErrorHint | null, };
+
+/**
+ * How a file changed after a checkpoint.
+ */
+export type FileChangeKind = "created" | "modified" | "deleted";
 
 /**
  * The result of `edit_file` and `write_file`.
@@ -1149,6 +1216,19 @@ error: unknown,
  * Metadata to merge.
  */
 metadata: Record<string, unknown> | null, };
+
+/**
+ * A file a rewind could not put back.
+ */
+export type NotRestorableFile = { 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * Why (larger than the size limit, binary, a directory holding ignored files, …).
+ */
+reason: string, };
 
 /**
  * A proposed change set (seed 002 §8).
@@ -1653,6 +1733,16 @@ budget?: BudgetLimits | null,
 maxOutputTokens?: number | null, };
 
 /**
+ * `request.side`: a question answered from the conversation so far, without tools,
+ * beside a running request; it does not enter the history.
+ */
+export type RequestSide = { 
+/**
+ * The question.
+ */
+message: string, };
+
+/**
  * `request.steered`: the message joined the running request.
  */
 export type RequestSteered = { 
@@ -1814,6 +1904,24 @@ comment?: string | null,
  * A checklist item update `{id, done, note?}`.
  */
 checklistItem?: ChecklistUpdate | null, };
+
+/**
+ * What a rewind did to a file.
+ */
+export type RewindAction = "removed" | "recreated" | "reverted";
+
+/**
+ * A file a rewind put back.
+ */
+export type RewoundFile = { 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * What was done.
+ */
+action: RewindAction, };
 
 /**
  * A risk level shown to the person approving.
@@ -2079,6 +2187,37 @@ export type SessionDeleted = {
 sessionId: string, };
 
 /**
+ * `session.fork`: a new session from this one's history.
+ */
+export type SessionFork = { 
+/**
+ * Copy the history up to just before this request (default: all of it).
+ */
+atRequestId?: string | null, 
+/**
+ * Also restore the workspace to that point (default false).
+ */
+files?: boolean | null, };
+
+/**
+ * `session.forked`: the answer to `session.fork`, first event of the new session's
+ * log (its envelope carries the new session's id).
+ */
+export type SessionForked = { 
+/**
+ * The new session.
+ */
+sessionId: string, 
+/**
+ * The session it was forked from (unchanged).
+ */
+parentSessionId: string, 
+/**
+ * The history was copied up to just before this request; absent: all of it.
+ */
+atRequestId: string | null, };
+
+/**
  * `session.history_loaded`.
  */
 export type SessionHistoryLoaded = { 
@@ -2131,7 +2270,16 @@ permissionMode: PermissionMode,
 /**
  * The model, as `provider:model`.
  */
-model: string, };
+model: string, 
+/**
+ * Requests sent in the session (those still in its conversation after a rewind).
+ */
+requestCount: number, 
+/**
+ * The first line of the conversation's last message (user or assistant text), cut
+ * at 120 characters; `None` while the conversation is empty.
+ */
+lastMessage?: string | null, };
 
 /**
  * `session.interrupted`: the request was cancelled, or the interrupt found nothing to do.
@@ -2242,6 +2390,45 @@ lastCursor: Cursor | null,
 replayed: number, };
 
 /**
+ * `session.rewind`: give exactly one of `toRequestId` and `toToolCallId` (refused
+ * while a request runs).
+ */
+export type SessionRewind = { 
+/**
+ * Back to just before this request.
+ */
+toRequestId?: string | null, 
+/**
+ * Back to just before this tool call.
+ */
+toToolCallId?: string | null, 
+/**
+ * Restore the files (default true).
+ */
+files?: boolean | null, 
+/**
+ * Cut the conversation back (default true).
+ */
+conversation?: boolean | null, };
+
+/**
+ * `session.rewound`: the answer to `session.rewind`.
+ */
+export type SessionRewound = { 
+/**
+ * Files put back.
+ */
+files: Array<RewoundFile>, 
+/**
+ * Files left as they are, and why.
+ */
+notRestorable: Array<NotRestorableFile>, 
+/**
+ * Whether the conversation was cut back.
+ */
+conversationCut: boolean, };
+
+/**
  * `session.rules_updated`: rules changed, by `session.set_rules` or by an
  * `allow_always_*` approval (the host should persist them).
  */
@@ -2275,6 +2462,12 @@ model?: string | null,
  * A title.
  */
 title?: string | null, 
+/**
+ * A file (path on the runtime's machine) where every model response of the
+ * session is written in the scripted model's format, for an offline replay
+ * with `scripted:<file>`.
+ */
+record?: string | null, 
 /**
  * Limits of each request and of the whole session (default: configuration).
  */
@@ -2513,6 +2706,15 @@ title: string, };
  * How serious an error is.
  */
 export type Severity = "error" | "warning" | "info";
+
+/**
+ * `side.answered`: the answer to `request.side`, on the side request's own stream.
+ */
+export type SideAnswered = { 
+/**
+ * The model's answer.
+ */
+text: string, };
 
 /**
  * Who produced an event.
@@ -3148,6 +3350,10 @@ export interface EventPayloads {
   "session.closed": SessionClosed;
   "session.list": SessionList;
   "session.state": SessionStateSnapshot;
+  "checkpoint.list": CheckpointList;
+  "session.rewound": SessionRewound;
+  "session.forked": SessionForked;
+  "side.answered": SideAnswered;
   "session.mode_changed": SessionModeChanged;
   "session.model_changed": SessionModelChanged;
   "session.rules_updated": SessionRulesUpdated;
@@ -3237,6 +3443,10 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.closed",
   "session.list",
   "session.state",
+  "checkpoint.list",
+  "session.rewound",
+  "session.forked",
+  "side.answered",
   "session.mode_changed",
   "session.model_changed",
   "session.rules_updated",
@@ -3340,6 +3550,10 @@ export interface CommandPayloads {
   "session.close": SessionClose;
   "session.list": SessionListCmd;
   "session.state": SessionStateCmd;
+  "checkpoint.list": CheckpointListCmd;
+  "session.rewind": SessionRewind;
+  "session.fork": SessionFork;
+  "request.side": RequestSide;
   "session.set_mode": SetMode;
   "session.set_model": SetModel;
   "session.set_rules": SetRules;
@@ -3390,6 +3604,10 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "session.close",
   "session.list",
   "session.state",
+  "checkpoint.list",
+  "session.rewind",
+  "session.fork",
+  "request.side",
   "session.set_mode",
   "session.set_model",
   "session.set_rules",
@@ -3435,6 +3653,10 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
 export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "session.close",
   "session.state",
+  "checkpoint.list",
+  "session.rewind",
+  "session.fork",
+  "request.side",
   "session.set_mode",
   "session.set_model",
   "session.set_rules",
@@ -3511,6 +3733,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOOL_ARGUMENTS_INVALID",
   "TOOL_NAME_CONFLICT",
   "SANDBOX_UNAVAILABLE",
+  "CHECKPOINT_NOT_FOUND",
   "BUDGET_EXCEEDED",
   "HOOK_FAILED",
   "PROMPT_BLOCKED",
