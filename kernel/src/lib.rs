@@ -39,6 +39,7 @@ mod rewind;
 mod session;
 mod side;
 pub mod store;
+mod stored;
 pub mod summary;
 pub mod title;
 mod turn;
