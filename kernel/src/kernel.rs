@@ -392,7 +392,7 @@ impl Kernel {
                     .with_detail("sessionId", sid));
                 };
                 if let CommandPayload::SessionFork(p) = &cmd.payload {
-                    return self.fork(&session, &cmd.request_id, p).await;
+                    return self.fork(&session, &cmd.request_id, p).await.map(|_| ());
                 }
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;
@@ -602,7 +602,7 @@ impl Kernel {
         Ok(session)
     }
 
-    fn session_stream(&self, session_id: &str) -> EventStream {
+    pub(crate) fn session_stream(&self, session_id: &str) -> EventStream {
         EventStream {
             rx: self.inner.ctx.hub.subscribe(
                 Some(session_id.to_owned()),

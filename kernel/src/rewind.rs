@@ -461,7 +461,7 @@ impl Kernel {
         parent: &Arc<Session>,
         rid: &str,
         p: &SessionFork,
-    ) -> Result<(), ErrorPayload> {
+    ) -> Result<Arc<Session>, ErrorPayload> {
         let files = p.files.unwrap_or(false);
         if files && p.at_request_id.is_none() {
             return Err(invalid(
@@ -556,6 +556,32 @@ impl Kernel {
             .await;
         // The same MCP servers: the parent's own, then the configured ones.
         self.start_mcp(&session, parent.mcp.session_configs(), rid);
-        Ok(())
+        Ok(session)
+    }
+
+    /// Forks an open session (`session.fork`) and opens the fork, for library hosts
+    /// (ACP's `session/fork`). The fork's stream starts after its `session.forked`.
+    pub async fn fork_session(
+        &self,
+        parent_id: &str,
+        p: SessionFork,
+    ) -> Result<(crate::SessionHandle, crate::EventStream), ErrorPayload> {
+        let parent = self.session(parent_id).ok_or_else(|| {
+            ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                format!("session {parent_id:?} is not open (resume it first)"),
+            )
+            .with_detail("sessionId", parent_id)
+        })?;
+        let rid = self.new_request_id();
+        let session = self.fork(&parent, &rid, &p).await?;
+        let stream = self.session_stream(&session.id);
+        Ok((
+            crate::SessionHandle {
+                kernel: self.clone(),
+                session,
+            },
+            stream,
+        ))
     }
 }

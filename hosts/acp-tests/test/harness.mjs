@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import assert from "node:assert/strict";
+import { after } from "node:test";
 
 import * as acp from "@agentclientprotocol/sdk";
 
@@ -68,6 +69,13 @@ function check(schema, value, where) {
   assertKept(value, r.data, where);
 }
 
+/** Every agent started by this file's tests: killed when they end, so a failed
+ * assertion that skips `finish()` cannot leave an agent that keeps the run alive. */
+const agents = new Set();
+after(() => {
+  for (const child of agents) child.kill("SIGKILL");
+});
+
 /**
  * Starts `keel acp` with a client connection. `onPermission(params)` answers
  * permission requests (default: the test fails).
@@ -79,6 +87,8 @@ export async function startAgent({ model, workspace, home, args = [], env = {}, 
     env: { ...process.env, KEEL_HOME: home, KEEL_MODEL: "", ...env },
     stdio: ["pipe", "pipe", "pipe"],
   });
+  agents.add(child);
+  child.on("exit", () => agents.delete(child));
   const raw = [];
   const sent = new Map();
   let stderr = "";

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthenticateResponse, ClientRequest, CloseSessionResponse,
-    DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, ResumeSessionResponse, SessionCapabilities,
-    SessionCloseCapabilities, SessionConfigOptionValue, SessionDeleteCapabilities, SessionInfo,
-    SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
-    SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
+    DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse, Implementation,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue,
+    SessionDeleteCapabilities, SessionForkCapabilities, SessionInfo, SessionListCapabilities,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::Error;
 use keel_envelope::commands::SessionStart;
@@ -30,9 +31,8 @@ fn initialize_response() -> InitializeResponse {
         .list(SessionListCapabilities::new())
         .delete(SessionDeleteCapabilities::new())
         .close(SessionCloseCapabilities::new())
-        .resume(SessionResumeCapabilities::new());
-    // `session/fork` goes here, as the protocol's unstable `fork` capability, once the
-    // kernel can fork a session.
+        .resume(SessionResumeCapabilities::new())
+        .fork(SessionForkCapabilities::new());
     let capabilities = AgentCapabilities::new()
         .load_session(true)
         .prompt_capabilities(
@@ -99,8 +99,7 @@ impl Host {
             }
             ClientRequest::SetSessionModeRequest(p) => self.set_mode(p).await,
             ClientRequest::SetSessionConfigOptionRequest(p) => self.set_config_option(p).await,
-            // `session/fork` (protocol feature `unstable_session_fork`) belongs here once
-            // the kernel has `session.fork`: fork, attach the new session, answer its id.
+            ClientRequest::ForkSessionRequest(p) => self.fork(p).await,
             ClientRequest::ExtMethodRequest(r) => {
                 let params: Value = serde_json::from_str(r.params.get()).unwrap_or(Value::Null);
                 self.ext_method(&r.method, params).await
@@ -124,6 +123,44 @@ impl Host {
         let mode = sess.handle.state().session.permission_mode;
         to_value(
             NewSessionResponse::new(sess.handle.id().to_owned())
+                .modes(modes_state(mode))
+                .config_options(sess.config_options(&self.kernel)),
+        )
+    }
+
+    /// `session/fork`: Keel's `session.fork` of the whole conversation (same mode, model,
+    /// rules, plan, task graph, review, host tools and MCP servers), attached as a new
+    /// session. The parent must be open in this process (`session/load` it first).
+    async fn fork(self: &Arc<Self>, p: ForkSessionRequest) -> Result<Value, Error> {
+        let parent = p.session_id.0.to_string();
+        if !p.mcp_servers.is_empty() {
+            tracing::info!(
+                "keel acp: the fork of {parent} keeps its parent's MCP servers; {} given in session/fork are not added",
+                p.mcp_servers.len()
+            );
+        }
+        let (handle, stream) = self
+            .kernel
+            .fork_session(
+                &parent,
+                keel_envelope::commands::SessionFork {
+                    at_request_id: None,
+                    files: None,
+                },
+            )
+            .await
+            .map_err(from_keel)?;
+        if !same_dir(&p.cwd, &handle.workspace().display().to_string()) {
+            tracing::warn!(
+                "keel acp: the fork of {parent} works in {}, not {}",
+                handle.workspace().display(),
+                p.cwd.display()
+            );
+        }
+        let sess = self.attach(handle, stream);
+        let mode = sess.handle.state().session.permission_mode;
+        to_value(
+            ForkSessionResponse::new(sess.handle.id().to_owned())
                 .modes(modes_state(mode))
                 .config_options(sess.config_options(&self.kernel)),
         )

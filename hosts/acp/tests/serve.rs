@@ -165,7 +165,7 @@ async fn framing_errors_are_answered_and_reading_goes_on() {
     let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
     assert_eq!(
         caps,
-        &json!({"list": {}, "delete": {}, "close": {}, "resume": {}})
+        &json!({"list": {}, "delete": {}, "close": {}, "resume": {}, "fork": {}})
     );
     drop(c);
     tokio::time::timeout(GUARD, server)
