@@ -18,9 +18,11 @@
 #![warn(missing_docs)]
 
 pub mod anthropic;
+mod bodies;
 pub mod config;
 pub mod convert;
 mod error;
+pub mod fragments;
 pub mod http;
 pub mod openai;
 pub mod probe;

@@ -314,7 +314,7 @@ impl Kernel {
                 .unwrap_or(self.inner.config.permission_mode),
             rules: Default::default(),
             session_keys: Vec::new(),
-            history: Vec::new(),
+            history: Default::default(),
             plan: None,
             usage: Default::default(),
             created_at: now,

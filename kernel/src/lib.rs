@@ -15,6 +15,7 @@ mod emit;
 mod ext;
 pub mod gate;
 mod handle;
+pub mod history;
 mod kernel;
 mod kernel_tools;
 pub mod model;
@@ -25,6 +26,7 @@ mod registry;
 mod request;
 mod session;
 pub mod store;
+mod store_history;
 pub mod title;
 mod turn;
 

@@ -1,8 +1,10 @@
 //! Persistence: each session is an append-only JSON-lines event log plus a snapshot
 //! of the state needed to resume it.
 //!
-//! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl` and
-//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename).
+//! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl`,
+//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename)
+//! and `<root>/sessions/<sessionId>/history.jsonl` (the conversation, one message per
+//! line, appended as it grows; `state.json` says how many lines belong to it).
 //! An event is appended before it is delivered to a host. A torn last line (a crash
 //! in the middle of a write) is detected on load, dropped, and cut from the file;
 //! nothing before it is lost.
@@ -18,7 +20,7 @@ use keel_envelope::types::{ApprovalRules, PermissionMode, Plan, Usage};
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
-use crate::model::Message;
+use crate::model::History;
 
 /// The state of a session that survives a restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +42,7 @@ pub struct PersistedSession {
     #[serde(default)]
     pub session_keys: Vec<String>,
     /// Conversation history.
-    pub history: Vec<Message>,
+    pub history: History,
     /// The plan.
     pub plan: Option<Plan>,
     /// Total usage.
@@ -108,6 +110,8 @@ static TOMBSTONES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 pub struct FileStore {
     root: PathBuf,
     logs: Mutex<HashMap<String, File>>,
+    /// What this process wrote of each session's history (held while saving a state).
+    written: Mutex<crate::store_history::Written>,
 }
 
 impl FileStore {
@@ -116,6 +120,7 @@ impl FileStore {
         Self {
             root: root.into(),
             logs: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -173,19 +178,22 @@ impl Store for FileStore {
         fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
         let path = dir.join("state.json");
         let tmp = dir.join("state.json.tmp");
-        let bytes =
-            serde_json::to_vec(state).map_err(|e| persist_err("cannot encode", &path, e))?;
+        // The history's new messages are appended first; the state that counts them
+        // replaces the old one after.
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        crate::store_history::save(&dir, &state.session_id, &state.history, &mut written)?;
+        let bytes = crate::store_history::state_bytes(state)
+            .map_err(|e| persist_err("cannot encode", &path, e))?;
         fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
         Ok(())
     }
 
     fn load_state(&self, session_id: &str) -> Result<Option<PersistedSession>, ErrorPayload> {
-        let path = self.dir(session_id)?.join("state.json");
+        let dir = self.dir(session_id)?;
+        let path = dir.join("state.json");
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| persist_err("corrupt state file", &path, e)),
+            Ok(bytes) => crate::store_history::load(&dir, &bytes).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(persist_err("cannot read", &path, e)),
         }
@@ -261,6 +269,10 @@ impl Store for FileStore {
         // dropping the open log closes it.
         let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
         logs.remove(session_id);
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
         // Renamed first (one atomic step: a crash never leaves half a session that
         // `list` would show), then removed. The tombstone's name is not a session id.
         let tomb = self.root.join("sessions").join(format!(

@@ -300,6 +300,7 @@ fn opts() -> SessionOptions {
 }
 
 mod context;
+mod history_store;
 mod interrupts;
 mod persistence;
 mod plans;
