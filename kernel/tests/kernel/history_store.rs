@@ -18,7 +18,7 @@ fn state(id: &str, history: History) -> PersistedSession {
         title: None,
         workspace: "/w".into(),
         model: "test:model".into(),
-        mode: PermissionMode::Default,
+        mode: PermissionMode::default(),
         rules: Default::default(),
         session_keys: vec![],
         history,
