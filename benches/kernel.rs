@@ -159,12 +159,17 @@ async fn tool_overhead() {
     }
 }
 
-async fn interrupt_latency() {
+/// Interrupt latency: from `SessionHandle::interrupt` to `session.interrupted`, while
+/// `run_shell` runs `sleep 60`. `delay_ms` is the range of the pause after
+/// `tool.call.started` before interrupting (a random moment in it, seeded, so some
+/// interrupts land during the sandbox's start-up); `busy` threads spin on the cores
+/// for the whole measurement.
+async fn interrupt_latency(label: &str, sandbox: SandboxConfig, delay_ms: u64, busy: usize) {
     let ws = tempfile::tempdir().unwrap();
     let store = tempfile::tempdir().unwrap();
     let kernel = Kernel::builder()
         .config(KernelConfig {
-            sandbox: SandboxConfig::off(),
+            sandbox,
             ..KernelConfig::default()
         })
         .workspace(ws.path())
@@ -177,17 +182,35 @@ async fn interrupt_latency() {
         .store_dir(store.path())
         .build()
         .unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spinners: Vec<_> = (0..busy)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(
+                        x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1),
+                    );
+                }
+            })
+        })
+        .collect();
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     let mut samples = Vec::new();
-    for _ in 0..40 {
+    for _ in 0..60 {
         s.send("go").await.unwrap();
         while let Some(e) = events.recv().await {
             if e.type_name() == "tool.call.started" {
                 break;
             }
         }
-        // Let the child start.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let pause = (seed >> 33) % (delay_ms * 1000 + 1);
+        tokio::time::sleep(Duration::from_micros(pause)).await;
         let t = Instant::now();
         s.interrupt().await.unwrap();
         while let Some(e) = events.recv().await {
@@ -197,12 +220,17 @@ async fn interrupt_latency() {
         }
         samples.push(t.elapsed());
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in spinners {
+        t.join().unwrap();
+    }
     samples.sort();
     let p = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize].as_secs_f64() * 1e3;
     println!(
-        "interrupt with a running `sleep 60` shell child → session.interrupted: p50 {:.2} ms, p99 {:.2} ms ({} runs, process group killed and reaped)",
+        "interrupt latency, {label}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} runs; `sleep 60` child killed and reaped)",
         p(0.5),
         p(0.99),
+        p(1.0),
         samples.len()
     );
 }
@@ -334,7 +362,26 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         tool_overhead().await;
-        interrupt_latency().await;
+        interrupt_latency(
+            "sandbox off, idle cores, 20 ms after start",
+            SandboxConfig::off(),
+            20,
+            0,
+        )
+        .await;
+        let sandbox = keel_tools::sandbox_report(&SandboxConfig::default());
+        let label = format!(
+            "sandbox {}, 2 busy threads, random moment in the first 30 ms",
+            sandbox.sandbox.as_str()
+        );
+        interrupt_latency(&label, SandboxConfig::default(), 30, 2).await;
+        interrupt_latency(
+            "sandbox off, 2 busy threads, random moment in the first 30 ms",
+            SandboxConfig::off(),
+            30,
+            2,
+        )
+        .await;
         resume_large_log().await;
         idle_memory().await;
     });

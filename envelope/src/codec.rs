@@ -87,6 +87,13 @@ struct Fields<'a> {
     session_id: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     payload: Option<&'a RawValue>,
+    #[serde(
+        default,
+        borrow,
+        deserialize_with = "present",
+        rename = "schemaVersion"
+    )]
+    schema_version: Option<&'a RawValue>,
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
@@ -101,6 +108,7 @@ impl<'a> Fields<'a> {
             "requestId" => self.request_id,
             "sessionId" => self.session_id,
             "payload" => self.payload,
+            "schemaVersion" => self.schema_version,
             _ => None,
         }
     }
@@ -115,6 +123,7 @@ impl<'a> Fields<'a> {
             request_id: map.get("requestId").copied(),
             session_id: map.get("sessionId").copied(),
             payload: map.get("payload").copied(),
+            schema_version: map.get("schemaVersion").copied(),
         }
     }
 }
@@ -330,6 +339,42 @@ fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
                 "version",
                 format!("field `version` must look like \"1.0\", got {version:?}"),
             )))
+        }
+    }
+
+    // The optional `schemaVersion` of socket clients (seed 000): the protocol's major.
+    if let Some(raw) = fields.schema_version {
+        match serde_json::from_str::<u64>(raw.get()) {
+            Ok(v) if v == u64::from(crate::PROTOCOL_MAJOR) => {}
+            Ok(v) => {
+                return Err(fail(
+                    ErrorPayload::new(
+                        ErrorCode::VersionMismatch,
+                        format!(
+                            "schemaVersion {v} is not supported; this runtime speaks {}",
+                            crate::PROTOCOL_MAJOR
+                        ),
+                    )
+                    .category(ErrorCategory::Bridge)
+                    .with_detail("reason", "version_mismatch")
+                    .with_detail("field", "schemaVersion")
+                    .with_detail("expected", u64::from(crate::PROTOCOL_MAJOR))
+                    .with_detail("got", v),
+                ))
+            }
+            Err(_) => {
+                return Err(fail(
+                    field_error(
+                        "wrong_type",
+                        "schemaVersion",
+                        format!(
+                            "field `schemaVersion` must be a non-negative integer, got {}",
+                            json_kind(raw)
+                        ),
+                    )
+                    .with_detail("expected", "integer"),
+                ))
+            }
         }
     }
 

@@ -72,6 +72,22 @@ command_payloads! {
         pub after_sequence: Option<Cursor>,
     }
 
+    /// `session.watch`: stream a session's events to this connection (replaying the
+    /// events logged after `afterSequence` first).
+    pub struct SessionWatch {
+        /// The session to watch (it must be open).
+        pub session_id: String,
+        /// Replay the events logged after this cursor, then go on live.
+        #[serde(default)]
+        pub after_sequence: Option<Cursor>,
+    }
+
+    /// `session.unwatch`: stop streaming a session's events to this connection.
+    pub struct SessionUnwatch {
+        /// The session to stop watching.
+        pub session_id: String,
+    }
+
     /// `session.close`.
     pub struct SessionClose {}
 
@@ -525,6 +541,10 @@ define_commands! {
     BackgroundHistory = "background.history" => BackgroundHistoryCmd, session: true,
     /// Stop a background task.
     BackgroundStop = "background.stop" => BackgroundStopCmd, session: true,
+    /// Watch a session's events.
+    SessionWatch = "session.watch" => SessionWatch, session: false,
+    /// Stop watching a session.
+    SessionUnwatch = "session.unwatch" => SessionUnwatch, session: false,
 }
 
 /// A decoded command.

@@ -10,6 +10,7 @@ use keel_envelope::commands::{CommandPayload, RequestSend};
 use keel_envelope::{Command, Envelope, ErrorPayload};
 use tokio::sync::mpsc;
 
+use crate::emit::{WatchEnd, WatchItem, WatchShared};
 use crate::kernel::Kernel;
 use crate::session::Session;
 
@@ -40,6 +41,101 @@ impl Stream for EventStream {
     type Item = Envelope;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Envelope>> {
         self.rx.poll_recv(cx)
+    }
+}
+
+/// The command side of a watcher (see [`Kernel::watcher`]): executes commands so that
+/// their answers reach this watcher, and queues a transport's own envelopes. Cheap to
+/// clone.
+#[derive(Debug, Clone)]
+pub struct Watcher {
+    pub(crate) kernel: Kernel,
+    pub(crate) shared: Arc<WatchShared>,
+}
+
+impl Watcher {
+    /// Executes a command on behalf of this watcher: its answers, and the events of a
+    /// session it starts, resumes or watches, are delivered to this watcher's stream.
+    pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
+        self.shared.track(&cmd.request_id);
+        self.kernel.execute(cmd).await
+    }
+
+    /// Delivers events carrying `request_id` (or answering it) to this watcher.
+    pub fn track(&self, request_id: &str) {
+        self.shared.track(request_id);
+    }
+
+    /// Queues an envelope for this watcher alone, in order with the kernel's events
+    /// (a transport's own answers: decode errors, `runtime.stopped`).
+    pub fn publish(&self, env: &Envelope) {
+        self.shared.publish(env);
+    }
+
+    /// The sessions watched, sorted.
+    pub fn watching(&self) -> Vec<String> {
+        self.shared.sessions()
+    }
+
+    /// Why the stream ended, once it has.
+    pub fn end(&self) -> Option<WatchEnd> {
+        self.shared.end()
+    }
+
+    /// A token cancelled once delivery to this watcher has stopped (cut off, closed,
+    /// or its stream dropped).
+    pub fn ended(&self) -> tokio_util::sync::CancellationToken {
+        self.shared.ended()
+    }
+
+    /// Stops delivery to this watcher (what is queued can still be read).
+    pub fn close(&self) {
+        self.shared.close(WatchEnd::Closed);
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+}
+
+/// The event side of a watcher: its envelopes, in order. Dropping it ends the watch.
+#[derive(Debug)]
+pub struct WatchStream {
+    pub(crate) rx: mpsc::UnboundedReceiver<WatchItem>,
+    pub(crate) shared: Arc<WatchShared>,
+}
+
+impl WatchStream {
+    /// The next envelope, or `None` once the watcher was cut off or closed and its
+    /// queue is empty ([`WatchStream::end`] says why).
+    pub async fn recv(&mut self) -> Option<Envelope> {
+        let item = self.rx.recv().await?;
+        self.shared.read_one(&item);
+        Some(item.env)
+    }
+
+    /// An envelope if one is ready now.
+    pub fn try_recv(&mut self) -> Option<Envelope> {
+        let item = self.rx.try_recv().ok()?;
+        self.shared.read_one(&item);
+        Some(item.env)
+    }
+
+    /// Whether no envelope is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.rx.is_empty()
+    }
+
+    /// Why the stream ended, once it has.
+    pub fn end(&self) -> Option<WatchEnd> {
+        self.shared.end()
+    }
+}
+
+impl Drop for WatchStream {
+    fn drop(&mut self) {
+        self.shared.close(WatchEnd::Closed);
     }
 }
 

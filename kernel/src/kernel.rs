@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use keel_envelope::commands::{CommandPayload, SessionStart};
-use keel_envelope::events::{HarnessStatus, SessionList};
+use keel_envelope::commands::{CommandPayload, SessionStart, SessionWatch};
+use keel_envelope::events::{HarnessStatus, SessionList, SessionUnwatched, SessionWatched};
 use keel_envelope::ids::IdKind;
 use keel_envelope::types::{Cursor, SessionInfo};
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::builder::KernelBuilder;
 use crate::config::KernelConfig;
 use crate::emit::{EmitCtx, Emitter};
-use crate::handle::{EventStream, SessionHandle};
+use crate::handle::{EventStream, SessionHandle, WatchStream, Watcher};
 use crate::model::Model;
 use crate::probe::Probe;
 use crate::registry::Registry;
@@ -23,6 +23,60 @@ use crate::store::PersistedSession;
 
 /// Builds a model from its selection string (`provider:model`).
 pub type ModelFactory = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ErrorPayload> + Send + Sync>;
+
+/// The events of `log` after `after` (none without a cursor); a cursor that is not in
+/// the log is refused.
+fn after_cursor<'a>(
+    log: &'a [Envelope],
+    after: Option<&Cursor>,
+) -> Result<&'a [Envelope], ErrorPayload> {
+    let Some(c) = after else { return Ok(&[]) };
+    let pos = log
+        .iter()
+        .position(|e| e.request_id == c.request_id && e.sequence == c.sequence)
+        .ok_or_else(|| {
+            ErrorPayload::new(
+                ErrorCode::RequestInvalid,
+                format!(
+                    "cursor {}#{} is not in the session's log",
+                    c.request_id, c.sequence
+                ),
+            )
+            .with_detail("field", "payload.afterSequence")
+        })?;
+    Ok(&log[pos + 1..])
+}
+
+/// The approval, plan and question prompts of request `active` that are still waiting
+/// for an answer, in log order, leaving out those in `skip`.
+fn pending_prompts(log: &[Envelope], active: &str, skip: &[Envelope]) -> Vec<Envelope> {
+    let mut open: Vec<(String, &Envelope)> = Vec::new();
+    for env in log.iter().filter(|e| e.request_id == active) {
+        let (opens, key) = match &env.event {
+            Event::ApprovalRequested(p) => (true, format!("approval:{}", p.approval_id)),
+            Event::ApprovalGranted(p) => (false, format!("approval:{}", p.approval_id)),
+            Event::ApprovalDenied(p) => (false, format!("approval:{}", p.approval_id)),
+            Event::ApprovalExpired(p) => (false, format!("approval:{}", p.approval_id)),
+            Event::PlanApprovalRequired(p) => (true, format!("plan:{}", p.plan_id)),
+            Event::PlanApproved(p) => (false, format!("plan:{}", p.plan_id)),
+            Event::PlanRejected(p) => (false, format!("plan:{}", p.plan_id)),
+            Event::AskRequested(p) => (true, format!("ask:{}", p.ask_id)),
+            Event::AskAnswered(p) => (false, format!("ask:{}", p.ask_id)),
+            Event::AskExpired(p) => (false, format!("ask:{}", p.ask_id)),
+            _ => continue,
+        };
+        if opens {
+            open.push((key, env));
+        } else {
+            open.retain(|(k, _)| *k != key);
+        }
+    }
+    open.into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| !skip.iter().any(|s| s.event_id == e.event_id))
+        .cloned()
+        .collect()
+}
 
 /// Requests that were accepted in `log` but never reached a terminal event.
 fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
@@ -93,6 +147,47 @@ impl Kernel {
                 .hub
                 .subscribe(None, self.inner.config.channel_capacity),
         }
+    }
+
+    /// A watcher: a subscriber for one client connection of a daemon. It receives the
+    /// answers to the commands it executes and the events of the sessions it watches
+    /// (`session.watch`, and those it starts or resumes), never waits on delivery, and
+    /// is cut off when `capacity` live events wait unread (see [`crate::WatchEnd`]).
+    pub fn watcher(&self, capacity: usize) -> (Watcher, WatchStream) {
+        let (shared, rx) = self.inner.ctx.hub.watch(capacity);
+        (
+            Watcher {
+                kernel: self.clone(),
+                shared: shared.clone(),
+            },
+            WatchStream { rx, shared },
+        )
+    }
+
+    /// Whether anything is running: a request (also one waiting for an answer) or a
+    /// background task.
+    pub fn is_busy(&self) -> bool {
+        let open: Vec<Arc<Session>> = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        open.iter().any(|s| {
+            matches!(
+                s.info().state,
+                keel_envelope::types::SessionState::Running
+                    | keel_envelope::types::SessionState::WaitingApproval
+            ) || s
+                .data()
+                .ext
+                .background
+                .tasks
+                .iter()
+                .any(|t| t.status == keel_envelope::ext::BackgroundStatus::Running)
+        })
     }
 
     /// Delivers an envelope made by a host (e.g. a transport's own `runtime.ready` or a
@@ -177,6 +272,28 @@ impl Kernel {
                 .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
                 .await
                 .map(|_| ()),
+            CommandPayload::SessionWatch(p) => self.watch(&cmd.request_id, p).await,
+            CommandPayload::SessionUnwatch(p) => {
+                let ev = Event::SessionUnwatched(SessionUnwatched {
+                    session_id: p.session_id.clone(),
+                });
+                match self.session(&p.session_id) {
+                    Some(s) => {
+                        s.emitter
+                            .lock()
+                            .await
+                            .emit_unlogged(&cmd.request_id, ev)
+                            .await;
+                    }
+                    None => {
+                        self.inner
+                            .emitter
+                            .emit_as(Some(p.session_id.clone()), &cmd.request_id, ev)
+                            .await;
+                    }
+                }
+                Ok(())
+            }
             CommandPayload::SessionDelete(p) => self.delete(&cmd.request_id, &p.session_id).await,
             CommandPayload::SessionList(_) => {
                 let sessions = self.list_sessions()?;
@@ -254,6 +371,41 @@ impl Kernel {
                 session.handle_command(cmd).await
             }
         }
+    }
+
+    /// `session.watch`: under the session's emitter, so that no event slips between
+    /// the log read here and the live stream, answers with `session.watched`, replays
+    /// the events after the cursor and the running request's pending prompts.
+    async fn watch(&self, request_id: &str, p: &SessionWatch) -> Result<(), ErrorPayload> {
+        let Some(session) = self.session(&p.session_id) else {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                format!("session {:?} is not open (resume it first)", p.session_id),
+            )
+            .with_detail("sessionId", p.session_id.as_str()));
+        };
+        let mut g = session.emitter.lock().await;
+        let log = self.inner.ctx.store.load_events(&p.session_id)?.events;
+        let replay = after_cursor(&log, p.after_sequence.as_ref())?;
+        let snapshot = session.snapshot();
+        let pending = match &snapshot.active_request_id {
+            Some(active) => pending_prompts(&log, active, replay),
+            None => Vec::new(),
+        };
+        let answer = SessionWatched {
+            session: snapshot.session,
+            active_request_id: snapshot.active_request_id,
+            last_cursor: log.last().map(|e| Cursor {
+                request_id: e.request_id.clone(),
+                sequence: e.sequence,
+            }),
+            replayed: (replay.len() + pending.len()) as u32,
+        };
+        g.emit_unlogged(request_id, Event::SessionWatched(answer))
+            .await;
+        g.replay(request_id, replay).await;
+        g.replay(request_id, &pending).await;
+        Ok(())
     }
 
     fn resolve_workspace(&self, path: Option<&str>) -> Result<PathBuf, ErrorPayload> {
@@ -341,9 +493,13 @@ impl Kernel {
         after: Option<&Cursor>,
     ) -> Result<Arc<Session>, ErrorPayload> {
         if let Some(live) = self.session(id) {
-            // Already open: answer with its state and replay what the host missed.
+            // Already open: answer with its state and replay what the host missed. The
+            // log is read with the emitter held, so nothing slips between the two.
+            let mut g = live.emitter.lock().await;
             let log = self.inner.ctx.store.load_events(id)?;
-            live.emit_resumed(request_id, &log.events, after).await?;
+            live.emit_resumed(&mut g, request_id, &log.events, after)
+                .await?;
+            drop(g);
             return Ok(live);
         }
         let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
@@ -370,10 +526,9 @@ impl Kernel {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.to_owned(), session.clone());
+        let mut g = session.emitter.lock().await;
         if log.torn_tail_dropped {
-            session
-                .emitter
-                .emit(
+            g.emit(
                     request_id,
                     Event::Warning(ErrorPayload::new(
                         ErrorCode::SessionPersistenceFailed,
@@ -383,22 +538,23 @@ impl Kernel {
                 )
                 .await;
         }
-        session.emit_resumed(request_id, &log.events, after).await?;
+        session
+            .emit_resumed(&mut g, request_id, &log.events, after)
+            .await?;
         // A request the previous process never finished (it died or was killed) gets
         // its terminal event now, so a host following that stream sees it end.
         for unfinished in unfinished_requests(&log.events) {
-            session
-                .emitter
-                .emit(
-                    &unfinished,
-                    Event::SessionInterrupted(keel_envelope::events::SessionInterrupted {
-                        interrupted_request_id: Some(unfinished.clone()),
-                        reason: "restart".into(),
-                        was_running: true,
-                    }),
-                )
-                .await;
+            g.emit(
+                &unfinished,
+                Event::SessionInterrupted(keel_envelope::events::SessionInterrupted {
+                    interrupted_request_id: Some(unfinished.clone()),
+                    reason: "restart".into(),
+                    was_running: true,
+                }),
+            )
+            .await;
         }
+        drop(g);
         Ok(session)
     }
 

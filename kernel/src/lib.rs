@@ -32,7 +32,8 @@ mod turn;
 
 pub use builder::{default_store_dir, KernelBuilder};
 pub use config::KernelConfig;
-pub use handle::{EventStream, SessionHandle};
+pub use emit::WatchEnd;
+pub use handle::{EventStream, SessionHandle, WatchStream, Watcher};
 pub use kernel::{Kernel, ModelFactory, SessionOptions};
 
 /// Test seams: a probe that pauses a request at the points of its life.

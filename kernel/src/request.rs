@@ -118,6 +118,9 @@ async fn run_request<'s>(
     let outcome = agent::run(session, rid, cancel, &mut c).await;
     let telemetry = c.telemetry();
     session.persist(rid).await;
+    // A session without a title gets one from its first message, before the
+    // request's terminal event.
+    session.generate_title(rid).await;
     session.probe(Point::BeforeTerminal, rid).await;
     let turnover = session.turnover.lock().await;
     finish(session, rid, outcome, telemetry).await;

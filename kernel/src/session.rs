@@ -156,12 +156,8 @@ impl Session {
         self.kernel.ctx.clock.now_ms()
     }
 
-    /// A request reached `point`: the kernel's own work there (a generated title
-    /// once the work is done), then a test probe may pause it.
+    /// A request reached `point`: a test probe may pause it there.
     pub(crate) async fn probe(&self, point: crate::probe::Point, request_id: &str) {
-        if point == crate::probe::Point::BeforeTerminal {
-            self.generate_title(request_id).await;
-        }
         if let Some(p) = &self.kernel.probe {
             p.reached(point, &self.id, request_id).await;
         }
@@ -245,8 +241,11 @@ impl Session {
             .await;
     }
 
+    /// Emits `session.resumed` and the replay under `g`, this session's emitter held,
+    /// so no event of the session slips between the log that was read and the answer.
     pub(crate) async fn emit_resumed(
         &self,
+        g: &mut crate::emit::EmitGuard<'_>,
         request_id: &str,
         log: &[Envelope],
         after: Option<&Cursor>,
@@ -306,10 +305,8 @@ impl Session {
                 replayed: replay.len() as u32,
             }
         };
-        self.emitter
-            .emit(request_id, Event::SessionResumed(payload))
-            .await;
-        self.emitter.replay(replay).await;
+        g.emit(request_id, Event::SessionResumed(payload)).await;
+        g.replay(request_id, replay).await;
         Ok(())
     }
 

@@ -62,6 +62,27 @@ payloads! {
         pub replayed: u32,
     }
 
+    /// `session.watched`: the answer to `session.watch`; the connection now receives the
+    /// session's events.
+    pub struct SessionWatched {
+        /// The session.
+        pub session: SessionInfo,
+        /// The running request, if any.
+        pub active_request_id: Option<String>,
+        /// The last event in the log when the watch began.
+        pub last_cursor: Option<Cursor>,
+        /// Replayed events that follow this one (`meta.replay: true`): those logged after
+        /// `afterSequence`, then the still-pending approval, plan and question prompts
+        /// of the running request that were not among them.
+        pub replayed: u32,
+    }
+
+    /// `session.unwatched`: the answer to `session.unwatch`.
+    pub struct SessionUnwatched {
+        /// The session no longer watched.
+        pub session_id: String,
+    }
+
     /// `session.interrupted`: the request was cancelled, or the interrupt found nothing to do.
     pub struct SessionInterrupted {
         /// The request that was cancelled (null when the session was idle).

@@ -276,6 +276,10 @@ define_events! {
     BackgroundHistory = "background.history" => BackgroundHistory,
     /// A background task was stopped.
     BackgroundStopped = "background.stopped" => BackgroundEvent,
+    /// The answer to `session.watch`: the session's events follow.
+    SessionWatched = "session.watched" => SessionWatched,
+    /// The answer to `session.unwatch`.
+    SessionUnwatched = "session.unwatched" => SessionUnwatched,
     /// A background task ended by itself (it exited, or reached its time limit).
     BackgroundExited = "background.exited" => BackgroundEvent,
 }

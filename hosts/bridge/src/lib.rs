@@ -15,6 +15,10 @@
 //!   emits `session.closed` for open sessions and `runtime.stopped`, and returns;
 //! - output is bounded: a slow reader slows the kernel down (backpressure) instead of
 //!   growing memory.
+//!
+//! Its pieces serve other transports of the same protocol (the `keel serve` daemon):
+//! [`LineReader`] (framing, size limit, decoding into [`Incoming`]), [`Minter`] (the
+//! transport's own envelopes) and [`runtime_ready`].
 
 use keel_envelope::codec::{self, Limits};
 use keel_envelope::commands::CommandPayload;
@@ -38,6 +42,7 @@ pub const CAPABILITIES: &[&str] = &[
     "compaction",
     "rules",
     "history",
+    "watch",
 ];
 
 /// Options of a bridge.
@@ -64,14 +69,28 @@ pub enum StopReason {
     OutputClosed,
 }
 
-struct Own {
+/// Makes a transport's own envelopes (`runtime.ready`, decode errors,
+/// `runtime.stopped`): source `bridge`, runtime-minted ids, its own sequence counter.
+#[derive(Debug, Default)]
+pub struct Minter {
     seq: Sequencer,
     ids: UlidGen,
     clock: SystemClock,
 }
 
-impl Own {
-    fn envelope(
+impl Minter {
+    /// A minter with fresh counters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A fresh runtime-minted request id.
+    pub fn request_id(&mut self) -> String {
+        self.ids.next_id(IdKind::Request)
+    }
+
+    /// An envelope of `event` on `request_id`'s stream (a fresh one when `None`).
+    pub fn envelope(
         &mut self,
         session_id: Option<String>,
         request_id: Option<String>,
@@ -88,6 +107,116 @@ impl Own {
             source: Source::Bridge,
             event,
             meta: None,
+        }
+    }
+}
+
+/// The `runtime.ready` event of a transport.
+pub fn runtime_ready(workspace: Option<String>, available_models: Vec<ModelInfo>) -> Event {
+    Event::RuntimeReady(RuntimeReady {
+        protocol_version: keel_envelope::PROTOCOL_VERSION.to_owned(),
+        keel_version: env!("CARGO_PKG_VERSION").to_owned(),
+        pid: std::process::id(),
+        workspace,
+        available_models,
+        permission_modes: PermissionMode::ALL.to_vec(),
+        capabilities: CAPABILITIES.iter().map(|s| (*s).to_owned()).collect(),
+    })
+}
+
+/// What one input line turned out to be.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A decoded command.
+    Command(Box<keel_envelope::Command>),
+    /// A line that was refused (malformed, oversized, unknown type, …): answer it
+    /// with an `error` event carrying this payload and ids.
+    Refused {
+        /// The line's `sessionId`, when it could be read.
+        session_id: Option<String>,
+        /// The line's `requestId`, when it could be read.
+        request_id: Option<String>,
+        /// Why.
+        error: ErrorPayload,
+    },
+    /// The input ended.
+    Eof,
+    /// Reading failed.
+    Failed(std::io::Error),
+}
+
+/// Reads command lines: newline framing with a size limit, blank lines skipped, each
+/// line decoded with the envelope codec.
+#[derive(Debug)]
+pub struct LineReader<R> {
+    reader: BufReader<R>,
+    buf: Vec<u8>,
+    limits: Limits,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// A reader of lines of at most `max_line_bytes` (default
+    /// [`codec::DEFAULT_MAX_LINE_BYTES`]).
+    pub fn new(input: R, max_line_bytes: Option<usize>) -> Self {
+        Self {
+            reader: BufReader::with_capacity(64 * 1024, input),
+            buf: Vec::with_capacity(4096),
+            limits: Limits {
+                max_line_bytes: max_line_bytes.unwrap_or(codec::DEFAULT_MAX_LINE_BYTES),
+            },
+        }
+    }
+
+    /// The line size limit.
+    pub fn max_line_bytes(&self) -> usize {
+        self.limits.max_line_bytes
+    }
+
+    /// The next command or refused line. Cancel-safe only between lines: dropping the
+    /// future in the middle of a line loses that line's beginning.
+    pub async fn next(&mut self) -> Incoming {
+        loop {
+            let limit = self.limits.max_line_bytes;
+            match read_line(&mut self.reader, limit, &mut self.buf).await {
+                Ok(None) => return Incoming::Eof,
+                Err(e) => return Incoming::Failed(e),
+                Ok(Some(Err((prefix, size)))) => {
+                    let error = ErrorPayload::new(
+                        ErrorCode::RequestInvalid,
+                        format!("line of {size} bytes exceeds the limit of {limit} bytes"),
+                    )
+                    .category(keel_envelope::error::ErrorCategory::Bridge)
+                    .with_detail("reason", "line_too_long")
+                    .with_detail("limit", limit as u64)
+                    .with_detail("size", size as u64);
+                    tracing::warn!(size, limit, "bridge line too long");
+                    return Incoming::Refused {
+                        session_id: None,
+                        request_id: codec::scan_request_id(&prefix),
+                        error,
+                    };
+                }
+                Ok(Some(Ok(()))) => {}
+            }
+            if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
+            }
+            return match codec::decode_command(&self.buf, self.limits) {
+                Err(e) => {
+                    tracing::warn!(
+                        code = e.error.code.as_str(),
+                        reason = e.error.details.get("reason").and_then(|r| r.as_str()).unwrap_or(""),
+                        message = %e.error.message,
+                        "bridge line refused"
+                    );
+                    Incoming::Refused {
+                        session_id: e.session_id,
+                        request_id: e.request_id,
+                        error: e.error,
+                    }
+                }
+                Ok(cmd) => Incoming::Command(Box::new(cmd)),
+            };
         }
     }
 }
@@ -150,16 +279,8 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut own = Own {
-        seq: Sequencer::new(),
-        ids: UlidGen::default(),
-        clock: SystemClock,
-    };
-    let limits = Limits {
-        max_line_bytes: options
-            .max_line_bytes
-            .unwrap_or(codec::DEFAULT_MAX_LINE_BYTES),
-    };
+    let mut own = Minter::new();
+    let mut lines = LineReader::new(input, options.max_line_bytes);
     // One ordered stream: the bridge's own envelopes are published through the kernel,
     // so an error for line N is written before anything caused by line N+1.
     let mut events = kernel.subscribe();
@@ -167,15 +288,7 @@ where
     let ready = own.envelope(
         None,
         None,
-        Event::RuntimeReady(RuntimeReady {
-            protocol_version: keel_envelope::PROTOCOL_VERSION.to_owned(),
-            keel_version: env!("CARGO_PKG_VERSION").to_owned(),
-            pid: std::process::id(),
-            workspace: options.workspace.clone(),
-            available_models: options.available_models.clone(),
-            permission_modes: PermissionMode::ALL.to_vec(),
-            capabilities: CAPABILITIES.iter().map(|s| (*s).to_owned()).collect(),
-        }),
+        runtime_ready(options.workspace.clone(), options.available_models.clone()),
     );
     let first = codec::encode_line(&ready);
     if output.write_all(&first).await.is_err() || output.flush().await.is_err() {
@@ -183,7 +296,7 @@ where
         return StopReason::OutputClosed;
     }
     tracing::info!(
-        max_line_bytes = limits.max_line_bytes,
+        max_line_bytes = lines.max_line_bytes(),
         resume = options.resume_session.as_deref().unwrap_or(""),
         "bridge ready"
     );
@@ -217,7 +330,7 @@ where
 
     if let Some(id) = &options.resume_session {
         let cmd = keel_envelope::Command::new(
-            own.ids.next_id(IdKind::Request),
+            own.request_id(),
             None,
             CommandPayload::SessionResume(keel_envelope::commands::SessionResume {
                 session_id: id.clone(),
@@ -227,55 +340,26 @@ where
         let _ = kernel.execute(cmd).await;
     }
 
-    let mut reader = BufReader::with_capacity(64 * 1024, input);
-    let mut buf = Vec::with_capacity(4096);
     // The requestId of a `runtime.shutdown` command: `runtime.stopped` answers it.
     let mut shutdown_request = None;
     let reason = loop {
-        let line = match read_line(&mut reader, limits.max_line_bytes, &mut buf).await {
-            Ok(None) => break StopReason::Eof,
-            Err(e) => {
+        match lines.next().await {
+            Incoming::Eof => break StopReason::Eof,
+            Incoming::Failed(e) => {
                 tracing::error!(error = %e, "bridge input failed");
                 eprintln!("keel bridge: input failed: {e}");
                 break StopReason::Eof;
             }
-            Ok(Some(Err((prefix, size)))) => {
-                let error = ErrorPayload::new(
-                    ErrorCode::RequestInvalid,
-                    format!(
-                        "line of {size} bytes exceeds the limit of {} bytes",
-                        limits.max_line_bytes
-                    ),
-                )
-                .category(keel_envelope::error::ErrorCategory::Bridge)
-                .with_detail("reason", "line_too_long")
-                .with_detail("limit", limits.max_line_bytes as u64)
-                .with_detail("size", size as u64);
-                tracing::warn!(size, limit = limits.max_line_bytes, "bridge line too long");
-                let rid = codec::scan_request_id(&prefix);
+            Incoming::Refused {
+                session_id,
+                request_id,
+                error,
+            } => {
                 kernel
-                    .publish(own.envelope(None, rid, Event::Error(error)))
-                    .await;
-                continue;
-            }
-            Ok(Some(Ok(()))) => &buf,
-        };
-        if line.iter().all(|b| b.is_ascii_whitespace()) {
-            continue;
-        }
-        match codec::decode_command(line, limits) {
-            Err(e) => {
-                tracing::warn!(
-                    code = e.error.code.as_str(),
-                    reason = e.error.details.get("reason").and_then(|r| r.as_str()).unwrap_or(""),
-                    message = %e.error.message,
-                    "bridge line refused"
-                );
-                kernel
-                    .publish(own.envelope(e.session_id, e.request_id, Event::Error(e.error)))
+                    .publish(own.envelope(session_id, request_id, Event::Error(error)))
                     .await;
             }
-            Ok(cmd) => {
+            Incoming::Command(cmd) => {
                 tracing::info!(
                     command = cmd.command_type().as_str(),
                     request_id = %cmd.request_id,
@@ -287,7 +371,7 @@ where
                     break StopReason::Shutdown;
                 }
                 // Errors are answered on the event stream by the kernel.
-                let _ = kernel.execute(cmd).await;
+                let _ = kernel.execute(*cmd).await;
             }
         }
         if writer.is_finished() {

@@ -61,6 +61,26 @@ pub enum Command {
     Sessions(SessionsArgs),
     /// Serve the stdio JSON-lines bridge for desktop hosts.
     Bridge(BridgeArgs),
+    /// Run the per-user daemon that several clients attach to (a Unix socket).
+    #[command(
+        long_about = "Runs the per-user daemon: one runtime whose sessions several clients \
+                      (keel attach, the desktop app, editors) use at once, over a Unix socket \
+                      speaking the bridge's JSON-lines protocol. The socket is only for this \
+                      user (mode 0600, in a directory only this user may write to).\n\nExit \
+                      codes: 0 stopped (a signal, or idle), 1 could not start (an unsafe \
+                      directory, a bad workspace), 2 bad usage, 4 a daemon already listens on \
+                      the socket (its path is printed)."
+    )]
+    Serve(ServeArgs),
+    /// Open the REPL on a session held by the daemon (starting the daemon if needed).
+    #[command(
+        long_about = "Opens the REPL on a session of the daemon: a new one, or SESSION_ID \
+                      (watched if the daemon has it open, else resumed from the store). The \
+                      daemon is started in the background when none answers. Leaving the REPL \
+                      detaches: the session and any running request go on in the daemon; \
+                      `keel attach <id>` comes back to it."
+    )]
+    Attach(AttachArgs),
     /// Serve the Agent Client Protocol on stdio, for editors.
     Acp(AcpArgs),
     /// Show what the permission gate decides for one tool call.
@@ -88,6 +108,8 @@ impl Command {
             Command::Demo => "demo",
             Command::Sessions(_) => "sessions",
             Command::Bridge(_) => "bridge",
+            Command::Serve(_) => "serve",
+            Command::Attach(_) => "attach",
             Command::Acp(_) => "acp",
             Command::Policy(_) => "policy",
             Command::Tool(_) => "tool",
@@ -183,17 +205,56 @@ pub struct SessionsArgs {
 /// `keel sessions …`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum SessionsCommand {
-    /// List the stored sessions: id, state, mode, title, workspace.
+    /// List the sessions: id, state, mode, title, workspace (from the daemon when one runs).
     List {
         #[command(flatten)]
         json: JsonArg,
+        #[command(flatten)]
+        socket: SocketArg,
     },
-    /// Delete a stored session: its event log and state are removed for good.
+    /// Delete a session: its event log and state are removed for good (through the daemon when one runs).
     Delete {
         /// The session's id (as `keel sessions list` shows it).
         #[arg(value_name = "ID")]
         session_id: String,
+        #[command(flatten)]
+        socket: SocketArg,
     },
+}
+
+/// `--socket`, the same for every command that takes it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SocketArg {
+    /// The daemon's socket (default: KEEL_SOCKET, else $XDG_RUNTIME_DIR/keel-$UID.sock, else ${TMPDIR:-/tmp}/keel-$UID/keel.sock).
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub socket: Option<PathBuf>,
+}
+
+/// `keel serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub session: SessionArgs,
+    #[command(flatten)]
+    pub socket: SocketArg,
+    /// Exit after this many seconds with no client connected and nothing running (0: never).
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub idle_exit: u64,
+    /// The longest command line accepted, in bytes.
+    #[arg(long, value_name = "N")]
+    pub max_line_bytes: Option<usize>,
+}
+
+/// `keel attach`.
+#[derive(Debug, Clone, Args)]
+pub struct AttachArgs {
+    /// The session to open (default: a new one in the workspace).
+    #[arg(value_name = "SESSION_ID")]
+    pub session_id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArgs,
+    #[command(flatten)]
+    pub socket: SocketArg,
 }
 
 /// `keel bridge`.
@@ -580,6 +641,8 @@ pub mod docs {
                 "keel sessions list",
                 "keel sessions delete",
                 "keel bridge",
+                "keel serve",
+                "keel attach",
                 "keel acp",
                 "keel policy check",
                 "keel tool",

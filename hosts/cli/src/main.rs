@@ -1,6 +1,7 @@
 //! The `keel` binary: flag parsing and glue only. The work lives in the library crates.
 
 mod acp_cmd;
+mod attach_cmd;
 mod bridge_cmd;
 mod cli;
 mod demo_cmd;
@@ -12,6 +13,7 @@ mod markdown;
 mod policy_cmd;
 mod render;
 mod repl;
+mod serve_cmd;
 mod sessions_cmd;
 mod setup;
 mod tool_cmd;
@@ -72,6 +74,8 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
         Some(Command::Demo) => demo_cmd::run(),
         Some(Command::Sessions(a)) => sessions_cmd::run(a),
         Some(Command::Bridge(a)) => bridge_cmd::run(a),
+        Some(Command::Serve(a)) => serve_cmd::run(a),
+        Some(Command::Attach(a)) => attach_cmd::run(a),
         Some(Command::Acp(a)) => acp_cmd::run(a),
         Some(Command::Policy(a)) => policy_cmd::run(a),
         Some(Command::Tool(a)) => tool_cmd::run(a),

@@ -6,6 +6,7 @@
 
 mod ext;
 mod input;
+pub(crate) mod link;
 mod notices;
 pub(crate) mod render;
 mod rules;
@@ -15,22 +16,24 @@ mod turn;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use keel_kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
+use keel_kernel::SessionOptions;
 use rustyline::error::ReadlineError;
+use tokio::sync::mpsc;
 
 use crate::cli::SessionArgs;
 use crate::interrupt::CtrlC;
 use crate::setup;
 use input::{LineEditor, TypeAhead};
+use link::{Backend, Events, Session};
 use render::Screen;
 use slash::Flow;
 
 /// The running REPL.
 pub(crate) struct Repl {
     rt: tokio::runtime::Runtime,
-    kernel: Kernel,
-    session: SessionHandle,
-    events: EventStream,
+    kernel: Backend,
+    session: Session,
+    events: Events,
     editor: LineEditor,
     history: Option<PathBuf>,
     screen: Screen,
@@ -79,7 +82,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
                 setup::report(&e);
                 1
             })?;
-            return Ok((runtime, session, events, CtrlC::install()));
+            return Ok((runtime, session, events));
         }
         if runtime.model_spec.is_none() {
             eprintln!(
@@ -97,17 +100,54 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
             setup::report(&e);
             1
         })?;
-        Ok((runtime, session, events, CtrlC::install()))
+        Ok((runtime, session, events))
     });
-    let (runtime, session, events, ctrlc) = match started {
+    let (runtime, session, events) = match started {
         Ok(x) => x,
         Err(code) => {
             rt.shutdown_timeout(Duration::from_secs(2));
             return code;
         }
     };
-    let rules = rules::RulesFile::new(&runtime.home, &runtime.workspace);
-    let history = input::history_path(&runtime.home);
+    let opened = Opened {
+        backend: Backend::Local(runtime.kernel),
+        session: Session::Local(session),
+        events: Events::Local(events),
+        home: runtime.home,
+        workspace: runtime.workspace,
+        resumed: resume.is_some(),
+        running: None,
+    };
+    run_opened(rt, opened)
+}
+
+/// A session ready for the REPL, local or in the daemon.
+pub(crate) struct Opened {
+    pub(crate) backend: Backend,
+    pub(crate) session: Session,
+    pub(crate) events: Events,
+    /// `KEEL_HOME`: history and saved rules.
+    pub(crate) home: PathBuf,
+    pub(crate) workspace: PathBuf,
+    pub(crate) resumed: bool,
+    /// A request already running in the session (attaching to a busy one).
+    pub(crate) running: Option<String>,
+}
+
+/// Runs the REPL on an opened session; returns the exit code.
+pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
+    let Opened {
+        backend,
+        session,
+        events,
+        home,
+        workspace,
+        resumed,
+        running,
+    } = opened;
+    let ctrlc = rt.block_on(async { CtrlC::install() });
+    let rules = rules::RulesFile::new(&home, &workspace);
+    let history = input::history_path(&home);
     let mut editor = match input::editor(history.as_deref()) {
         Ok(e) => e,
         Err(e) => {
@@ -125,10 +165,24 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
         .create_external_printer()
         .ok()
         .map(|p| Box::new(p) as notices::Printer);
-    let notices = notices::Notices::start(&rt, runtime.kernel.subscribe(), printer, screen.style);
+    let (notices, events) = match (&backend, events) {
+        (Backend::Local(k), events) => (
+            notices::Notices::start(&rt, k.subscribe(), printer, screen.style),
+            events,
+        ),
+        (Backend::Remote(_), Events::Remote(rx)) => {
+            let (n, rx) = notices::Notices::start_remote(&rt, rx, printer, screen.style);
+            (n, Events::Remote(rx))
+        }
+        (Backend::Remote(_), events) => (
+            notices::Notices::start_remote(&rt, mpsc::unbounded_channel().1, printer, screen.style)
+                .0,
+            events,
+        ),
+    };
     let mut repl = Repl {
         rt,
-        kernel: runtime.kernel,
+        kernel: backend,
         session,
         events,
         editor,
@@ -144,11 +198,20 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
     };
     tracing::info!(
         session_id = %repl.session.id(),
-        resumed = resume.is_some(),
+        resumed,
+        remote = repl.session.is_remote(),
         "REPL session opened"
     );
     repl.banner();
     repl.apply_saved_rules(None);
+    if let Some(rid) = running {
+        let line = repl
+            .screen
+            .style
+            .dim("a request is running; following it (Ctrl-C interrupts it)");
+        repl.screen.line(&line);
+        repl.follow(rid);
+    }
     let code = repl.main_loop();
     repl.finish();
     let Repl { rt, .. } = repl;
@@ -249,8 +312,16 @@ impl Repl {
         if let Err(e) = self.rt.block_on(self.session.close()) {
             eprintln!("keel: the session did not close cleanly: {}", e.message);
         }
-        self.rt.block_on(self.kernel.shutdown("exit"));
-        let bye = self.screen.style.dim("bye");
+        self.rt.block_on(self.kernel.shutdown());
+        let bye = if self.session.is_remote() {
+            format!(
+                "detached; the session goes on in the daemon (keel attach {})",
+                self.session.id()
+            )
+        } else {
+            "bye".to_owned()
+        };
+        let bye = self.screen.style.dim(&bye);
         self.screen.line(&bye);
     }
 

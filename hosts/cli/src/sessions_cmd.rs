@@ -1,10 +1,30 @@
-//! `keel sessions list [--json]` and `keel sessions delete <id>`: the sessions in the
-//! store (`KEEL_HOME`).
+//! `keel sessions list [--json]` and `keel sessions delete <id>`: through the daemon
+//! when one answers on the socket, else on the store (`KEEL_HOME`).
 
-use keel_kernel::Kernel;
+use keel_envelope::commands::{CommandPayload, SessionDelete, SessionListCmd};
+use keel_envelope::types::SessionInfo;
+use keel_envelope::{ErrorPayload, Event};
 
 use crate::cli::{SessionArgs, SessionsArgs, SessionsCommand};
 use crate::setup;
+
+/// The daemon's answer to `payload`, when a daemon answers on `socket`.
+async fn ask_daemon(
+    socket: &std::path::Path,
+    payload: CommandPayload,
+) -> Option<Result<Event, ErrorPayload>> {
+    let (client, _ready, _events) = keel_serve::Client::connect(socket).await.ok()?;
+    let answer = client.query(None, payload).await;
+    client.close().await;
+    Some(answer.map(|env| env.event))
+}
+
+fn unexpected(ev: &Event) -> ErrorPayload {
+    ErrorPayload::new(
+        keel_envelope::ErrorCode::RuntimeInternalError,
+        format!("unexpected answer {}", ev.type_name()),
+    )
+}
 
 /// Runs `keel sessions`; returns the exit code.
 pub fn run(args: SessionsArgs) -> i32 {
@@ -19,26 +39,47 @@ pub fn run(args: SessionsArgs) -> i32 {
         }
     };
     rt.block_on(async move {
-        let runtime = match setup::runtime(&SessionArgs::default()) {
-            Ok(r) => r,
-            Err(e) => {
-                setup::report(&e);
-                return 1;
-            }
-        };
         match args.command {
-            SessionsCommand::List { json } => list(&runtime, json.json),
-            SessionsCommand::Delete { session_id } => delete(&runtime.kernel, &session_id).await,
+            SessionsCommand::List { json, socket } => {
+                list(socket.socket.as_deref(), json.json).await
+            }
+            SessionsCommand::Delete { session_id, socket } => {
+                delete(socket.socket.as_deref(), &session_id).await
+            }
         }
     })
 }
 
-fn list(runtime: &setup::Runtime, json: bool) -> i32 {
-    let sessions = match runtime.kernel.list_sessions() {
-        Ok(s) => s,
-        Err(e) => {
+async fn list(socket: Option<&std::path::Path>, json: bool) -> i32 {
+    let path = keel_serve::resolve_socket_path(socket);
+    let asked = ask_daemon(&path, CommandPayload::SessionList(SessionListCmd {})).await;
+    let (sessions, place): (Vec<SessionInfo>, String) = match asked {
+        Some(Ok(Event::SessionList(l))) => {
+            (l.sessions, format!("the daemon on {}", path.display()))
+        }
+        Some(Ok(other)) => {
+            setup::report(&unexpected(&other));
+            return 1;
+        }
+        Some(Err(e)) => {
             setup::report(&e);
             return 1;
+        }
+        None => {
+            let runtime = match setup::runtime(&SessionArgs::default()) {
+                Ok(r) => r,
+                Err(e) => {
+                    setup::report(&e);
+                    return 1;
+                }
+            };
+            match runtime.kernel.list_sessions() {
+                Ok(s) => (s, runtime.home.display().to_string()),
+                Err(e) => {
+                    setup::report(&e);
+                    return 1;
+                }
+            }
         }
     };
     if json {
@@ -47,7 +88,7 @@ fn list(runtime: &setup::Runtime, json: bool) -> i32 {
             serde_json::to_string(&sessions).unwrap_or_else(|_| "[]".into())
         );
     } else if sessions.is_empty() {
-        println!("no sessions in {}", runtime.home.display());
+        println!("no sessions in {place}");
     } else {
         for s in &sessions {
             println!(
@@ -63,10 +104,30 @@ fn list(runtime: &setup::Runtime, json: bool) -> i32 {
     0
 }
 
-/// Deletes one session (`session.delete`): exit 0, or 1 with the reason on stderr.
-async fn delete(kernel: &Kernel, id: &str) -> i32 {
-    let result = kernel.delete_session(id).await;
-    kernel.shutdown("exit").await;
+/// Deletes one session (`session.delete`), through the daemon when one runs (it closes
+/// the session if open): exit 0, or 1 with the reason on stderr.
+async fn delete(socket: Option<&std::path::Path>, id: &str) -> i32 {
+    let path = keel_serve::resolve_socket_path(socket);
+    let payload = CommandPayload::SessionDelete(SessionDelete {
+        session_id: id.to_owned(),
+    });
+    let result = match ask_daemon(&path, payload).await {
+        Some(Ok(Event::SessionDeleted(_))) => Ok(()),
+        Some(Ok(other)) => Err(unexpected(&other)),
+        Some(Err(e)) => Err(e),
+        None => {
+            let runtime = match setup::runtime(&SessionArgs::default()) {
+                Ok(r) => r,
+                Err(e) => {
+                    setup::report(&e);
+                    return 1;
+                }
+            };
+            let result = runtime.kernel.delete_session(id).await;
+            runtime.kernel.shutdown("exit").await;
+            result
+        }
+    };
     match result {
         Ok(()) => {
             println!("deleted {id}");

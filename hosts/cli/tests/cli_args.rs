@@ -9,6 +9,8 @@ fn keel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_keel"))
         .args(args)
         .env("KEEL_HOME", home.path())
+        // No daemon of the user running these tests is asked (`keel sessions`).
+        .env("KEEL_SOCKET", home.path().join("no-daemon.sock"))
         .env_remove("KEEL_MODEL")
         .env_remove("KEEL_LOG")
         .output()

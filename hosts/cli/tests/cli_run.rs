@@ -8,7 +8,17 @@ use std::process::{Command, Stdio};
 use keel_envelope::{codec, Event};
 
 fn keel() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_keel"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
+    // No daemon of the user running these tests is asked (`keel sessions`).
+    cmd.env("KEEL_SOCKET", no_daemon());
+    cmd
+}
+
+/// A socket path where no daemon listens.
+fn no_daemon() -> std::path::PathBuf {
+    std::env::temp_dir()
+        .join("keel-tests-no-daemon")
+        .join("none.sock")
 }
 
 fn script(dir: &Path, body: serde_json::Value) -> String {

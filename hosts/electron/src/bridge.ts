@@ -1,11 +1,13 @@
 /**
- * The client of `keel bridge`: spawns the process, speaks the JSON-lines protocol on
- * its stdio, correlates commands with their answers and hands each session's events
- * to the host.
+ * The client of the Keel runtime: spawns `keel bridge` and speaks the JSON-lines
+ * protocol on its stdio, or connects to the `keel serve` daemon's socket and speaks the
+ * same protocol there; correlates commands with their answers and hands each
+ * session's events to the host.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
+import { createConnection } from "node:net";
 
 import {
   EVENT_TYPES,
@@ -13,8 +15,6 @@ import {
   type ApprovalDecision,
   type CommandPayloads,
   type CommandTypeName,
-  type ErrorPayload,
-  type EventTypeName,
   type KeelEvent,
   type PermissionMode,
   type RequestSend,
@@ -22,20 +22,34 @@ import {
   type SessionStart,
   type UnknownEvent,
 } from "./generated/protocol";
-import { BackgroundCalls, PatchCalls, ReviewCalls, SubAgentCalls, TaskGraphCalls } from "./extensions";
-import { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
+import { BridgeExitError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
 import { LineRing, LineSplitter } from "./framing";
-import { AsyncQueue } from "./queue";
+import { processLink, socketLink, type Link } from "./transport";
 import { SequenceTracker, type SequenceGap } from "./sequence";
+import {
+  KeelSession,
+  RunTracker,
+  type EventCursor,
+  type EventOf,
+  type MessageRun,
+  type ReplayCollector,
+  type ResumeResult,
+  type SendOptions,
+} from "./session";
+import {
+  ANSWERS,
+  ERROR_ANSWERS,
+  deferred,
+  encodeCommand,
+  envelopeProblem,
+  errorFrom,
+  protocolMajor,
+} from "./wire";
 
-/** The event of type `K`, with its payload narrowed. */
-export type EventOf<K extends EventTypeName> = Extract<KeelEvent, { type: K }>;
+export { KeelSession, protocolMajor };
+export type { EventCursor, EventOf, MessageRun, ResumeResult, SendOptions };
 
-/** A position in a session's log: the last event a host has. */
-export interface EventCursor {
-  requestId: string;
-  sequence: number | bigint;
-}
+const KNOWN_EVENTS: ReadonlySet<string> = new Set(EVENT_TYPES);
 
 /** How long after the process exits its output may still be read. */
 const EXIT_GRACE_MS = 2_000;
@@ -43,8 +57,37 @@ const EXIT_GRACE_MS = 2_000;
 /** How many stderr lines are kept for exit reports. */
 export const STDERR_TAIL_LINES = 8;
 
+/** Options every client has, whichever way it reaches the runtime. */
+export interface ClientOptions {
+  /** How long to wait for `runtime.ready` (default 20 000 ms). */
+  readyTimeoutMs?: number;
+  /** How long a command may wait for its answer (default 60 000 ms; 0 waits forever). */
+  commandTimeoutMs?: number;
+  /** How long {@link KeelBridge.shutdown} waits before killing (default 5 000 ms). */
+  shutdownTimeoutMs?: number;
+  /**
+   * Events kept per session while no iterator of {@link KeelSession.events} is open
+   * (default 10 000; the oldest are dropped beyond it; 0 keeps none).
+   */
+  backlogLimit?: number;
+}
+
+/** Options of {@link KeelBridge.connect}. */
+export interface ConnectOptions extends ClientOptions {
+  /** The daemon's socket (`keel serve --socket`). */
+  socket: string;
+}
+
+/** The result of {@link KeelBridge.watch}. */
+export interface WatchResult {
+  session: KeelSession;
+  watched: EventOf<"session.watched">;
+  /** The events replayed after the cursor and the pending prompts (`meta.replay: true`), in order. */
+  replayed: KeelEvent[];
+}
+
 /** Options of {@link KeelBridge.spawn}. */
-export interface SpawnOptions {
+export interface SpawnOptions extends ClientOptions {
   /** The `keel` executable. */
   binary: string;
   /** The workspace (`--workspace`). */
@@ -61,17 +104,6 @@ export interface SpawnOptions {
   args?: string[];
   /** The working directory of the process. */
   cwd?: string;
-  /** How long to wait for `runtime.ready` (default 20 000 ms). */
-  readyTimeoutMs?: number;
-  /** How long a command may wait for its answer (default 60 000 ms; 0 waits forever). */
-  commandTimeoutMs?: number;
-  /** How long {@link KeelBridge.shutdown} waits before killing (default 5 000 ms). */
-  shutdownTimeoutMs?: number;
-  /**
-   * Events kept per session while no iterator of {@link KeelSession.events} is open
-   * (default 10 000; the oldest are dropped beyond it; 0 keeps none).
-   */
-  backlogLimit?: number;
 }
 
 /** A line on stdout that is not an envelope. */
@@ -96,141 +128,6 @@ export interface KeelBridgeEvents {
   exit: [info: ExitInfo];
 }
 
-/** Options of one command. */
-export interface SendOptions {
-  /** The requestId to use (default: a fresh one). Must be unique. */
-  requestId?: string;
-  /** Overrides the bridge's command timeout (0 waits forever). */
-  timeoutMs?: number;
-}
-
-/** A user message that the runtime accepted, queued or steered. */
-export interface MessageRun {
-  /** The request's id. */
-  requestId: string;
-  /** The answer: `request.accepted`, `request.queued` or `request.steered`. */
-  answer: KeelEvent;
-  /**
-   * Resolves with the request's terminal event: `session.completed`,
-   * `session.interrupted` or `request.cancelled` (for a steered message, that of the
-   * request it joined). Rejects if the bridge exits first.
-   */
-  done: Promise<KeelEvent>;
-  /** Every event of the request received so far, in order. */
-  readonly events: readonly KeelEvent[];
-}
-
-/** The result of {@link KeelBridge.resume}. */
-export interface ResumeResult {
-  session: KeelSession;
-  resumed: EventOf<"session.resumed">;
-  /** The events replayed after the cursor (`meta.replay: true`), in order. */
-  replayed: KeelEvent[];
-}
-
-/**
- * The event types that answer each command (docs/protocol.md, "Commands"). An `error`
- * or `request.rejected` with the command's requestId answers any command. A command
- * missing here is answered by the first event correlated with it.
- */
-const ANSWERS: Partial<Record<CommandTypeName, readonly string[]>> = {
-  "runtime.shutdown": ["runtime.stopped"],
-  "session.start": ["session.started"],
-  "session.resume": ["session.resumed"],
-  "session.close": ["session.closed"],
-  "session.list": ["session.list"],
-  "session.state": ["session.state"],
-  "session.set_mode": ["session.mode_changed"],
-  "session.set_model": ["session.model_changed"],
-  "session.set_rules": ["session.rules_updated"],
-  "session.load_history": ["session.history_loaded"],
-  "request.send": ["request.accepted", "request.queued", "request.steered"],
-  "request.interrupt": ["session.interrupted"],
-  "request.cancel_queued": ["request.cancelled"],
-  "approval.respond": ["approval.granted", "approval.denied"],
-  "plan.approve": ["plan.approved"],
-  "plan.reject": ["plan.rejected"],
-  "ask.respond": ["ask.answered"],
-  "context.compact": ["context.compaction.started"],
-  "review.enter": ["review.requested"],
-  "review.submit": ["review.updated"],
-  "review.resolve": ["review.resolved"],
-  "review.status": ["review.state"],
-  "patch.propose": ["patch.proposed"],
-  "patch.apply": ["patch.applied"],
-  "patch.reject": ["patch.rejected"],
-  "patch.summary": ["patch.summary"],
-  "task-graph.create": ["task-graph.created"],
-  "task-graph.add-node": ["task-graph.node.added"],
-  "task-graph.update-node": ["task-graph.node.updated", "task-graph.node.completed", "task-graph.node.failed"],
-  "task-graph.advance": ["task-graph.advanced"],
-  "task-graph.state": ["task-graph.state"],
-  "sub-agent.list": ["sub-agent.list"],
-  "sub-agent.get": ["sub-agent.get"],
-  "harness.status": ["harness.status"],
-  "background.list": ["background.list"],
-  "background.get": ["background.get"],
-  "background.history": ["background.history"],
-  "background.stop": ["background.stopped"],
-};
-
-const ERROR_ANSWERS = new Set(["error", "request.rejected"]);
-const KNOWN_EVENTS: ReadonlySet<string> = new Set(EVENT_TYPES);
-
-/** The major part of a `MAJOR.MINOR` version. */
-export function protocolMajor(version: string): string {
-  return String(version).split(".")[0] ?? "";
-}
-
-/** Serialises a command; a bigint given by a caller becomes a number. */
-function encodeCommand(cmd: object): string {
-  return JSON.stringify(cmd, (_k, v: unknown) => (typeof v === "bigint" ? Number(v) : v));
-}
-
-function errorFrom(env: KeelEvent): KeelError {
-  const p = env.payload as Partial<ErrorPayload>;
-  return new KeelError({
-    code: p.code ?? "RUNTIME_INTERNAL_ERROR",
-    message: p.message ?? "(no message)",
-    details: p.details ?? {},
-    retryable: p.retryable ?? false,
-    eventType: env.type,
-    requestId: env.requestId,
-  });
-}
-
-/** Checks the envelope fields a client relies on; returns why a value is not one. */
-function envelopeProblem(v: unknown): string | null {
-  if (typeof v !== "object" || v === null || Array.isArray(v)) return "not a JSON object";
-  const e = v as Record<string, unknown>;
-  if (typeof e.version !== "string") return "`version` is not a string";
-  if (!(typeof e.sessionId === "string" || e.sessionId === null)) return "`sessionId` is not a string or null";
-  if (typeof e.requestId !== "string" || e.requestId === "") return "`requestId` is not a non-empty string";
-  if (typeof e.eventId !== "string") return "`eventId` is not a string";
-  if (typeof e.type !== "string") return "`type` is not a string";
-  if (typeof e.timestamp !== "number") return "`timestamp` is not a number";
-  if (typeof e.source !== "string") return "`source` is not a string";
-  if (!Number.isInteger(e.sequence) || (e.sequence as number) < 1) return "`sequence` is not an integer >= 1";
-  if (typeof e.payload !== "object" || e.payload === null || Array.isArray(e.payload)) return "`payload` is not an object";
-  if (e.meta !== undefined && (typeof e.meta !== "object" || e.meta === null)) return "`meta` is not an object";
-  return null;
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (v: T) => void;
-  reject: (e: unknown) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (v: T) => void;
-  let reject!: (e: unknown) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  return { promise, resolve, reject };
-}
 
 interface PendingCommand {
   type: CommandTypeName;
@@ -241,205 +138,11 @@ interface PendingCommand {
   timer: NodeJS.Timeout | null;
 }
 
-class RunTracker implements MessageRun {
-  answer!: KeelEvent;
-  readonly events: KeelEvent[] = [];
-  readonly finished = deferred<KeelEvent>();
-  done: Promise<KeelEvent> = this.finished.promise;
-
-  constructor(readonly requestId: string) {
-    // The host may never look at `done`; a failure must not become an unhandled rejection.
-    this.finished.promise.catch(() => undefined);
-  }
-
-  add(env: KeelEvent): boolean {
-    this.events.push(env);
-    switch (env.type) {
-      case "session.completed":
-      case "request.cancelled":
-        this.finished.resolve(env);
-        return true;
-      case "session.interrupted":
-        // On a request's own stream, `session.interrupted` always ends that request.
-        this.finished.resolve(env);
-        return true;
-      case "request.rejected":
-        this.finished.reject(errorFrom(env));
-        return true;
-      default:
-        return false;
-    }
-  }
-}
-
-interface ReplayCollector {
-  events: KeelEvent[];
-  want: number | null;
-  complete: Deferred<void>;
-}
-
 /**
- * One session of a bridge. Session-scoped commands are sent through it; its events
- * are read with {@link events}.
- */
-export class KeelSession {
-  private readonly iterators = new Set<AsyncQueue<KeelEvent>>();
-  private backlog: KeelEvent[] = [];
-  private lastCursor: { requestId: string; sequence: number } | null = null;
-  private isClosed = false;
-
-  /** Review mode: `review.enter`, `review.submit`, `review.resolve`, `review.status`. */
-  readonly review: ReviewCalls;
-  /** Patch preview: `patch.propose`, `patch.apply`, `patch.reject`, `patch.summary`. */
-  readonly patch: PatchCalls;
-  /** The task graph: `task-graph.create`, `add-node`, `update-node`, `advance`, `state`. */
-  readonly taskGraph: TaskGraphCalls;
-  /** Sub-agents: `sub-agent.list`, `sub-agent.get`. */
-  readonly subAgents: SubAgentCalls;
-  /** Background tasks: `background.list`, `get`, `history`, `stop`. */
-  readonly background: BackgroundCalls;
-
-  /** @internal Sessions are made by {@link KeelBridge}. */
-  constructor(
-    readonly bridge: KeelBridge,
-    readonly id: string,
-    private readonly backlogLimit: number,
-  ) {
-    const send = <K extends CommandTypeName>(type: K, payload: CommandPayloads[K], options?: SendOptions) =>
-      this.send(type, payload, options);
-    this.review = new ReviewCalls(send);
-    this.patch = new PatchCalls(send);
-    this.taskGraph = new TaskGraphCalls(send);
-    this.subAgents = new SubAgentCalls(send);
-    this.background = new BackgroundCalls(send);
-  }
-
-  /** Whether `session.closed` was received (and no resume since). */
-  get closed(): boolean {
-    return this.isClosed;
-  }
-
-  /**
-   * The last event of this session received from the runtime, as a resume cursor.
-   * Bridge-level events (decode errors) are not part of the session's log and do not
-   * move it.
-   */
-  get cursor(): { requestId: string; sequence: number } | null {
-    return this.lastCursor === null ? null : { ...this.lastCursor };
-  }
-
-  /**
-   * The session's events, in order, from now on, until `session.closed` or the end of
-   * the bridge (an abnormal exit throws a {@link BridgeExitError}). Events that came
-   * while no iterator was open are given first. Break out of the loop to stop.
-   */
-  events(): AsyncIterableIterator<KeelEvent> {
-    const q: AsyncQueue<KeelEvent> = new AsyncQueue<KeelEvent>(() => this.iterators.delete(q));
-    for (const e of this.backlog) q.push(e);
-    this.backlog = [];
-    const exit = this.bridge.exitInfo;
-    if (exit !== null) {
-      if (exit.abnormal) q.fail(new BridgeExitError(exit));
-      else q.end();
-      return q;
-    }
-    if (this.isClosed) {
-      q.end();
-      return q;
-    }
-    this.iterators.add(q);
-    return q;
-  }
-
-  /** Sends a session command; see {@link KeelBridge.send}. */
-  send<K extends CommandTypeName>(type: K, payload: CommandPayloads[K], options?: SendOptions): Promise<KeelEvent> {
-    return this.bridge.send(type, payload, this.id, options);
-  }
-
-  /** Sends a user message; resolves once the runtime accepted, queued or steered it. */
-  sendMessage(message: string, options: Omit<RequestSend, "message"> = {}, sendOptions: SendOptions = {}): Promise<MessageRun> {
-    return this.bridge.sendMessage(this.id, message, options, sendOptions);
-  }
-
-  /** Answers an approval (`allow_once` by default). */
-  approve(approvalId: string, decision: ApprovalDecision = "allow_once"): Promise<KeelEvent> {
-    return this.send("approval.respond", { approvalId, decision });
-  }
-
-  /** Denies an approval. */
-  deny(approvalId: string): Promise<KeelEvent> {
-    return this.approve(approvalId, "deny");
-  }
-
-  /** Approves a plan; `mode` is the permission mode to continue in (the runtime's default is `ask`). */
-  approvePlan(planId: string, mode?: PermissionMode): Promise<KeelEvent> {
-    return this.send("plan.approve", mode === undefined ? { planId } : { planId, mode });
-  }
-
-  /** Rejects a plan, with optional feedback for the model. */
-  rejectPlan(planId: string, feedback?: string): Promise<KeelEvent> {
-    return this.send("plan.reject", feedback === undefined ? { planId } : { planId, feedback });
-  }
-
-  /** Answers a question of the model. */
-  answer(askId: string, answer: string): Promise<KeelEvent> {
-    return this.send("ask.respond", { askId, answer });
-  }
-
-  /** Interrupts the running request (answered with `session.interrupted`). */
-  interrupt(): Promise<KeelEvent> {
-    return this.send("request.interrupt", {});
-  }
-
-  /** Changes the permission mode. */
-  setMode(mode: PermissionMode): Promise<KeelEvent> {
-    return this.send("session.set_mode", { mode });
-  }
-
-  /** Gets the session's state. */
-  state(): Promise<EventOf<"session.state">> {
-    return this.send("session.state", {}) as Promise<EventOf<"session.state">>;
-  }
-
-  /** Closes the session. */
-  close(): Promise<KeelEvent> {
-    return this.send("session.close", {});
-  }
-
-  /** @internal */
-  deliver(env: KeelEvent): void {
-    if (env.source !== "bridge" && !this.isClosed) {
-      this.lastCursor = { requestId: env.requestId, sequence: env.sequence };
-    }
-    if (env.type === "session.resumed") this.isClosed = false;
-    if (this.iterators.size === 0) {
-      if (this.backlogLimit > 0) {
-        this.backlog.push(env);
-        if (this.backlog.length > this.backlogLimit) this.backlog.shift();
-      }
-    } else {
-      for (const q of this.iterators) q.push(env);
-    }
-    if (env.type === "session.closed") {
-      this.isClosed = true;
-      for (const q of [...this.iterators]) q.end();
-    }
-  }
-
-  /** @internal */
-  finish(info: ExitInfo): void {
-    for (const q of [...this.iterators]) {
-      if (info.abnormal) q.fail(new BridgeExitError(info));
-      else q.end();
-    }
-  }
-}
-
-/**
- * A running `keel bridge` process.
+ * A running `keel bridge` process, or a connection to the `keel serve` daemon.
  *
  * ```ts
- * const bridge = await KeelBridge.spawn({ binary, workspace });
+ * const bridge = await KeelBridge.spawn({ binary, workspace }); // or KeelBridge.connect({ socket })
  * const session = await bridge.startSession();
  * const events = session.events();
  * const run = await session.sendMessage("Summarise the README");
@@ -453,8 +156,8 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   /** How the process ended, once it has. */
   exitInfo: ExitInfo | null = null;
 
-  private readonly child: ChildProcessWithoutNullStreams;
-  private readonly options: SpawnOptions;
+  private readonly link: Link;
+  private readonly options: ClientOptions;
   private readonly stdout = new LineSplitter();
   private readonly stderr = new LineRing(STDERR_TAIL_LINES);
   private readonly tracker = new SequenceTracker();
@@ -472,63 +175,56 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   private sawStopped = false;
   private shutdownSent = false;
   private spawnError: Error | null = null;
+  /** The reason of `runtime.stopped`, once received. */
+  private stoppedReason: string | null = null;
   /** Lines received after `runtime.ready`, held until `spawn()` has returned. */
   private held: string[] | null = null;
 
-  private constructor(child: ChildProcessWithoutNullStreams, options: SpawnOptions) {
+  private constructor(link: Link, options: ClientOptions) {
     super();
-    this.child = child;
+    this.link = link;
     this.options = options;
     this.readyWait.promise.catch(() => undefined);
+  }
 
-    child.stdout.on("data", (chunk: Buffer) => {
-      for (const line of this.stdout.push(chunk)) this.take(line);
-    });
-    child.stdout.on("end", () => {
-      const rest = this.stdout.flush();
-      if (rest !== null) this.take(rest);
-    });
+  private onOutput(chunk: Buffer): void {
+    for (const line of this.stdout.push(chunk)) this.take(line);
+  }
+
+  private onOutputEnd(): void {
+    const rest = this.stdout.flush();
+    if (rest !== null) this.take(rest);
+  }
+
+  private static fromProcess(child: ChildProcessWithoutNullStreams, options: SpawnOptions): KeelBridge {
+    const bridge = new KeelBridge(processLink(child), options);
+    child.stdout.on("data", (chunk: Buffer) => bridge.onOutput(chunk));
+    child.stdout.on("end", () => bridge.onOutputEnd());
     child.stderr.on("data", (chunk: Buffer) => {
-      for (const line of this.stderr.push(chunk)) this.emit("stderr", line);
+      for (const line of bridge.stderr.push(chunk)) bridge.emit("stderr", line);
     });
     child.stderr.on("end", () => {
-      const rest = this.stderr.end();
-      if (rest !== null) this.emit("stderr", rest);
+      const rest = bridge.stderr.end();
+      if (rest !== null) bridge.emit("stderr", rest);
     });
     // Writing to a process that has gone away fails with EPIPE; the exit handler reports it.
     child.stdin.on("error", () => undefined);
     child.on("error", (err) => {
-      this.spawnError = err;
+      bridge.spawnError = err;
       // A process that never started emits no `close` on some platforms.
-      if (child.pid === undefined) this.onClose(null, null);
+      if (child.pid === undefined) bridge.onClose(null, null);
     });
-    child.on("close", (code, signal) => this.onClose(code, signal));
+    child.on("close", (code, signal) => bridge.onClose(code, signal));
     // `close` waits for stdout and stderr to end; a grandchild that inherited them
     // could hold them open, so the exit counts after a grace period regardless.
     child.on("exit", (code, signal) => {
-      setTimeout(() => this.onClose(code, signal), EXIT_GRACE_MS).unref();
+      setTimeout(() => bridge.onClose(code, signal), EXIT_GRACE_MS).unref();
     });
+    return bridge;
   }
 
-  /**
-   * Starts `keel bridge`, waits for `runtime.ready` and checks the protocol version.
-   * Rejects with a {@link VersionMismatchError} (after shutting the process down) when
-   * the runtime speaks another major version, with a {@link BridgeExitError} when the
-   * process ends first, and with a {@link KeelTimeoutError} when it stays silent.
-   */
-  static async spawn(options: SpawnOptions): Promise<KeelBridge> {
-    const args = ["bridge", "--workspace", options.workspace];
-    if (options.model !== undefined) args.push("--model", options.model);
-    if (options.permissionMode !== undefined) args.push("--permission-mode", options.permissionMode);
-    if (options.sessionId !== undefined) args.push("--session-id", options.sessionId);
-    if (options.args) args.push(...options.args);
-    const child = spawn(options.binary, args, {
-      cwd: options.cwd,
-      env: { ...process.env, ...options.env },
-      stdio: ["pipe", "pipe", "pipe"],
-      windowsHide: true,
-    });
-    const bridge = new KeelBridge(child, options);
+  /** Waits for `runtime.ready` and checks the version; see {@link spawn}. */
+  private static async start(bridge: KeelBridge, options: ClientOptions): Promise<KeelBridge> {
     const timeoutMs = options.readyTimeoutMs ?? 20_000;
     let timer: NodeJS.Timeout | null = null;
     const timeout = new Promise<never>((_, reject) => {
@@ -552,14 +248,61 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       throw new VersionMismatchError(PROTOCOL_VERSION, ready.protocolVersion);
     }
     // Whatever followed `runtime.ready` in the same read is delivered on the next turn
-    // of the event loop, after the caller of `spawn()` has attached its listeners.
+    // of the event loop, after the caller has attached its listeners.
     setImmediate(() => bridge.release());
     return bridge;
   }
 
-  /** The process id. */
+  /**
+   * Starts `keel bridge`, waits for `runtime.ready` and checks the protocol version.
+   * Rejects with a {@link VersionMismatchError} (after shutting the process down) when
+   * the runtime speaks another major version, with a {@link BridgeExitError} when the
+   * process ends first, and with a {@link KeelTimeoutError} when it stays silent.
+   */
+  static async spawn(options: SpawnOptions): Promise<KeelBridge> {
+    const args = ["bridge", "--workspace", options.workspace];
+    if (options.model !== undefined) args.push("--model", options.model);
+    if (options.permissionMode !== undefined) args.push("--permission-mode", options.permissionMode);
+    if (options.sessionId !== undefined) args.push("--session-id", options.sessionId);
+    if (options.args) args.push(...options.args);
+    const child = spawn(options.binary, args, {
+      cwd: options.cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"],
+      windowsHide: true,
+    });
+    return KeelBridge.start(KeelBridge.fromProcess(child, options), options);
+  }
+
+  /**
+   * Connects to the `keel serve` daemon's socket (the same protocol as a bridge, one
+   * runtime shared by several clients), waits for `runtime.ready` and checks the
+   * protocol version. Rejects with the socket's error when nothing listens (`ENOENT`,
+   * `ECONNREFUSED`), and as {@link spawn} otherwise. On this connection the client
+   * gets the answers to its own commands and the events of the sessions it started,
+   * resumed or {@link watch}es. {@link shutdown} ends the connection only; the daemon
+   * and its sessions go on.
+   */
+  static async connect(options: ConnectOptions): Promise<KeelBridge> {
+    const socket = createConnection({ path: options.socket });
+    const bridge = new KeelBridge(socketLink(socket), options);
+    socket.on("data", (chunk: Buffer) => bridge.onOutput(chunk));
+    socket.on("end", () => bridge.onOutputEnd());
+    socket.on("error", (err) => {
+      if (!bridge.sawReady) bridge.spawnError = err;
+    });
+    socket.on("close", () => bridge.onClose(null, null));
+    return KeelBridge.start(bridge, options);
+  }
+
+  /** The process id: of the bridge process, or of the daemon (from `runtime.ready`). */
   get pid(): number | undefined {
-    return this.child.pid;
+    return this.link.kind === "socket" ? this.ready?.pid : this.link.pid;
+  }
+
+  /** Whether this client is connected to the daemon's socket (else it owns a bridge process). */
+  get viaSocket(): boolean {
+    return this.link.kind === "socket";
   }
 
   /** Resolves when the process has ended (never rejects). */
@@ -613,7 +356,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       }
       this.pending.set(requestId, entry);
       if (type === "runtime.shutdown") this.shutdownSent = true;
-      this.child.stdin.write(`${encodeCommand(cmd)}\n`);
+      this.link.write(`${encodeCommand(cmd)}\n`);
     });
   }
 
@@ -622,7 +365,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
    * and tests; commands should go through {@link send}.
    */
   writeLine(line: string): void {
-    this.child.stdin.write(`${line}\n`);
+    this.link.write(`${line}\n`);
   }
 
   /** The session object for `sessionId` (made on first use; no command is sent). */
@@ -658,6 +401,34 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
    * all of them arrived.
    */
   async resume(sessionId: string, cursor?: EventCursor | null, options?: SendOptions): Promise<ResumeResult> {
+    const r = await this.withReplay("session.resume", sessionId, cursor, options);
+    return { session: r.session, resumed: r.answer as EventOf<"session.resumed">, replayed: r.replayed };
+  }
+
+  /**
+   * Watches a session that is open in the runtime (over the daemon's socket: streams
+   * its events to this connection). With a cursor, the events logged after it are
+   * replayed first, then the live stream follows with no gap and no repeat; the
+   * prompts of the running request still waiting for an answer are replayed too.
+   * Resolves once every replayed event arrived.
+   */
+  async watch(sessionId: string, cursor?: EventCursor | null, options?: SendOptions): Promise<WatchResult> {
+    const r = await this.withReplay("session.watch", sessionId, cursor, options);
+    return { session: r.session, watched: r.answer as EventOf<"session.watched">, replayed: r.replayed };
+  }
+
+  /** Stops watching a session (its events no longer reach this connection). */
+  async unwatch(sessionId: string, options?: SendOptions): Promise<EventOf<"session.unwatched">> {
+    return (await this.send("session.unwatch", { sessionId }, null, options)) as EventOf<"session.unwatched">;
+  }
+
+  /** `session.resume` or `session.watch`, collecting the replayed events that follow the answer. */
+  private async withReplay(
+    type: "session.resume" | "session.watch",
+    sessionId: string,
+    cursor: EventCursor | null | undefined,
+    options: SendOptions | undefined,
+  ): Promise<{ session: KeelSession; answer: KeelEvent; replayed: KeelEvent[] }> {
     const session = this.session(sessionId);
     const collector: ReplayCollector = { events: [], want: null, complete: deferred<void>() };
     collector.complete.promise.catch(() => undefined);
@@ -667,17 +438,17 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
         ? null
         : { requestId: cursor.requestId, sequence: Number(cursor.sequence) };
     if (afterSequence !== null) this.tracker.seed(afterSequence.requestId, Number(afterSequence.sequence));
+    const payload = afterSequence === null ? { sessionId } : { sessionId, afterSequence };
     try {
-      const resumed = (await this.send(
-        "session.resume",
-        afterSequence === null ? { sessionId } : { sessionId, afterSequence },
-        null,
-        options,
-      )) as EventOf<"session.resumed">;
-      collector.want = resumed.payload.replayed;
+      const answer =
+        type === "session.resume"
+          ? await this.send("session.resume", payload, null, options)
+          : await this.send("session.watch", payload, null, options);
+      collector.want =
+        answer.type === "session.resumed" || answer.type === "session.watched" ? answer.payload.replayed : 0;
       if (collector.events.length >= collector.want) collector.complete.resolve();
       await collector.complete.promise;
-      return { session, resumed, replayed: collector.events };
+      return { session, answer, replayed: collector.events };
     } finally {
       if (this.replays.get(sessionId) === collector) this.replays.delete(sessionId);
     }
@@ -762,13 +533,15 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
   /**
    * Stops the runtime: sends `runtime.shutdown` (the runtime closes its sessions and
    * answers `runtime.stopped`), waits for the process to exit, and kills it if it has
-   * not within the shutdown timeout. Resolves with how it ended.
+   * not within the shutdown timeout. Resolves with how it ended. Over the daemon's
+   * socket only this connection ends (`runtime.stopped {reason: "disconnect"}`); the
+   * daemon and its sessions, running requests included, go on.
    */
   async shutdown(timeoutMs?: number): Promise<ExitInfo> {
     if (this.exitInfo !== null) return this.exitInfo;
     if (!this.shutdownSent) {
       this.send("runtime.shutdown", {}, null, { timeoutMs: 0 }).catch(() => undefined);
-      this.child.stdin.end();
+      this.link.end();
     }
     const limit = timeoutMs ?? this.options.shutdownTimeoutMs ?? 5_000;
     let timer: NodeJS.Timeout | null = null;
@@ -781,11 +554,14 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     return first;
   }
 
-  /** Kills the process (SIGKILL by default) and resolves when it has ended. */
+  /**
+   * Kills the process (SIGKILL by default), or drops the connection to the daemon, and
+   * resolves when it has ended.
+   */
   async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<ExitInfo> {
-    if (this.exitInfo === null && this.child.pid !== undefined) {
+    if (this.exitInfo === null) {
       try {
-        this.child.kill(signal);
+        this.link.kill(signal);
       } catch {
         // Already gone: `close` follows.
       }
@@ -847,10 +623,14 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
 
   private dispatch(env: KeelEvent): void {
     if (env.type === "runtime.ready") this.readyWait.resolve(env.payload);
-    if (env.type === "runtime.stopped") this.sawStopped = true;
+    if (env.type === "runtime.stopped") {
+      this.sawStopped = true;
+      this.stoppedReason = env.payload.reason;
+    }
 
     if (env.sessionId !== null) {
-      if (env.meta?.replay !== true) this.trackWaiting(env, env.sessionId);
+      // Replayed prompts count too: a watch replays those still waiting for an answer.
+      this.trackWaiting(env, env.sessionId);
       const session = this.session(env.sessionId);
       session.deliver(env);
       const replay = this.replays.get(env.sessionId);
@@ -930,18 +710,25 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     this.release();
     const tailLine = this.stderr.end();
     if (tailLine !== null) this.emit("stderr", tailLine);
+    const socket = this.link.kind === "socket";
     const info: ExitInfo = {
       code,
       signal,
       stopped: this.sawStopped,
       stderrTail: this.stderr.tail(),
-      abnormal: code !== 0 || signal !== null || !this.sawStopped,
+      // A connection ends cleanly with `runtime.stopped`, unless the daemon cut it off.
+      abnormal: socket
+        ? !this.sawStopped || this.stoppedReason === "too_slow"
+        : code !== 0 || signal !== null || !this.sawStopped,
+      ...(socket ? { reason: this.stoppedReason } : {}),
     };
     this.exitInfo = info;
+    const never = socket ? !this.sawReady : this.link.pid === undefined;
+    const what = socket ? "the connection to the Keel daemon" : "the Keel bridge";
     const error =
-      this.spawnError !== null && this.child.pid === undefined
+      this.spawnError !== null && never
         ? this.spawnError
-        : new BridgeExitError(info, info.abnormal ? "the Keel bridge exited abnormally" : "the Keel bridge stopped");
+        : new BridgeExitError(info, info.abnormal ? `${what} ended abnormally` : `${what} stopped`);
     this.readyWait.reject(error);
     for (const p of this.pending.values()) {
       if (p.timer !== null) clearTimeout(p.timer);

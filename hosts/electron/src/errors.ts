@@ -55,8 +55,14 @@ export interface ExitInfo {
   stopped: boolean;
   /** The last lines the process wrote to stderr (at most 8). */
   stderrTail: string[];
-  /** True unless the process exited with code 0 after `runtime.stopped`. */
+  /**
+   * True unless the process exited with code 0 after `runtime.stopped` (over the
+   * daemon's socket: unless the connection ended after `runtime.stopped` with a reason
+   * other than `too_slow`).
+   */
   abnormal: boolean;
+  /** The reason of `runtime.stopped`, when it came (`shutdown`, `eof`, `disconnect`, `idle`, `too_slow`). */
+  reason?: string | null;
 }
 
 /** The bridge process ended (or could not start) while something was still pending. */
@@ -67,7 +73,12 @@ export class BridgeExitError extends Error {
   readonly stderrTail: string[];
   readonly abnormal: boolean;
   constructor(info: ExitInfo, what = "the Keel bridge exited") {
-    const how = info.signal !== null ? `signal ${info.signal}` : `code ${info.code}`;
+    const how =
+      info.signal !== null
+        ? `signal ${info.signal}`
+        : info.code !== null
+          ? `code ${info.code}`
+          : `reason ${info.reason ?? "none"}`;
     const tail = info.stderrTail.length > 0 ? `\n${info.stderrTail.join("\n")}` : "";
     super(`${what} (${how}${info.stopped ? "" : ", before runtime.stopped"})${tail}`);
     this.code = info.code;

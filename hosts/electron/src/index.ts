@@ -9,8 +9,11 @@ export {
   type KeelBridgeEvents,
   type MessageRun,
   type ResumeResult,
+  type ClientOptions,
+  type ConnectOptions,
   type SendOptions,
   type SpawnOptions,
+  type WatchResult,
 } from "./bridge";
 export {
   BackgroundCalls,

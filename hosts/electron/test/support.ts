@@ -1,4 +1,6 @@
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createConnection } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { TestContext } from "node:test";
@@ -92,4 +94,55 @@ export async function readUntil(
 export function endOf(requestId: string): (e: KeelEvent) => boolean {
   return (e) =>
     e.requestId === requestId && (e.type === "session.completed" || e.type === "session.interrupted");
+}
+
+/** A running `keel serve` daemon for a test: its socket and process. */
+export interface Daemon {
+  socket: string;
+  child: ChildProcess;
+  stderr: string[];
+}
+
+/**
+ * Starts `keel serve` on a socket in a private temporary directory and waits until it
+ * answers; it is stopped (SIGTERM) after the test if still running.
+ */
+export async function startDaemon(
+  t: TestContext,
+  dirs: { workspace: string; home: string },
+  model: string,
+): Promise<Daemon> {
+  const socket = join(tempDir(t, "run"), "keel.sock");
+  const child = spawn(
+    keelBinary(),
+    ["serve", "--socket", socket, "--workspace", dirs.workspace, "--model", model, "--idle-exit", "0"],
+    { env: { ...process.env, KEEL_HOME: dirs.home, KEEL_MODEL: "", KEEL_SOCKET: "" }, stdio: ["ignore", "ignore", "pipe"] },
+  );
+  const stderr: string[] = [];
+  child.stderr?.on("data", (b: Buffer) => stderr.push(b.toString()));
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+  });
+  const started = Date.now();
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = createConnection({ path: socket });
+      s.on("connect", () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.on("error", () => resolve(false));
+    });
+    if (ok) return { socket, child, stderr };
+    if (child.exitCode !== null) throw new Error(`keel serve exited: ${stderr.join("")}`);
+    if (Date.now() - started > 20_000) throw new Error(`keel serve did not answer: ${stderr.join("")}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Connects a client to a daemon; the connection is dropped after the test. */
+export async function connectClient(t: TestContext, daemon: Daemon): Promise<KeelBridge> {
+  const client = await KeelBridge.connect({ socket: daemon.socket });
+  t.after(() => client.kill());
+  return client;
 }

@@ -308,3 +308,4 @@ mod registry;
 mod requests;
 mod sessions;
 mod stop;
+mod watch;

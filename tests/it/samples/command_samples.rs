@@ -195,6 +195,16 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::BackgroundStop => CommandPayload::BackgroundStop(c::BackgroundStopCmd {
             task_id: s("bg_0001"),
         }),
+        CommandType::SessionWatch => CommandPayload::SessionWatch(c::SessionWatch {
+            session_id: s(SESSION),
+            after_sequence: Some(Cursor {
+                request_id: s("req_0001"),
+                sequence: 12,
+            }),
+        }),
+        CommandType::SessionUnwatch => CommandPayload::SessionUnwatch(c::SessionUnwatch {
+            session_id: s(SESSION),
+        }),
     }
 }
 

@@ -643,6 +643,18 @@ pub fn sample_event(t: EventType) -> Event {
             b.ended_at = Some(T0 + 3_000);
             Event::BackgroundStopped(ev::BackgroundEvent { task: b })
         }
+        EventType::SessionWatched => Event::SessionWatched(ev::SessionWatched {
+            session: session_info(),
+            active_request_id: Some(s("req_0001")),
+            last_cursor: Some(Cursor {
+                request_id: s("req_0001"),
+                sequence: 14,
+            }),
+            replayed: 2,
+        }),
+        EventType::SessionUnwatched => Event::SessionUnwatched(ev::SessionUnwatched {
+            session_id: s(SESSION),
+        }),
         EventType::BackgroundExited => {
             let mut b = background();
             b.status = BackgroundStatus::Exited;
@@ -691,6 +703,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::BackgroundGet => C::BackgroundGet,
         E::BackgroundHistory => C::BackgroundHistory,
         E::BackgroundStopped => C::BackgroundStop,
+        E::SessionWatched => C::SessionWatch,
+        E::SessionUnwatched => C::SessionUnwatch,
         _ => return None,
     })
 }
@@ -728,7 +742,10 @@ pub fn sample_envelopes() -> Vec<Envelope> {
             } else if let Some(c) = answered_command(t) {
                 let cmd = sample_command(c);
                 let session = match t {
-                    EventType::SessionStarted | EventType::SessionResumed => Some(s(SESSION)),
+                    EventType::SessionStarted
+                    | EventType::SessionResumed
+                    | EventType::SessionWatched
+                    | EventType::SessionUnwatched => Some(s(SESSION)),
                     _ => cmd.session_id.clone(),
                 };
                 (session, cmd.request_id, Source::Runtime)

@@ -454,9 +454,7 @@ impl Repl {
                 return;
             }
         }
-        let on = self
-            .patch_preview
-            .unwrap_or(self.kernel.config().patch_preview);
+        let on = self.patch_preview.unwrap_or(self.kernel.patch_preview());
         if on {
             self.screen.line(
                 "patch preview: on (edits are proposed as patches; review them with /patches)",

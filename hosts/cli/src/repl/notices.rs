@@ -7,9 +7,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_envelope::ext::{BackgroundStatus, BackgroundTask};
-use keel_envelope::Event;
+use keel_envelope::{Envelope, Event};
 use keel_kernel::EventStream;
 use rustyline::ExternalPrinter;
+use tokio::sync::mpsc;
 
 use super::render::Style;
 
@@ -56,6 +57,16 @@ pub(crate) fn exited_line(st: Style, t: &BackgroundTask) -> String {
 }
 
 impl Notices {
+    /// Notices shown through `printer` (none: printed as is).
+    fn new(printer: Option<Printer>) -> Self {
+        Notices {
+            inner: Arc::new(Mutex::new(Inner {
+                printer,
+                ..Inner::default()
+            })),
+        }
+    }
+
     /// Starts watching `events` (every session of the kernel) on `rt`.
     pub(crate) fn start(
         rt: &tokio::runtime::Runtime,
@@ -63,21 +74,43 @@ impl Notices {
         printer: Option<Printer>,
         style: Style,
     ) -> Self {
-        let notices = Notices {
-            inner: Arc::new(Mutex::new(Inner {
-                printer,
-                ..Inner::default()
-            })),
-        };
+        let notices = Notices::new(printer);
         let me = notices.clone();
         rt.spawn(async move {
             while let Some(env) = events.recv().await {
-                if let Event::BackgroundExited(b) = &env.event {
-                    me.arrived(exited_line(style, &b.task));
-                }
+                me.offer(style, &env);
             }
         });
         notices
+    }
+
+    /// Starts watching the events of a daemon connection on `rt`; returns the notices
+    /// and the stream of every event, passed on in order for the REPL.
+    pub(crate) fn start_remote(
+        rt: &tokio::runtime::Runtime,
+        mut events: mpsc::UnboundedReceiver<Envelope>,
+        printer: Option<Printer>,
+        style: Style,
+    ) -> (Self, mpsc::UnboundedReceiver<Envelope>) {
+        let notices = Notices::new(printer);
+        let me = notices.clone();
+        let (tx, rx) = mpsc::unbounded_channel();
+        rt.spawn(async move {
+            while let Some(env) = events.recv().await {
+                me.offer(style, &env);
+                if tx.send(env).is_err() {
+                    break;
+                }
+            }
+        });
+        (notices, rx)
+    }
+
+    /// Shows `env` when it is a notice.
+    fn offer(&self, style: Style, env: &Envelope) {
+        if let Event::BackgroundExited(b) = &env.event {
+            self.arrived(exited_line(style, &b.task));
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

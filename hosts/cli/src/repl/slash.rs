@@ -437,7 +437,7 @@ impl Repl {
         let current = self.session.state().session.model;
         if arg.is_empty() {
             self.screen.line(&format!("model: {current}"));
-            let models = self.kernel.config().available_models.clone();
+            let models = self.kernel.available_models();
             if !models.is_empty() {
                 self.screen.line(&st.dim("configured models:"));
                 for m in models {
@@ -591,7 +591,7 @@ impl Repl {
 
     fn sessions(&mut self) {
         let st = self.screen.style;
-        let list = match self.kernel.list_sessions() {
+        let list = match self.rt.block_on(self.kernel.list_sessions()) {
             Ok(l) => l,
             Err(e) => {
                 self.error_line(&e.message);
@@ -632,7 +632,7 @@ impl Repl {
             self.warn_line("usage: /resume <session id> (see /sessions)");
             return;
         }
-        let ids: Vec<String> = match self.kernel.list_sessions() {
+        let ids: Vec<String> = match self.rt.block_on(self.kernel.list_sessions()) {
             Ok(l) => l.into_iter().map(|s| s.session_id).collect(),
             Err(e) => {
                 self.error_line(&e.message);
@@ -662,27 +662,18 @@ impl Repl {
             self.screen.line("already in this session");
             return;
         }
-        let (handle, mut events) = match self.rt.block_on(self.kernel.resume_session(&id, None)) {
+        let opened = match self.rt.block_on(self.kernel.open(&id)) {
             Ok(x) => x,
             Err(e) => {
                 self.error_line(&e.message);
                 return;
             }
         };
-        let resumed = self.rt.block_on(async {
-            loop {
-                match tokio::time::timeout(Duration::from_secs(5), events.recv()).await {
-                    Ok(Some(env)) => {
-                        if let Event::SessionResumed(p) = env.event {
-                            return Some(p);
-                        }
-                    }
-                    _ => return None,
-                }
-            }
-        });
-        let old = std::mem::replace(&mut self.session, handle);
-        self.events = events;
+        let resumed = opened.resumed;
+        let old = std::mem::replace(&mut self.session, opened.session);
+        if let Some(events) = opened.events {
+            self.events = events;
+        }
         self.context = None;
         if let Err(e) = self.rt.block_on(old.close()) {
             self.warn_line(&format!(

@@ -2033,6 +2033,62 @@ previousTitle: string | null,
 source: string, };
 
 /**
+ * `session.unwatch`: stop streaming a session's events to this connection.
+ */
+export type SessionUnwatch = { 
+/**
+ * The session to stop watching.
+ */
+sessionId: string, };
+
+/**
+ * `session.unwatched`: the answer to `session.unwatch`.
+ */
+export type SessionUnwatched = { 
+/**
+ * The session no longer watched.
+ */
+sessionId: string, };
+
+/**
+ * `session.watch`: stream a session's events to this connection (replaying the
+ * events logged after `afterSequence` first).
+ */
+export type SessionWatch = { 
+/**
+ * The session to watch (it must be open).
+ */
+sessionId: string, 
+/**
+ * Replay the events logged after this cursor, then go on live.
+ */
+afterSequence?: Cursor | null, };
+
+/**
+ * `session.watched`: the answer to `session.watch`; the connection now receives the
+ * session's events.
+ */
+export type SessionWatched = { 
+/**
+ * The session.
+ */
+session: SessionInfo, 
+/**
+ * The running request, if any.
+ */
+activeRequestId: string | null, 
+/**
+ * The last event in the log when the watch began.
+ */
+lastCursor: Cursor | null, 
+/**
+ * Replayed events that follow this one (`meta.replay: true`): those logged after
+ * `afterSequence`, then the still-pending approval, plan and question prompts
+ * of the running request that were not among them.
+ */
+replayed: number, };
+
+/**
  * `session.set_mode`.
  */
 export type SetMode = { 
@@ -2778,6 +2834,8 @@ export interface EventPayloads {
   "background.get": BackgroundEvent;
   "background.history": BackgroundHistory;
   "background.stopped": BackgroundEvent;
+  "session.watched": SessionWatched;
+  "session.unwatched": SessionUnwatched;
   "background.exited": BackgroundEvent;
 }
 
@@ -2860,6 +2918,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "background.get",
   "background.history",
   "background.stopped",
+  "session.watched",
+  "session.unwatched",
   "background.exited",
 ];
 
@@ -2923,6 +2983,8 @@ export interface CommandPayloads {
   "background.get": BackgroundGetCmd;
   "background.history": BackgroundHistoryCmd;
   "background.stop": BackgroundStopCmd;
+  "session.watch": SessionWatch;
+  "session.unwatch": SessionUnwatch;
 }
 
 export type CommandTypeName = keyof CommandPayloads;
@@ -2968,6 +3030,8 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "background.get",
   "background.history",
   "background.stop",
+  "session.watch",
+  "session.unwatch",
 ];
 
 /** Commands that need `sessionId`. */
