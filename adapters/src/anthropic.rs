@@ -250,7 +250,7 @@ impl Model for AnthropicModel {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
-        let body = bytes::Bytes::from(self.request_bytes(&request));
+        let body = self.cache.share(self.request_bytes(&request));
         run(
             HttpCall {
                 provider: PROVIDER,

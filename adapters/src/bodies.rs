@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 
 use crate::anthropic::blocks_of;
 use crate::convert::normalize_history;
-use crate::fragments::{raw_object, segment_end, Closed, Encoded, Format, FragmentCache};
+use crate::fragments::{
+    raw_object, segment_end, write_object, Closed, Encoded, Format, FragmentCache, Part,
+};
 use crate::openai::{convert_message, is_empty_assistant};
 
 fn string(s: &str) -> Vec<u8> {
@@ -55,23 +57,25 @@ pub(crate) fn openai_body(
     } else {
         vec![json!({"role": "system", "content": request.system}).to_string()]
     };
-    let messages = cache.messages_array(&OpenAiFormat, &request.messages, &lead);
+    let messages = Part::Write(Box::new(|out: &mut Vec<u8>, after: usize| {
+        cache.write_messages_array(&OpenAiFormat, &request.messages, &lead, out, after)
+    }));
     let mut entries = vec![
-        ("model", string(model)),
+        ("model", Part::Raw(string(model))),
         ("messages", messages),
-        ("stream", b"true".to_vec()),
+        ("stream", Part::Raw(b"true".to_vec())),
         (
             "stream_options",
-            json!({"include_usage": true}).to_string().into_bytes(),
+            Part::Raw(json!({"include_usage": true}).to_string().into_bytes()),
         ),
     ];
     if let Some(tools) = tools {
-        entries.push(("tools", tools.to_string().into_bytes()));
+        entries.push(("tools", Part::Raw(tools.to_string().into_bytes())));
     }
     if let Some((key, max)) = max {
-        entries.push((key, max.to_string().into_bytes()));
+        entries.push((key, Part::Raw(max.to_string().into_bytes())));
     }
-    raw_object(entries)
+    write_object(cache.buffer(), entries)
 }
 
 /// A wire message of the Anthropic format.
@@ -152,18 +156,20 @@ pub(crate) fn anthropic_body(
     request: &ModelRequest,
     tools: Option<Value>,
 ) -> Vec<u8> {
-    let messages = cache.messages_array(&AnthropicFormat, &request.messages, &[]);
+    let messages = Part::Write(Box::new(|out: &mut Vec<u8>, after: usize| {
+        cache.write_messages_array(&AnthropicFormat, &request.messages, &[], out, after)
+    }));
     let mut entries = vec![
-        ("model", string(model)),
-        ("max_tokens", max_tokens.to_string().into_bytes()),
-        ("stream", b"true".to_vec()),
+        ("model", Part::Raw(string(model))),
+        ("max_tokens", Part::Raw(max_tokens.to_string().into_bytes())),
+        ("stream", Part::Raw(b"true".to_vec())),
         ("messages", messages),
     ];
     if !request.system.is_empty() {
-        entries.push(("system", string(&request.system)));
+        entries.push(("system", Part::Raw(string(&request.system))));
     }
     if let Some(tools) = tools {
-        entries.push(("tools", tools.to_string().into_bytes()));
+        entries.push(("tools", Part::Raw(tools.to_string().into_bytes())));
     }
-    raw_object(entries)
+    write_object(cache.buffer(), entries)
 }

@@ -22,7 +22,9 @@
 //! of `serde_json`'s map (insertion order with its `preserve_order` feature, sorted
 //! otherwise).
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use bytes::Bytes;
 
 use keel_kernel::model::{History, Message};
 
@@ -40,27 +42,62 @@ pub(crate) fn preserves_order() -> bool {
     })
 }
 
+/// Writes a value in place: given the output and how many bytes the object still
+/// needs after it (so one reservation covers both).
+pub(crate) type WriteInPlace<'a> = Box<dyn FnOnce(&mut Vec<u8>, usize) + 'a>;
+
+/// A value of a JSON object written by [`write_object`].
+pub(crate) enum Part<'a> {
+    /// Already encoded.
+    Raw(Vec<u8>),
+    /// Written in place.
+    Write(WriteInPlace<'a>),
+}
+
 /// Writes a JSON object from already-encoded values given in insertion order, in the
 /// key order `serde_json::Value` would use.
-pub(crate) fn raw_object(mut entries: Vec<(&str, Vec<u8>)>) -> Vec<u8> {
+pub(crate) fn raw_object(entries: Vec<(&str, Vec<u8>)>) -> Vec<u8> {
+    write_object(
+        Vec::new(),
+        entries
+            .into_iter()
+            .map(|(k, v)| (k, Part::Raw(v)))
+            .collect(),
+    )
+}
+
+/// Writes a JSON object from values given in insertion order, in the key order
+/// `serde_json::Value` would use, into one buffer: a [`Part::Write`] value (the
+/// history) goes straight into it instead of through a buffer of its own.
+pub(crate) fn write_object(mut out: Vec<u8>, mut entries: Vec<(&str, Part<'_>)>) -> Vec<u8> {
     if !preserves_order() {
         entries.sort_by(|a, b| a.0.cmp(b.0));
     }
-    let len = entries
-        .iter()
-        .map(|(k, v)| k.len() + v.len() + 4)
-        .sum::<usize>()
-        + 2;
-    let mut out = Vec::with_capacity(len);
+    let size = |(k, v): &(&str, Part<'_>)| {
+        k.len()
+            + 4
+            + match v {
+                Part::Raw(b) => b.len(),
+                Part::Write(_) => 0,
+            }
+    };
+    let mut left = entries.iter().map(size).sum::<usize>() + 2;
+    out.clear();
+    out.reserve(left);
     out.push(b'{');
-    for (i, (k, v)) in entries.iter().enumerate() {
+    for (i, entry) in entries.into_iter().enumerate() {
+        left -= size(&entry);
+        let (k, v) = entry;
         if i > 0 {
             out.push(b',');
         }
         // Keys are the providers' own field names; encoding them keeps this exact.
-        out.extend_from_slice(serde_json::Value::from(*k).to_string().as_bytes());
+        out.extend_from_slice(serde_json::Value::from(k).to_string().as_bytes());
         out.push(b':');
-        out.extend_from_slice(v);
+        match v {
+            Part::Raw(b) => out.extend_from_slice(&b),
+            Part::Write(f) => f(&mut out, left),
+        }
     }
     out.push(b'}');
     out
@@ -149,6 +186,39 @@ impl Entry {
 #[derive(Default)]
 pub struct FragmentCache {
     inner: Mutex<(Vec<Entry>, u64)>,
+    /// The buffer of the last request body sent, back once the call let go of it: the
+    /// next body is written into it. A body as long as the conversation, freshly
+    /// allocated on every call, would cost the allocator a new mapping and the process
+    /// a page fault per 4 KiB touched (see [`FragmentCache::share`]).
+    spare: Mutex<Option<Vec<u8>>>,
+}
+
+/// A request body that goes back to its cache's spare buffer when the last handle on
+/// it (the HTTP call, its retries) is dropped.
+struct Returned {
+    buf: Vec<u8>,
+    home: Weak<FragmentCache>,
+}
+
+impl AsRef<[u8]> for Returned {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Returned {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.upgrade() {
+            let mut spare = home.spare.lock().unwrap_or_else(|p| p.into_inner());
+            // Keep the larger of the two.
+            if spare
+                .as_ref()
+                .is_none_or(|s| s.capacity() < self.buf.capacity())
+            {
+                *spare = Some(std::mem::take(&mut self.buf));
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for FragmentCache {
@@ -160,14 +230,17 @@ impl std::fmt::Debug for FragmentCache {
 }
 
 impl FragmentCache {
-    /// Writes the wire messages of `history` as a JSON array: `lead` (already encoded
-    /// wire messages that come first, such as a system message) then the history's.
-    pub(crate) fn messages_array(
+    /// Writes the wire messages of `history` as a JSON array at the end of `out`:
+    /// `lead` (already encoded wire messages that come first, such as a system
+    /// message) then the history's. `after` bytes more are reserved for what follows.
+    pub(crate) fn write_messages_array(
         &self,
         format: &dyn Format,
         history: &History,
         lead: &[String],
-    ) -> Vec<u8> {
+        out: &mut Vec<u8>,
+        after: usize,
+    ) {
         let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let (entries, clock) = &mut *guard;
         *clock += 1;
@@ -220,7 +293,7 @@ impl FragmentCache {
                 .map(|s| s.len() + 1)
                 .sum::<usize>()
             + 2;
-        let mut out = Vec::with_capacity(size);
+        out.reserve(size + after);
         out.push(b'[');
         let mut n = 0;
         let mut put = |out: &mut Vec<u8>, bytes: &[u8], count: usize| {
@@ -234,18 +307,39 @@ impl FragmentCache {
             n += count;
         };
         for s in lead {
-            put(&mut out, s.as_bytes(), 1);
+            put(out, s.as_bytes(), 1);
         }
-        put(&mut out, &entry.bytes, entry.count);
+        put(out, &entry.bytes, entry.count);
         for s in &tail.open {
-            put(&mut out, s.as_bytes(), 1);
+            put(out, s.as_bytes(), 1);
         }
         out.push(b']');
         if entry.ids.is_empty() {
             // An empty history: nothing to keep.
             entries.swap_remove(index);
         }
-        out
+    }
+
+    /// An empty buffer to write a request body into: the spare one when the last
+    /// body came back, else a new one.
+    pub(crate) fn buffer(&self) -> Vec<u8> {
+        let mut buf = self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
+    /// The body `buf` as shared bytes (retries send it without copying); its buffer
+    /// comes back to this cache for the next body once every handle is dropped.
+    pub(crate) fn share(self: &Arc<Self>, buf: Vec<u8>) -> Bytes {
+        Bytes::from_owner(Returned {
+            buf,
+            home: Arc::downgrade(self),
+        })
     }
 
     /// How many histories are remembered (for tests).
@@ -258,5 +352,30 @@ impl FragmentCache {
     #[doc(hidden)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_body_buffer_comes_back_once_every_handle_is_dropped() {
+        let cache = Arc::new(FragmentCache::default());
+        let mut buf = cache.buffer();
+        buf.extend_from_slice(&[7u8; 100_000]);
+        let body = cache.share(buf);
+        let retry = body.clone();
+        drop(body);
+        assert_eq!(&retry[..3], &[7, 7, 7]);
+        assert_eq!(cache.buffer().capacity(), 0, "still in use by the retry");
+        drop(retry);
+        let again = cache.buffer();
+        assert!(again.is_empty());
+        assert!(again.capacity() >= 100_000, "the buffer was not kept");
+        // A dropped cache takes nothing back.
+        let orphan = cache.share(again);
+        drop(cache);
+        drop(orphan);
     }
 }

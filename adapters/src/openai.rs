@@ -225,7 +225,7 @@ impl Model for OpenAiModel {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
-        let body = bytes::Bytes::from(self.request_bytes(&request));
+        let body = self.cache.share(self.request_bytes(&request));
         run(
             HttpCall {
                 provider: PROVIDER,
