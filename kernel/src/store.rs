@@ -185,7 +185,8 @@ impl Store for FileStore {
         let bytes = crate::store_history::state_bytes(state)
             .map_err(|e| persist_err("cannot encode", &path, e))?;
         fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
+        crate::store_history::replace(&tmp, &path)
+            .map_err(|e| persist_err("cannot replace", &path, e))?;
         Ok(())
     }
 

@@ -85,6 +85,24 @@ pub(crate) fn save(
     Ok(())
 }
 
+/// Puts the file `tmp` in place of `path`, atomically. Where the system can, the two
+/// are exchanged rather than `tmp` renamed over `path`: the replaced file becomes the
+/// next save's temporary file (re-written in place), so saving a state after every
+/// turn creates and deletes no file. (Each new file costs the file system an inode;
+/// ext4 without a journal, for one, skips the inodes freed in the last minutes when it
+/// picks one, so a file created and deleted per turn made each save slower than the
+/// last.) Without `path` yet, or where exchanging is not supported, `tmp` is renamed.
+pub(crate) fn replace(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+        if renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RenameFlags::RENAME_EXCHANGE).is_ok() {
+            return Ok(());
+        }
+    }
+    fs::rename(tmp, path)
+}
+
 /// `state.json`'s bytes: the state without its history, plus `historyLines`.
 pub(crate) fn state_bytes(state: &PersistedSession) -> Result<Vec<u8>, serde_json::Error> {
     let lines = state.history.len();

@@ -203,3 +203,36 @@ async fn a_session_of_many_turns_resumes_with_its_whole_history() {
     kernel.shutdown("test").await;
     assert_eq!(lines(&file).len() as u32, before + 2);
 }
+
+/// Saving a state after every turn creates no file: the replaced state becomes the
+/// next save's temporary file (where the system can exchange two files; elsewhere a
+/// rename replaces it). Every save still loads whole.
+#[test]
+fn saving_again_and_again_reuses_the_same_two_files() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let sdir = dir.path().join("sessions").join("s1");
+    let mut h = History::new();
+    let mut inodes = std::collections::BTreeSet::new();
+    for i in 0..6u64 {
+        h.push(user(&format!("message {i}")));
+        let mut s = state("s1", h.clone());
+        s.updated_at = 100 + i;
+        store.save_state(&s).unwrap();
+        let loaded = FileStore::new(dir.path())
+            .load_state("s1")
+            .unwrap()
+            .unwrap();
+        assert_eq!(loaded.updated_at, 100 + i);
+        assert_eq!(loaded.history, h);
+        inodes.insert(std::fs::metadata(sdir.join("state.json")).unwrap().ino());
+    }
+    if cfg!(all(target_os = "linux", target_env = "gnu")) {
+        assert!(
+            inodes.len() <= 2,
+            "each save made a new state file: {} inodes over 6 saves",
+            inodes.len()
+        );
+    }
+}
