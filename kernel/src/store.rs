@@ -2,7 +2,8 @@
 //! of the state needed to resume it.
 //!
 //! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl`,
-//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename)
+//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file, then the
+//! two exchanged, or the temp file renamed over where exchanging is not supported)
 //! and `<root>/sessions/<sessionId>/history.jsonl` (the conversation, one message per
 //! line, appended as it grows; `state.json` says how many lines belong to it).
 //! An event is appended before it is delivered to a host. A torn last line (a crash
