@@ -329,6 +329,10 @@ async fn idle_memory() {
     const N: usize = 2000;
     let ws = tempfile::tempdir().unwrap();
     let kernel = Kernel::builder()
+        .config(KernelConfig {
+            max_open_sessions: N + 100,
+            ..KernelConfig::default()
+        })
         .workspace(ws.path())
         .model(Arc::new(Burst {
             calls: 0,

@@ -62,16 +62,14 @@ impl AnthropicModel {
         format!("{}/v1/messages", self.ep.base_url)
     }
 
-    fn default_max_tokens(&self) -> u32 {
-        let m = self.ep.model.as_str();
-        if m.starts_with("claude-3-")
-            && !m.starts_with("claude-3-5")
-            && !m.starts_with("claude-3-7")
-        {
-            4096
-        } else {
-            8192
-        }
+    /// The output cap (`max_tokens`, which the API requires) sent when the request
+    /// sets none ([`crate::select::default_max_output_tokens`]).
+    pub fn default_max_output_tokens(&self) -> u32 {
+        crate::select::default_max_output_tokens(
+            "anthropic",
+            &self.ep.model,
+            self.ep.context_window,
+        )
     }
 
     /// The bytes of the body sent for `request`: the serialisation of
@@ -83,7 +81,7 @@ impl AnthropicModel {
             &self.ep.model,
             request
                 .max_output_tokens
-                .unwrap_or_else(|| self.default_max_tokens()),
+                .unwrap_or_else(|| self.default_max_output_tokens()),
             request,
             tools_value(request),
         )
@@ -94,7 +92,7 @@ impl AnthropicModel {
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         let mut body = json!({
             "model": self.ep.model,
-            "max_tokens": request.max_output_tokens.unwrap_or_else(|| self.default_max_tokens()),
+            "max_tokens": request.max_output_tokens.unwrap_or_else(|| self.default_max_output_tokens()),
             "stream": true,
             "messages": convert_messages(&request.messages),
         });

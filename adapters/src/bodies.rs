@@ -43,14 +43,14 @@ impl Format for OpenAiFormat {
     }
 }
 
-/// The OpenAI body: `model`, `messages`, `stream`, `stream_options`, then `tools` and
-/// the output cap when present.
+/// The OpenAI body: `model`, `messages`, `stream`, `stream_options`, then `tools` when
+/// present and the output cap.
 pub(crate) fn openai_body(
     cache: &FragmentCache,
     model: &str,
     request: &ModelRequest,
     tools: Option<Value>,
-    max: Option<(&str, u32)>,
+    max: (&str, u32),
 ) -> Vec<u8> {
     let lead = if request.system.is_empty() {
         Vec::new()
@@ -72,9 +72,8 @@ pub(crate) fn openai_body(
     if let Some(tools) = tools {
         entries.push(("tools", Part::Raw(tools.to_string().into_bytes())));
     }
-    if let Some((key, max)) = max {
-        entries.push((key, Part::Raw(max.to_string().into_bytes())));
-    }
+    let (key, max) = max;
+    entries.push((key, Part::Raw(max.to_string().into_bytes())));
     write_object(cache.buffer(), entries)
 }
 

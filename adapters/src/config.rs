@@ -2,15 +2,21 @@
 //! workspace's `.keel/config.toml`. Every key is documented in
 //! `docs/configuration.md`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use keel_envelope::error::{ErrorCategory, ErrorCode, ErrorPayload, Severity};
 use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_kernel::mcp::McpServerConfig;
 use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
+use crate::config_agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
 use crate::http::RetryPolicy;
+
+mod mcp;
 use crate::select::{parse_model_spec, EnvMap};
+use crate::toml_keys::key_line;
 
 /// The configuration file name.
 pub const CONFIG_FILE: &str = "config.toml";
@@ -74,7 +80,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// Fraction of the context window at which the history is compacted.
     pub compaction_threshold: f64,
-    /// Maximum model turns per request.
+    /// Maximum model calls per request (`maxTurns`; `budget.request.modelCalls` is
+    /// the same setting).
     pub max_turns: u32,
     /// Retries of failed model calls.
     pub retry: RetryPolicy,
@@ -83,6 +90,28 @@ pub struct Config {
     /// Whether new sessions propose edits as patches instead of writing them
     /// (`patchPreview`).
     pub patch_preview: bool,
+    /// Budgets, prices, the output cap and hooks.
+    pub agent: AgentConfig,
+    /// Whether the session store syncs every event to the disk before delivering it
+    /// (`fsyncEachEvent`): survives a power loss, at one disk sync per event.
+    pub fsync_each_event: bool,
+    /// Maximum number of sessions open at once in one process (`maxOpenSessions`;
+    /// 0 = no limit).
+    pub max_open_sessions: usize,
+    /// The MCP servers every session starts with (`[mcpServers.NAME]`; in
+    /// `$KEEL_HOME/config.toml`, and in the file of a project listed in
+    /// `trustedProjects`), in name order, without the disabled ones.
+    pub mcp_servers: Vec<McpServerConfig>,
+    /// The projects whose `.keel/config.toml` may start programs (`trustedProjects`;
+    /// only in `$KEEL_HOME/config.toml`).
+    pub trusted_projects: Vec<PathBuf>,
+    /// Seconds an MCP server may take to start (`mcpStartupTimeoutSecs`).
+    pub mcp_startup_timeout_secs: u64,
+    /// Seconds one MCP tool call may run (`mcpToolTimeoutSecs`; 0 = no limit).
+    pub mcp_tool_timeout_secs: u64,
+    /// Seconds the kernel waits for the host to answer a host-tool call
+    /// (`hostToolTimeoutSecs`; 0 = wait forever).
+    pub host_tool_timeout_secs: u64,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -100,10 +129,18 @@ impl Default for Config {
             shell: ShellConfig::default(),
             sandbox: SandboxConfig::default(),
             compaction_threshold: 0.8,
-            max_turns: 50,
+            max_turns: keel_kernel::config::DEFAULT_MAX_TURNS,
             retry: RetryPolicy::default(),
             providers: ProvidersConfig::default(),
             patch_preview: false,
+            agent: AgentConfig::default(),
+            fsync_each_event: false,
+            max_open_sessions: 1000,
+            mcp_servers: Vec::new(),
+            trusted_projects: Vec::new(),
+            mcp_startup_timeout_secs: 30,
+            mcp_tool_timeout_secs: 120,
+            host_tool_timeout_secs: 60,
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -125,6 +162,17 @@ struct RawConfig {
     retry: Option<RawRetry>,
     providers: Option<RawProviders>,
     patch_preview: Option<bool>,
+    max_output_tokens: Option<u32>,
+    budget: Option<RawBudget>,
+    prices: Option<std::collections::BTreeMap<String, RawPrice>>,
+    hooks: Option<RawHooks>,
+    fsync_each_event: Option<bool>,
+    max_open_sessions: Option<usize>,
+    mcp_servers: Option<BTreeMap<String, mcp::RawMcpServer>>,
+    trusted_projects: Option<Vec<PathBuf>>,
+    mcp_startup_timeout_secs: Option<u64>,
+    mcp_tool_timeout_secs: Option<u64>,
+    host_tool_timeout_secs: Option<u64>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -183,6 +231,39 @@ struct RawProviders {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawProvider {
     base_url: Option<String>,
+}
+
+/// The first key of a project's file that would loosen the user's safety settings or
+/// send a provider's key to another server: a provider's `baseUrl`, a shell
+/// whitelist, the sandbox off or its network on, the `auto` permission mode. A project
+/// the user does not trust may only make settings stricter.
+fn weakening(raw: &RawConfig) -> Option<&'static str> {
+    if let Some(p) = &raw.providers {
+        if p.openai.as_ref().is_some_and(|o| o.base_url.is_some()) {
+            return Some("providers.openai.baseUrl");
+        }
+        if p.anthropic.as_ref().is_some_and(|o| o.base_url.is_some()) {
+            return Some("providers.anthropic.baseUrl");
+        }
+    }
+    if raw
+        .shell
+        .as_ref()
+        .and_then(|s| s.whitelist.as_ref())
+        .is_some_and(|w| !w.is_empty())
+    {
+        return Some("shell.whitelist");
+    }
+    if raw.sandbox.is_some_and(|s| s.0 == SandboxMode::Off) {
+        return Some("sandbox");
+    }
+    if raw.sandbox_network == Some(true) {
+        return Some("sandboxNetwork");
+    }
+    if raw.permission_mode == Some(PermissionMode::Auto) {
+        return Some("permissionMode");
+    }
+    None
 }
 
 fn config_error(message: String, file: &Path) -> ErrorPayload {
@@ -271,43 +352,6 @@ fn with_key_line(mut err: ErrorPayload, text: &str, file: &Path) -> ErrorPayload
     err.with_detail("line", line)
 }
 
-/// The 1-based line where `key` is set: `name = …` at the top level for `name`,
-/// `name = …` under `[table]` (or `table.name = …`) for `table.name`. Keys inside
-/// arrays of tables (`availableModels[1].id`) are not looked up.
-fn key_line(text: &str, key: &str) -> Option<usize> {
-    if key.contains('[') {
-        return None;
-    }
-    let (table, name) = match key.rsplit_once('.') {
-        Some((t, n)) => (Some(t), n),
-        None => (None, key),
-    };
-    let mut current: Option<String> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if let Some(header) = line.strip_prefix('[') {
-            let header = header.trim_start_matches('[');
-            let end = header.find(']').unwrap_or(header.len());
-            current = Some(header[..end].trim().to_owned());
-            continue;
-        }
-        let Some((lhs, _)) = line.split_once('=') else {
-            continue;
-        };
-        let lhs = lhs.trim().trim_matches('"');
-        let hit = match (&current, table) {
-            (None, None) => lhs == name,
-            (Some(c), Some(t)) => c == t && lhs == name,
-            (None, Some(t)) => lhs == format!("{t}.{name}"),
-            (Some(_), None) => false,
-        };
-        if hit {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
 impl Config {
     /// Loads `keel_home/config.toml`, then `workspace/.keel/config.toml` over it key
     /// by key. Missing files are skipped; an unreadable file, malformed TOML (with its
@@ -335,7 +379,7 @@ impl Config {
                 )),
             }
         }
-        for file in files {
+        for (i, file) in files.into_iter().enumerate() {
             // Regular files only: a FIFO or device would block or never end.
             let text = match keel_tools::jail::read_regular(&file).and_then(|b| {
                 String::from_utf8(b)
@@ -350,21 +394,88 @@ impl Config {
                     ))
                 }
             };
-            config.apply_toml(&text, &file)?;
+            // The second file is the workspace's.
+            config.apply_file(&text, &file, workspace.filter(|_| i == 1))?;
         }
         Ok(config)
     }
 
-    /// Applies one file's text over this configuration (`file` names it in errors).
+    /// Whether `workspace` is one of `trustedProjects` (compared as canonical paths).
+    pub fn trusts(&self, workspace: &Path) -> bool {
+        let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+        let ws = canon(workspace);
+        self.trusted_projects.iter().any(|p| canon(p) == ws)
+    }
+
+    /// Applies one file's text over this configuration (`file` names it in errors),
+    /// as the user's own file.
     pub fn apply_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
+        self.apply_file(text, file, None)
+    }
+
+    /// Applies a project's `.keel/config.toml` (`file`, in the workspace folder's
+    /// `.keel`) over this configuration: like [`Config::apply_toml`], except that what
+    /// starts programs counts only in a project the user trusts: `mcpServers` needs the
+    /// workspace in the user's `trustedProjects`, `[hooks]` needs it there or in
+    /// `hooks.allowProjectHooks`; and a project never sets `trustedProjects`.
+    pub fn apply_project_toml(&mut self, text: &str, file: &Path) -> Result<(), ErrorPayload> {
+        let ws = file
+            .parent()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        self.apply_file(text, file, Some(ws))
+    }
+
+    fn apply_file(
+        &mut self,
+        text: &str,
+        file: &Path,
+        project: Option<&Path>,
+    ) -> Result<(), ErrorPayload> {
         let raw = parse_raw(text, file)?;
-        self.apply(raw, file)
+        if let Some(ws) = project {
+            let trusted = self.trusts(ws);
+            let refused = if raw.trusted_projects.is_some() {
+                Some((
+                    "trustedProjects",
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
+                ))
+            } else if raw.mcp_servers.is_some() && !trusted {
+                Some((
+                    "mcpServers",
+                    "starts programs, so a project's configuration may set it only if you trust the project: add its path to `trustedProjects` in $KEEL_HOME/config.toml",
+                ))
+            } else if !trusted {
+                weakening(&raw).map(|key| {
+                    (
+                        key,
+                        "loosens your safety settings or sends your API key elsewhere, so a project's configuration may set it only if you trust the project: add its path to `trustedProjects` in $KEEL_HOME/config.toml",
+                    )
+                })
+            } else {
+                None
+            };
+            if let Some((key, why)) = refused {
+                let err = config_error(format!("{}: `{key}` {why}", file.display()), file)
+                    .with_detail("key", key);
+                return Err(with_key_line(err, text, file));
+            }
+        }
+        // A project listed in `trustedProjects` counts as the user's own file for hooks.
+        let project = project.filter(|ws| !self.trusts(ws));
+        self.apply(raw, file, project)
             .map_err(|e| with_key_line(e, text, file))?;
         self.sources.push(file.to_owned());
         Ok(())
     }
 
-    fn apply(&mut self, raw: RawConfig, file: &Path) -> Result<(), ErrorPayload> {
+    fn apply(
+        &mut self,
+        raw: RawConfig,
+        file: &Path,
+        project: Option<&Path>,
+    ) -> Result<(), ErrorPayload> {
         let invalid = |key: &str, why: String| {
             config_error(
                 format!("{}: invalid value for `{key}`: {why}", file.display()),
@@ -413,11 +524,45 @@ impl Config {
             }
             self.compaction_threshold = c;
         }
+        let agent = RawAgent {
+            budget: raw.budget,
+            prices: raw.prices,
+            max_output_tokens: raw.max_output_tokens,
+            hooks: raw.hooks,
+        };
+        // The user's limit of model calls per request, which a project can only lower.
+        let user_calls = project.map(|_| {
+            self.agent
+                .budget
+                .request
+                .model_calls
+                .unwrap_or(self.max_turns)
+        });
+        let sets_model_calls = self.agent.apply(agent, project, &invalid)?;
         if let Some(m) = raw.max_turns {
             if m == 0 {
                 return Err(invalid("maxTurns", "must be at least 1".to_owned()));
             }
+            if sets_model_calls {
+                return Err(invalid(
+                    "maxTurns",
+                    "`maxTurns` and `budget.request.modelCalls` are the same setting; set one"
+                        .to_owned(),
+                ));
+            }
             self.max_turns = m;
+            // The later file wins, whichever of the two names it uses.
+            self.agent.budget.request.model_calls = None;
+        }
+        if let Some(mine) = user_calls.filter(|n| *n != 0) {
+            let calls = &mut self.agent.budget.request.model_calls;
+            let now = calls.unwrap_or(self.max_turns);
+            if now == 0 || now > mine {
+                match calls {
+                    Some(n) => *n = mine,
+                    None => self.max_turns = mine,
+                }
+            }
         }
         if let Some(r) = raw.retry {
             if let Some(v) = r.max_retries {
@@ -432,6 +577,39 @@ impl Config {
         }
         if let Some(p) = raw.patch_preview {
             self.patch_preview = p;
+        }
+        if let Some(f) = raw.fsync_each_event {
+            self.fsync_each_event = f;
+        }
+        if let Some(m) = raw.max_open_sessions {
+            self.max_open_sessions = m;
+        }
+        if let Some(t) = raw.mcp_startup_timeout_secs {
+            if t == 0 {
+                return Err(invalid(
+                    "mcpStartupTimeoutSecs",
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            self.mcp_startup_timeout_secs = t;
+        }
+        if let Some(t) = raw.mcp_tool_timeout_secs {
+            self.mcp_tool_timeout_secs = t;
+        }
+        if let Some(t) = raw.host_tool_timeout_secs {
+            self.host_tool_timeout_secs = t;
+        }
+        if let Some(servers) = raw.mcp_servers {
+            mcp::merge(&mut self.mcp_servers, servers, &invalid)?;
+        }
+        if let Some(projects) = raw.trusted_projects {
+            if let Some(p) = projects.iter().find(|p| !p.is_absolute()) {
+                return Err(invalid(
+                    "trustedProjects",
+                    format!("{} is not an absolute path", p.display()),
+                ));
+            }
+            self.trusted_projects = projects;
         }
         if let Some(p) = raw.providers {
             if let Some(url) = p.openai.and_then(|o| o.base_url) {
@@ -515,6 +693,31 @@ mod tests {
     }
 
     #[test]
+    fn durability_and_session_limit_are_keys() {
+        let mut c = Config::default();
+        assert!(!c.fsync_each_event);
+        assert_eq!(c.max_open_sessions, 1000);
+        c.apply_toml(
+            "fsyncEachEvent = true\nmaxOpenSessions = 20\n",
+            Path::new("config.toml"),
+        )
+        .unwrap();
+        assert!(c.fsync_each_event);
+        assert_eq!(c.max_open_sessions, 20);
+        let e = c
+            .apply_toml("maxOpenSessions = -1\n", Path::new("config.toml"))
+            .unwrap_err();
+        assert_eq!(e.details["key"], "maxOpenSessions");
+        let e = c
+            .apply_toml("\nfsyncEachEvent = \"always\"\n", Path::new("config.toml"))
+            .unwrap_err();
+        assert_eq!(
+            (e.details["key"].as_str(), e.details["line"].as_u64()),
+            (Some("fsyncEachEvent"), Some(2))
+        );
+    }
+
+    #[test]
     fn bad_values_name_their_key_and_line() {
         let mut c = Config::default();
         let text = "model = \"openai:gpt-4o\"\n\n[retry]\nmaxRetries = 2\n\n[shell]\n\ncompactionThreshold = 3.0\n";
@@ -546,7 +749,8 @@ mod tests {
             Some(1)
         );
         assert_eq!(key_line(text, "model"), None);
-        assert_eq!(key_line(text, "availableModels[0].id"), None);
+        assert_eq!(key_line(text, "availableModels[0].id"), Some(5));
+        assert_eq!(key_line(text, "availableModels[1].id"), None);
     }
 
     #[test]

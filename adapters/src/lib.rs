@@ -20,6 +20,7 @@
 pub mod anthropic;
 mod bodies;
 pub mod config;
+pub mod config_agent;
 pub mod convert;
 mod error;
 pub mod fragments;
@@ -31,16 +32,18 @@ pub mod select;
 pub mod sse;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod toml_keys;
 
 pub use anthropic::AnthropicModel;
 pub use config::{
     default_keel_home, Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig,
 };
+pub use config_agent::{AgentConfig, ProjectTrust};
 pub use http::{HttpOptions, RetryPolicy};
 pub use openai::OpenAiModel;
 pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
 pub use scripted::{ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
 pub use select::{
-    build_model, build_model_with_env, context_window_for, parse_model_spec, resolve_model_spec,
-    EnvMap, DEFAULT_CONTEXT_WINDOW,
+    build_model, build_model_with_env, context_window_for, default_max_output_tokens,
+    parse_model_spec, resolve_model_spec, EnvMap, DEFAULT_CONTEXT_WINDOW,
 };

@@ -61,6 +61,12 @@ impl OpenAiModel {
         format!("{}/chat/completions", self.ep.base_url)
     }
 
+    /// The output cap sent when the request sets none
+    /// ([`crate::select::default_max_output_tokens`]).
+    pub fn default_max_output_tokens(&self) -> u32 {
+        crate::select::default_max_output_tokens("openai", &self.ep.model, self.ep.context_window)
+    }
+
     /// The bytes of the body sent for `request`: the serialisation of
     /// [`request_body`](Self::request_body), written from the cached encoding of the
     /// history's messages plus what is new (see [`crate::fragments`]).
@@ -96,8 +102,12 @@ impl OpenAiModel {
         )
     }
 
-    fn max_entry(&self, request: &ModelRequest) -> Option<(&'static str, u32)> {
-        let max = request.max_output_tokens?;
+    /// The output cap's key and value. Every call carries a cap: a local server
+    /// otherwise generates until its context is full.
+    fn max_entry(&self, request: &ModelRequest) -> (&'static str, u32) {
+        let max = request
+            .max_output_tokens
+            .unwrap_or_else(|| self.default_max_output_tokens());
         let reasoning = ["o1", "o3", "o4", "gpt-5"]
             .iter()
             .any(|p| self.ep.model.starts_with(p));
@@ -106,7 +116,7 @@ impl OpenAiModel {
         } else {
             "max_tokens"
         };
-        Some((key, max))
+        (key, max)
     }
 
     /// The JSON body sent for `request`, encoded whole: the reference for
@@ -131,9 +141,8 @@ impl OpenAiModel {
         if let Some(tools) = self.tools_value(request) {
             body["tools"] = tools;
         }
-        if let Some((key, max)) = self.max_entry(request) {
-            body[key] = json!(max);
-        }
+        let (key, max) = self.max_entry(request);
+        body[key] = json!(max);
         body
     }
 

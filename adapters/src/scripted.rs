@@ -53,9 +53,16 @@ pub struct ScriptTurn {
     /// script many deltas, e.g. for load tests.
     #[serde(default)]
     pub text_repeat: Option<u64>,
+    /// The text as these exact deltas, in order (instead of `text` split into
+    /// deltas): what a recording writes, so a replay streams the same deltas.
+    #[serde(default)]
+    pub text_deltas: Option<Vec<String>>,
     /// Thought summary, streamed before the text.
     #[serde(default)]
     pub thought: Option<String>,
+    /// The thought as these exact deltas (instead of `thought`).
+    #[serde(default)]
+    pub thought_deltas: Option<Vec<String>>,
     /// Tool calls, emitted after the text.
     #[serde(default)]
     pub tool_calls: Vec<ScriptToolCall>,
@@ -402,9 +409,15 @@ impl ScriptedModel {
                 steps.push_back(Step::Sleep(Duration::from_millis(delay)));
             }
         }
-        let mut deltas = |text: &Option<String>, rounds: u64, make: fn(String) -> ModelEvent| {
+        let mut deltas = |text: &Option<String>,
+                          exact: &Option<Vec<String>>,
+                          rounds: u64,
+                          make: fn(String) -> ModelEvent| {
             steps.push_back(Step::Deltas(Deltas {
-                chunks: chunk_text(text.as_deref().unwrap_or_default()),
+                chunks: match exact {
+                    Some(d) => d.iter().filter(|c| !c.is_empty()).cloned().collect(),
+                    None => chunk_text(text.as_deref().unwrap_or_default()),
+                },
                 make,
                 delay: chunk_delay,
                 slept: false,
@@ -412,9 +425,15 @@ impl ScriptedModel {
                 rounds_left: rounds,
             }));
         };
-        deltas(&turn.thought, 1, ModelEvent::ThoughtDelta);
+        deltas(
+            &turn.thought,
+            &turn.thought_deltas,
+            1,
+            ModelEvent::ThoughtDelta,
+        );
         deltas(
             &turn.text,
+            &turn.text_deltas,
             turn.text_repeat.unwrap_or(1),
             ModelEvent::TextDelta,
         );

@@ -253,10 +253,63 @@ pub fn context_window_for(model: &str) -> u64 {
         .unwrap_or(DEFAULT_CONTEXT_WINDOW)
 }
 
+/// The output cap sent with a model call when neither the configuration, the session
+/// nor the request sets one: the model's own maximum where it is known and modest,
+/// else 8192 tokens but at most a quarter of the context window (a local server with
+/// a small window keeps room for the prompt).
+pub fn default_max_output_tokens(provider: &str, model: &str, context_window: u64) -> u32 {
+    let m = model.to_ascii_lowercase();
+    let m = m.rsplit('/').next().unwrap_or(&m);
+    if provider == "anthropic" {
+        return if m.starts_with("claude-3-5") {
+            8192
+        } else if m.starts_with("claude-3-") && !m.starts_with("claude-3-7") {
+            4096
+        } else {
+            32_000
+        };
+    }
+    const TABLE: &[(&str, u32)] = &[
+        ("gpt-5", 32_768),
+        ("o1", 32_768),
+        ("o3", 32_768),
+        ("o4", 32_768),
+        ("gpt-4.1", 32_768),
+        ("gpt-4o", 16_384),
+        ("gpt-4", 4096),
+        ("gpt-3.5-turbo", 4096),
+    ];
+    TABLE
+        .iter()
+        .filter(|(prefix, _)| m.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, n)| *n)
+        .unwrap_or_else(|| 8192.min((context_window / 4).max(256) as u32))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn default_output_caps() {
+        let cap = default_max_output_tokens;
+        assert_eq!(cap("openai", "gpt-4o-mini", 128_000), 16_384);
+        assert_eq!(cap("openai", "gpt-4-turbo", 128_000), 4096);
+        assert_eq!(cap("openai", "gpt-4.1-mini", 1_047_576), 32_768);
+        assert_eq!(cap("openai", "o3-mini", 200_000), 32_768);
+        assert_eq!(cap("openai", "qwen2.5-coder:7b", 32_768), 8192);
+        assert_eq!(cap("openai", "llama3:8b", 8192), 2048);
+        assert_eq!(cap("openai", "tiny", 100), 256);
+        assert_eq!(cap("anthropic", "claude-3-haiku-20240307", 200_000), 4096);
+        assert_eq!(cap("anthropic", "claude-3-5-haiku-latest", 200_000), 8192);
+        assert_eq!(
+            cap("anthropic", "claude-3-7-sonnet-latest", 200_000),
+            32_000
+        );
+        assert_eq!(cap("anthropic", "claude-sonnet-4-5", 200_000), 32_000);
+    }
 
     #[test]
     fn context_windows() {

@@ -426,3 +426,35 @@ async fn malformed_event_json_is_a_final_error() {
         .message
         .contains("malformed"));
 }
+
+/// Without a cap from the request, `max_tokens` (required by the API) is the model's
+/// default.
+#[tokio::test]
+async fn max_tokens_defaults_per_model() {
+    let server = FakeServer::start([
+        FakeResponse::sse(anthropic::text_stream(&["ok"])),
+        FakeResponse::sse(anthropic::text_stream(&["ok"])),
+    ])
+    .await
+    .unwrap();
+    let model = anthropic_model(&server.base_url(), &fast_config(0));
+    let uncapped = ModelRequest {
+        max_output_tokens: None,
+        ..request()
+    };
+    collect(model.stream(uncapped.clone(), CancellationToken::new())).await;
+    let env = keel_adapters::EnvMap::from_pairs([
+        ("ANTHROPIC_BASE_URL", server.base_url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test".to_owned()),
+    ]);
+    let haiku = keel_adapters::build_model_with_env(
+        "anthropic:claude-3-haiku-20240307",
+        &fast_config(0),
+        &env,
+    )
+    .unwrap();
+    collect(haiku.stream(uncapped, CancellationToken::new())).await;
+    let reqs = server.requests();
+    assert_eq!(reqs[0].json().unwrap()["max_tokens"], 32_000);
+    assert_eq!(reqs[1].json().unwrap()["max_tokens"], 4096);
+}

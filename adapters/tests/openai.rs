@@ -620,3 +620,60 @@ async fn a_cut_inside_an_event_is_a_network_error() {
     assert!(err.message.contains("before it was complete"));
     assert_eq!(items.len(), 2);
 }
+
+/// Every call carries an output cap, so that a local server cannot generate until its
+/// context is full: the request's own, else the model's default.
+#[tokio::test]
+async fn every_call_carries_an_output_cap() {
+    let server = FakeServer::start([
+        FakeResponse::sse(openai::text_stream(&["OK"])),
+        FakeResponse::sse(openai::text_stream(&["OK"])),
+        FakeResponse::sse(openai::text_stream(&["OK"])),
+    ])
+    .await
+    .unwrap();
+    let model = openai_model(&server.base_url(), &fast_config(0));
+    collect(model.stream(request(), CancellationToken::new())).await;
+    let capped = ModelRequest {
+        max_output_tokens: Some(64),
+        ..request()
+    };
+    collect(model.stream(capped, CancellationToken::new())).await;
+    // A local model with a small window keeps room for its prompt.
+    let env = keel_adapters::EnvMap::from_pairs([(
+        "OPENAI_BASE_URL",
+        format!("{}/v1", server.base_url()),
+    )]);
+    let local =
+        keel_adapters::build_model_with_env("openai:llama3:8b", &fast_config(0), &env).unwrap();
+    collect(local.stream(request(), CancellationToken::new())).await;
+    let bodies: Vec<serde_json::Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.json().unwrap())
+        .collect();
+    assert_eq!(bodies[0]["max_tokens"], 16_384);
+    assert_eq!(bodies[1]["max_tokens"], 64);
+    assert_eq!(bodies[2]["max_tokens"], 2048);
+    assert!(bodies
+        .iter()
+        .all(|b| b.get("max_completion_tokens").is_none()));
+}
+
+/// Reasoning models take the cap as `max_completion_tokens`.
+#[tokio::test]
+async fn reasoning_models_get_max_completion_tokens() {
+    let server = FakeServer::start([FakeResponse::sse(openai::text_stream(&["OK"]))])
+        .await
+        .unwrap();
+    let env = keel_adapters::EnvMap::from_pairs([
+        ("OPENAI_BASE_URL", format!("{}/v1", server.base_url())),
+        ("OPENAI_API_KEY", "sk-test".to_owned()),
+    ]);
+    let model =
+        keel_adapters::build_model_with_env("openai:o3-mini", &fast_config(0), &env).unwrap();
+    collect(model.stream(request(), CancellationToken::new())).await;
+    let body = server.requests()[0].json().unwrap();
+    assert_eq!(body["max_completion_tokens"], 32_768);
+    assert!(body.get("max_tokens").is_none());
+}

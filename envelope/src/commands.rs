@@ -5,6 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::budget::{BudgetLimits, SessionBudget};
+use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
 macro_rules! command_payloads {
@@ -48,6 +50,7 @@ command_payloads! {
     pub struct RuntimeShutdown {}
 
     /// `session.start`.
+    #[derive(Default)]
     pub struct SessionStart {
         /// The workspace root (default: the runtime's workspace).
         #[serde(default)]
@@ -61,6 +64,24 @@ command_payloads! {
         /// A title.
         #[serde(default)]
         pub title: Option<String>,
+        /// A file (path on the runtime's machine) where every model response of the
+        /// session is written in the scripted model's format, for an offline replay
+        /// with `scripted:<file>`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub record: Option<String>,
+        /// Limits of each request and of the whole session (default: configuration).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub budget: Option<SessionBudget>,
+        /// Cap on the output tokens of each model call (default: configuration, else
+        /// the provider's default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_output_tokens: Option<u32>,
+        /// MCP servers of this session, on top of the configured ones.
+        #[serde(default)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
+        /// Tools the host runs (`host-tool.requested` → `host-tool.respond`).
+        #[serde(default)]
+        pub host_tools: Option<Vec<HostToolSpec>>,
     }
 
     /// `session.resume`.
@@ -70,6 +91,10 @@ command_payloads! {
         /// Replay the events logged after this cursor.
         #[serde(default)]
         pub after_sequence: Option<Cursor>,
+        /// MCP servers of the session, on top of the configured ones (started when
+        /// the session is opened from the store; an open session keeps its servers).
+        #[serde(default)]
+        pub mcp_servers: Option<Vec<McpServerSpec>>,
     }
 
     /// `session.watch`: stream a session's events to this connection (replaying the
@@ -97,6 +122,43 @@ command_payloads! {
     /// `session.state`.
     pub struct SessionStateCmd {}
 
+    /// `checkpoint.list`.
+    pub struct CheckpointListCmd {}
+
+    /// `session.rewind`: give exactly one of `toRequestId` and `toToolCallId` (refused
+    /// while a request runs).
+    pub struct SessionRewind {
+        /// Back to just before this request.
+        #[serde(default)]
+        pub to_request_id: Option<String>,
+        /// Back to just before this tool call.
+        #[serde(default)]
+        pub to_tool_call_id: Option<String>,
+        /// Restore the files (default true).
+        #[serde(default)]
+        pub files: Option<bool>,
+        /// Cut the conversation back (default true).
+        #[serde(default)]
+        pub conversation: Option<bool>,
+    }
+
+    /// `session.fork`: a new session from this one's history.
+    pub struct SessionFork {
+        /// Copy the history up to just before this request (default: all of it).
+        #[serde(default)]
+        pub at_request_id: Option<String>,
+        /// Also restore the workspace to that point (default false).
+        #[serde(default)]
+        pub files: Option<bool>,
+    }
+
+    /// `request.side`: a question answered from the conversation so far, without tools,
+    /// beside a running request; it does not enter the history.
+    pub struct RequestSide {
+        /// The question.
+        pub message: String,
+    }
+
     /// `session.set_mode`.
     pub struct SetMode {
         /// The new mode.
@@ -117,6 +179,16 @@ command_payloads! {
         /// Rules valid in this project.
         #[serde(default)]
         pub always_allow_project: Vec<String>,
+        /// Deny rules valid everywhere.
+        #[serde(default)]
+        pub always_deny_global: Vec<String>,
+        /// Deny rules valid in this project.
+        #[serde(default)]
+        pub always_deny_project: Vec<String>,
+        /// Deny rules for this session only (kept with the session, not with the
+        /// host's rules). Absent: the session's deny rules stay as they are.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub deny: Option<Vec<String>>,
     }
 
     /// `session.set_title`.
@@ -138,6 +210,7 @@ command_payloads! {
     }
 
     /// `request.send`.
+    #[derive(Default)]
     pub struct RequestSend {
         /// The user's message.
         pub message: String,
@@ -150,6 +223,12 @@ command_payloads! {
         /// Propose edits as patches instead of writing them (this request only).
         #[serde(default)]
         pub patch_preview: Option<bool>,
+        /// Limits of this request, over the session's (key by key).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub budget: Option<BudgetLimits>,
+        /// Cap on the output tokens of each model call of this request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub max_output_tokens: Option<u32>,
     }
 
     /// `request.interrupt`.
@@ -197,6 +276,29 @@ command_payloads! {
 
     /// `context.compact`.
     pub struct ContextCompact {}
+
+    /// `session.set_host_tools` (only while idle): replaces the session's host tools.
+    pub struct SetHostTools {
+        /// The tools (empty: none).
+        pub tools: Vec<HostToolSpec>,
+    }
+
+    /// `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
+    /// error.
+    pub struct HostToolRespond {
+        /// The call (`toolCallId` of `host-tool.requested`).
+        pub tool_call_id: String,
+        /// The result (any JSON; a string is given to the model as is).
+        #[serde(default)]
+        #[ts(type = "unknown")]
+        pub result: Option<serde_json::Value>,
+        /// Or the error, `{message}`.
+        #[serde(default)]
+        pub error: Option<HostToolError>,
+    }
+
+    /// `mcp.list`: the session's MCP servers, their state and tools.
+    pub struct McpListCmd {}
 
     /// `review.enter`.
     pub struct ReviewEnter {
@@ -473,11 +575,19 @@ define_commands! {
     SessionList = "session.list" => SessionListCmd, session: false,
     /// Get a session's state.
     SessionState = "session.state" => SessionStateCmd, session: true,
+    /// List a session's checkpoints.
+    CheckpointList = "checkpoint.list" => CheckpointListCmd, session: true,
+    /// Rewind files and/or conversation.
+    SessionRewind = "session.rewind" => SessionRewind, session: true,
+    /// Fork a session.
+    SessionFork = "session.fork" => SessionFork, session: true,
+    /// Ask a side question.
+    RequestSide = "request.side" => RequestSide, session: true,
     /// Change the permission mode.
     SessionSetMode = "session.set_mode" => SetMode, session: true,
     /// Change the model.
     SessionSetModel = "session.set_model" => SetModel, session: true,
-    /// Sync always-allow rules.
+    /// Sync the always-allow and deny rules.
     SessionSetRules = "session.set_rules" => SetRules, session: true,
     /// Load history.
     SessionLoadHistory = "session.load_history" => LoadHistory, session: true,
@@ -545,6 +655,12 @@ define_commands! {
     SessionWatch = "session.watch" => SessionWatch, session: false,
     /// Stop watching a session.
     SessionUnwatch = "session.unwatch" => SessionUnwatch, session: false,
+    /// Replace the host's tools.
+    SessionSetHostTools = "session.set_host_tools" => SetHostTools, session: true,
+    /// Answer a host-tool call.
+    HostToolRespond = "host-tool.respond" => HostToolRespond, session: true,
+    /// List the MCP servers.
+    McpList = "mcp.list" => McpListCmd, session: true,
 }
 
 /// A decoded command.

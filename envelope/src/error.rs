@@ -42,7 +42,8 @@ error_codes! {
     PlanRejected = "PLAN_REJECTED",
     /// A tool ran and failed.
     ToolExecutionFailed = "TOOL_EXECUTION_FAILED",
-    /// An MCP server could not be reached.
+    /// An MCP server could not be reached: it failed to start, died, or stopped
+    /// answering (details `server`, `reason`).
     McpServerUnavailable = "MCP_SERVER_UNAVAILABLE",
     /// The session store could not be written or read.
     SessionPersistenceFailed = "SESSION_PERSISTENCE_FAILED",
@@ -99,6 +100,30 @@ error_codes! {
     ToolNameConflict = "TOOL_NAME_CONFLICT",
     /// A shell command must run in an OS sandbox and none can run on this machine.
     SandboxUnavailable = "SANDBOX_UNAVAILABLE",
+    /// No checkpoint was taken before the named request or tool call (unknown id, or
+    /// checkpoints are off for the session).
+    CheckpointNotFound = "CHECKPOINT_NOT_FOUND",
+    /// A limit of the request's or the session's budget was reached (other than the
+    /// request's model calls, which keep `MAX_TURNS_EXCEEDED`).
+    BudgetExceeded = "BUDGET_EXCEEDED",
+    /// A hook failed, timed out or answered something unreadable; its answer was
+    /// ignored (a `warning`).
+    HookFailed = "HOOK_FAILED",
+    /// A `UserPromptSubmit` hook blocked the prompt; the request ended without a model
+    /// call.
+    PromptBlocked = "PROMPT_BLOCKED",
+    /// A cost limit is set but the model has no price in the configuration, so its
+    /// calls are not counted (a `warning`).
+    PriceUnknown = "PRICE_UNKNOWN",
+    /// The runtime already has its maximum number of open sessions
+    /// (`details.limit`); close one, or raise the limit.
+    SessionLimitReached = "SESSION_LIMIT_REACHED",
+    /// A tool call ran past its time limit (an MCP call, or a host tool the host did
+    /// not answer); details `limitMs`.
+    ToolTimeout = "TOOL_TIMEOUT",
+    /// The host-tool call id is unknown or the call is already finished (answered,
+    /// timed out or interrupted).
+    HostToolCallNotFound = "HOST_TOOL_CALL_NOT_FOUND",
 }
 
 impl std::fmt::Display for ErrorCode {

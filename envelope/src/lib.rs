@@ -17,6 +17,7 @@
 //! assert_eq!(back, env);
 //! ```
 
+pub mod budget;
 pub mod codec;
 pub mod commands;
 mod encode;
@@ -25,6 +26,7 @@ pub mod error;
 pub mod events;
 pub mod ext;
 pub mod generate;
+pub mod host;
 pub mod ids;
 pub mod kernel_tools;
 pub mod tools;

@@ -217,6 +217,13 @@ pub struct SessionInfo {
     pub permission_mode: PermissionMode,
     /// The model, as `provider:model`.
     pub model: String,
+    /// Requests sent in the session (those still in its conversation after a rewind).
+    #[serde(default)]
+    pub request_count: u32,
+    /// The first line of the conversation's last message (user or assistant text), cut
+    /// at 120 characters; `None` while the conversation is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message: Option<String>,
 }
 
 /// A model a host may offer (seed 000 §4.1 `availableLLMs`).
@@ -233,8 +240,10 @@ pub struct ModelInfo {
     pub is_current: bool,
 }
 
-/// The always-allow rules a host keeps and syncs (seed 000 §5.6). A rule is a tool name
-/// (`edit_file`) or a tool with a pattern (`run_shell(npm run test:*)`).
+/// The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
+/// rule is a tool name (`edit_file`) or a tool with a pattern
+/// (`run_shell(npm run test:*)`). A matching deny rule beats every allow rule and
+/// session approval.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalRules {
@@ -242,6 +251,12 @@ pub struct ApprovalRules {
     pub always_allow_global: Vec<String>,
     /// Rules valid in this project.
     pub always_allow_project: Vec<String>,
+    /// Deny rules valid in every project (absent in protocol 1.0 peers: empty).
+    #[serde(default)]
+    pub always_deny_global: Vec<String>,
+    /// Deny rules valid in this project (absent in protocol 1.0 peers: empty).
+    #[serde(default)]
+    pub always_deny_project: Vec<String>,
 }
 
 /// The role of a history message.

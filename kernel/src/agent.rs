@@ -1,15 +1,20 @@
 //! The agent loop of one request: turn after turn, call the model through the turn
 //! engine, run the tool calls it asks for through the pipeline, feed the results
-//! back, until the model answers without tools, a limit is reached, or the request
-//! is interrupted. Each turn is framed by `turn.started` / `turn.completed`.
+//! back, until the model answers without tools (and no `Stop` hook asks it to go
+//! on), a limit of the budget is reached, or the request is interrupted. Each turn is
+//! framed by `turn.started` / `turn.completed`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use keel_envelope::budget::BudgetStatus;
 use keel_envelope::events::{TurnCompleted, TurnStarted, UsageUpdated};
 use keel_envelope::types::{StopReason, Telemetry, TurnStopReason, Usage};
-use keel_envelope::{ErrorCode, ErrorPayload, Event};
+use keel_envelope::{ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
+
+use crate::budget::{self, Budget};
+use crate::hooks;
 
 use crate::model::{FinishReason, Message, ModelRequest};
 use crate::pipeline::{self, Interrupted};
@@ -27,6 +32,8 @@ pub(crate) enum Outcome {
     },
     Failed(ErrorPayload),
     Interrupted,
+    /// A limit of the budget was reached.
+    Budget(BudgetStatus),
 }
 
 /// The request's running figures.
@@ -40,6 +47,10 @@ pub(crate) struct Counters {
     context_window: u64,
     /// Set when the last turn reported the request's figures.
     pub(crate) telemetry: Option<Telemetry>,
+    /// Whether the `Stop` hooks already ran (at the end of an answer).
+    pub(crate) stop_hooks_ran: bool,
+    /// Whether a `Stop` hook made the request go on.
+    stop_hook_active: bool,
 }
 
 impl Counters {
@@ -52,6 +63,8 @@ impl Counters {
             context_tokens: 0,
             context_window: 0,
             telemetry: None,
+            stop_hooks_ran: false,
+            stop_hook_active: false,
         }
     }
 
@@ -142,14 +155,15 @@ async fn warn_instructions(session: &Session, rid: &str, e: ErrorPayload) {
     }
 }
 
-/// Runs the request's turns.
+/// Runs the request's turns within its budget `b`.
 pub(crate) async fn run(
     session: &Arc<Session>,
     rid: &str,
     cancel: &CancellationToken,
     c: &mut Counters,
+    b: &Budget,
 ) -> Outcome {
-    let max_turns = session.kernel.config.max_turns.max(1);
+    let session_context = crate::hooks::session_context(session);
     loop {
         if cancel.is_cancelled() {
             return Outcome::Interrupted;
@@ -159,17 +173,25 @@ pub(crate) async fn run(
         if cancel.is_cancelled() {
             return Outcome::Interrupted;
         }
-        let (model, request, unread) = {
+        if let Some(hit) = budget::before_model_call(session, rid, b).await {
+            return Outcome::Budget(hit);
+        }
+        let (model, mut request, unread) = {
             let d = session.data();
-            let (system, unread) = prompt::system_prompt(session, d.state.mode);
+            let (mut system, unread) = prompt::system_prompt(session, d.state.mode);
+            system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             let request = ModelRequest {
                 system,
                 messages: d.state.history.clone(),
-                tools: session.kernel.registry.defs().to_vec(),
+                tools: session.tool_defs(),
                 max_output_tokens: None,
             };
             (d.model.clone(), request, unread)
         };
+        request.max_output_tokens = b.max_output_tokens();
+        if let Some(context) = &session_context {
+            request.system = format!("{}\n\n# Session context\n\n{context}", request.system);
+        }
         if let Some(e) = unread {
             warn_instructions(session, rid, e).await;
         }
@@ -209,6 +231,8 @@ pub(crate) async fn run(
             }
             TurnEnd::Failed(_) | TurnEnd::Finished(_) => {
                 report_usage(session, rid, c, out.usage, context_tokens).await;
+                b.record_model_call(out.usage, context_tokens, output_estimate(&out));
+                budget::warn(session, rid, b).await;
                 match out.end {
                     TurnEnd::Failed(e) => {
                         if !out.text.is_empty() {
@@ -241,6 +265,23 @@ pub(crate) async fn run(
                 Some(FinishReason::MaxTokens) => (StopReason::EndTurn, TurnStopReason::MaxTokens),
                 _ => (StopReason::EndTurn, TurnStopReason::EndTurn),
             };
+            // The Stop hooks may ask the model to go on after its answer.
+            if stop == StopReason::EndTurn {
+                let active = c.stop_hook_active;
+                let more = hooks::stop(session, rid, stop, Some(&out.text), active, cancel).await;
+                c.stop_hooks_ran = true;
+                if let Some(reason) = more {
+                    c.stop_hook_active = true;
+                    c.stop_hooks_ran = false;
+                    session
+                        .data()
+                        .state
+                        .history
+                        .push(hooks::continue_message(reason));
+                    turn_completed(session, rid, c, &t, turn_stop, false).await;
+                    continue;
+                }
+            }
             turn_completed(session, rid, c, &t, turn_stop, true).await;
             return Outcome::Done {
                 stop,
@@ -248,6 +289,12 @@ pub(crate) async fn run(
             };
         }
         for (i, call) in out.calls.iter().enumerate() {
+            if let Some(hit) = budget::before_tool_call(session, rid, b, &call.name).await {
+                budget::skip_calls(session, rid, &out.calls[i..], &hit).await;
+                session.persist(rid).await;
+                turn_completed(session, rid, c, &t, TurnStopReason::ToolUse, true).await;
+                return Outcome::Budget(hit);
+            }
             c.tool_calls += 1;
             match pipeline::run_call(session, rid, call, cancel, None).await {
                 Ok((content, is_error)) => {
@@ -276,22 +323,25 @@ pub(crate) async fn run(
                 }
             }
         }
+        b.save(session);
         session.persist(rid).await;
-        let at_limit = c.turns >= max_turns;
-        turn_completed(session, rid, c, &t, TurnStopReason::ToolUse, at_limit).await;
-        if at_limit {
-            let warning = ErrorPayload::new(
-                ErrorCode::MaxTurnsExceeded,
-                format!("the request reached its limit of {max_turns} model calls"),
-            )
-            .with_detail("maxTurns", max_turns);
-            session.emitter.emit(rid, Event::Warning(warning)).await;
-            return Outcome::Done {
-                stop: StopReason::MaxTurns,
-                text: None,
-            };
+        // The limit that forbids the next model call makes this turn the last.
+        let hit = budget::before_model_call(session, rid, b).await;
+        turn_completed(session, rid, c, &t, TurnStopReason::ToolUse, hit.is_some()).await;
+        if let Some(hit) = hit {
+            return Outcome::Budget(hit);
         }
     }
+}
+
+/// Estimated output tokens of a model call (for providers that report no usage).
+fn output_estimate(out: &turn::Turn) -> u64 {
+    let args: usize = out
+        .calls
+        .iter()
+        .map(|c| c.name.len() + c.arguments.to_string().len())
+        .sum();
+    ((out.text.len() + args) as u64).div_ceil(4)
 }
 
 /// `usage.updated` after every model call.

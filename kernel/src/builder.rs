@@ -15,7 +15,7 @@ use crate::kernel::{Kernel, KernelInner, ModelFactory};
 use crate::model::Model;
 use crate::probe::Probe;
 use crate::registry::{typed, RegistryBuilder};
-use crate::store::{FileStore, MemoryStore, Store};
+use crate::store::{FileStore, FileStoreOptions, MemoryStore, Store};
 
 /// Builds a [`Kernel`].
 #[derive(Default)]
@@ -24,11 +24,13 @@ pub struct KernelBuilder {
     model: Option<Arc<dyn Model>>,
     factory: Option<ModelFactory>,
     store: Option<Arc<dyn Store>>,
+    store_dir: Option<PathBuf>,
     clock: Option<Arc<dyn Clock>>,
     ids: Option<Arc<dyn IdGen>>,
     tools: Vec<Arc<dyn Tool>>,
     builtin_tools: bool,
     probe: Option<Arc<dyn Probe>>,
+    hooks: Vec<Arc<dyn crate::hooks::Hooks>>,
 }
 
 impl std::fmt::Debug for KernelBuilder {
@@ -66,6 +68,13 @@ impl KernelBuilder {
         self
     }
 
+    /// How long an open session may be idle before it leaves memory (default 30
+    /// minutes; `None`: never). See [`KernelConfig::idle_unload_after`].
+    pub fn idle_unload_after(mut self, after: Option<std::time::Duration>) -> Self {
+        self.config.idle_unload_after = after;
+        self
+    }
+
     /// The approval timeout (`Duration::ZERO` = wait forever).
     pub fn approval_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.config.approval_timeout = timeout;
@@ -93,12 +102,16 @@ impl KernelBuilder {
     /// A store; default: files under `$KEEL_HOME` or the platform data dir.
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self.store_dir = None;
         self
     }
 
-    /// Keeps sessions in files under `dir`.
-    pub fn store_dir(self, dir: impl Into<PathBuf>) -> Self {
-        self.store(Arc::new(FileStore::new(dir)))
+    /// Keeps sessions in files under `dir` (a [`FileStore`] made at
+    /// [`KernelBuilder::build`] with the configuration's `fsync_each_event`).
+    pub fn store_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.store = None;
+        self.store_dir = Some(dir.into());
+        self
     }
 
     /// Keeps sessions in memory only.
@@ -132,6 +145,13 @@ impl KernelBuilder {
         self
     }
 
+    /// Adds hooks (see [`crate::hooks`]): they run at their points after the command
+    /// hooks of the configuration, in the order added.
+    pub fn hooks(mut self, hooks: Arc<dyn crate::hooks::Hooks>) -> Self {
+        self.hooks.push(hooks);
+        self
+    }
+
     /// A probe called at every point of a request's life (tests pause requests there).
     #[doc(hidden)]
     pub fn probe(mut self, probe: Arc<dyn Probe>) -> Self {
@@ -141,9 +161,21 @@ impl KernelBuilder {
 
     /// Builds the kernel. Must be called inside a tokio runtime.
     pub fn build(self) -> Result<Kernel, ErrorPayload> {
-        let store: Arc<dyn Store> = match self.store {
-            Some(s) => s,
-            None => Arc::new(FileStore::new(default_store_dir()?)),
+        let store: Arc<dyn Store> = match (self.store, self.store_dir) {
+            (Some(s), _) => s,
+            (None, dir) => {
+                let dir = match dir {
+                    Some(d) => d,
+                    None => default_store_dir()?,
+                };
+                Arc::new(FileStore::with_options(
+                    dir,
+                    FileStoreOptions {
+                        fsync_each_event: self.config.fsync_each_event,
+                        ..FileStoreOptions::default()
+                    },
+                ))
+            }
         };
         let default_model = self.model;
         let factory: ModelFactory = match (self.factory, default_model.clone()) {
@@ -169,6 +201,10 @@ impl KernelBuilder {
             }
         };
         let registry = registry(self.builtin_tools, self.tools)?;
+        let hooks = crate::hooks::build(&self.config.hooks, self.hooks)?;
+        crate::budget::validate_limits(&self.config.budget.request, "budget.request")?;
+        crate::budget::validate_limits(&self.config.budget.session, "budget.session")?;
+        crate::budget::validate_max_output(self.config.max_output_tokens, "maxOutputTokens")?;
         let ctx = EmitCtx {
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             ids: self.ids.unwrap_or_else(|| Arc::new(UlidGen::default())),
@@ -182,10 +218,14 @@ impl KernelBuilder {
                 default_model,
                 factory,
                 registry,
+                hooks,
+                session_starts: Default::default(),
                 probe: self.probe,
                 ctx,
                 emitter,
                 sessions: Mutex::new(HashMap::new()),
+                unloaded: Default::default(),
+                admitting: std::sync::atomic::AtomicUsize::new(0),
                 cancel: CancellationToken::new(),
             }),
         })

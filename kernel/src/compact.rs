@@ -1,22 +1,140 @@
 //! Compaction: older turns are summarised through the model (one call of the turn
 //! engine) and replaced by the summary; on failure they are truncated instead.
+//!
+//! Automatic compaction runs inside a request, before a model call. Compaction by hand
+//! (`context.compact`) runs as the session's unit of work, like a request: while it
+//! runs the session is busy (messages sent meanwhile are queued behind it, settings
+//! that need an idle session are refused), it runs under a child of the session's
+//! cancellation token (interrupt, close and shutdown stop it), and the command is
+//! answered as soon as it is accepted, so a host's next command is read at once.
 
 use std::sync::Arc;
 
-use keel_envelope::events::{CompactionCompleted, CompactionStarted};
+use keel_envelope::events::{CompactionCompleted, CompactionStarted, SessionInterrupted};
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{Message, ModelRequest};
 use crate::probe::Point;
 use crate::prompt;
-use crate::session::Session;
+use crate::session::{Active, Session};
 use crate::turn::{self, Echo, TurnEnd};
 
 /// Messages kept verbatim at the end of the history.
 const KEEP_LAST: usize = 4;
 
 const SUMMARY_PROMPT: &str = "Summarise the conversation below for a coding agent that will continue the work. Keep file names, decisions, open tasks and user preferences. Answer with the summary only.";
+
+/// Starts a compaction by hand as the session's running unit of work; returns once
+/// it is accepted. Refused with `SESSION_BUSY` while a request (or another
+/// compaction) runs.
+pub(crate) async fn start_manual(session: &Arc<Session>, rid: &str) -> Result<(), ErrorPayload> {
+    // The turnover lock is held until the task is recorded as the session's runner,
+    // so the switch at its end cannot run before that.
+    let _turnover = session.turnover.lock().await;
+    let cancel = {
+        let mut d = session.data();
+        if d.state.closed {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                "the session is closed",
+            ));
+        }
+        if let Some(active) = &d.active {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionBusy,
+                format!(
+                    "request {} is running; compaction by hand runs while the session is idle",
+                    active.id
+                ),
+            )
+            .retryable(true)
+            .with_detail("activeRequestId", active.id.clone()));
+        }
+        let cancel = session.cancel.child_token();
+        d.active = Some(Active {
+            id: rid.to_owned(),
+            cancel: cancel.clone(),
+            interrupt_reply: None,
+            steer: Vec::new(),
+            patch_preview: false,
+        });
+        d.compacting = true;
+        cancel
+    };
+    let task = tokio::spawn(run_manual(session.clone(), rid.to_owned(), cancel));
+    session.data().runner = Some(task);
+    Ok(())
+}
+
+/// The task of a compaction by hand: compacts, saves, answers an interrupt that
+/// reached it, then hands the session to the first queued request (or leaves it idle).
+async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToken) {
+    let work = std::panic::AssertUnwindSafe(run(&session, &rid, "manual", &cancel));
+    if let Err(panic) = futures::FutureExt::catch_unwind(work).await {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let error = ErrorPayload::new(
+            ErrorCode::RuntimeInternalError,
+            format!("the compaction failed inside the runtime: {what}"),
+        )
+        .with_detail("panic", what);
+        session.emitter.emit(&rid, Event::Error(error)).await;
+    }
+    session.persist(&rid).await;
+    let _turnover = session.turnover.lock().await;
+    let reply = session
+        .data()
+        .active
+        .as_ref()
+        .and_then(|a| a.interrupt_reply.clone());
+    if let Some(reply) = reply {
+        let reason = if session.cancel.is_cancelled() {
+            "shutdown"
+        } else {
+            "user"
+        };
+        session
+            .emitter
+            .emit_reply(
+                &rid,
+                Some(&reply),
+                Event::SessionInterrupted(SessionInterrupted {
+                    interrupted_request_id: Some(rid.clone()),
+                    reason: reason.into(),
+                    was_running: true,
+                }),
+            )
+            .await;
+    }
+    let next = {
+        let mut d = session.data();
+        d.active = None;
+        d.compacting = false;
+        if d.state.closed {
+            None
+        } else {
+            d.queue.pop_front().map(|q| {
+                let cancel = session.cancel.child_token();
+                d.active = Some(Active {
+                    id: q.id.clone(),
+                    cancel: cancel.clone(),
+                    interrupt_reply: None,
+                    steer: Vec::new(),
+                    patch_preview: q.patch_preview,
+                });
+                (q, cancel)
+            })
+        }
+    };
+    if let Some((q, cancel)) = next {
+        let task = tokio::spawn(crate::request::run_requests(session.clone(), q, cancel));
+        session.data().runner = Some(task);
+    }
+}
 
 /// Compacts when the history passes the configured share of the context window.
 pub(crate) async fn maybe(session: &Arc<Session>, rid: &str, cancel: &CancellationToken) {
@@ -148,8 +266,9 @@ pub(crate) async fn run(
     }
     let tokens_after = kept.estimated_tokens();
     {
-        // Messages added while the summary was written (none in a running request;
-        // a manual compaction only runs while idle) stay after the kept ones.
+        // Messages added while the summary was written (none: a request's own
+        // compaction runs between its model calls, and a compaction by hand keeps the
+        // session busy) would stay after the kept ones.
         let mut d = session.data();
         let from = history.len().min(d.state.history.len());
         let added = d.state.history.drain(from..);

@@ -80,9 +80,12 @@ impl GateVerdict {
 pub(crate) fn rules_of(d: &Data) -> Rules {
     let mut allow = d.state.rules.always_allow_global.clone();
     allow.extend(d.state.rules.always_allow_project.iter().cloned());
+    let mut deny = d.state.rules.always_deny_global.clone();
+    deny.extend(d.state.rules.always_deny_project.iter().cloned());
+    deny.extend(d.state.session_deny.iter().cloned());
     Rules {
         allow,
-        deny: Vec::new(),
+        deny,
         session_keys: d.state.session_keys.iter().cloned().collect(),
     }
 }
@@ -105,4 +108,29 @@ pub(crate) fn decide(
         shell: &session.kernel.config.shell,
     };
     GateVerdict(policy::decide_with_spec(&input, Some(spec)))
+}
+
+/// Checks every rule of a `session.set_rules`: each must be `tool` or
+/// `tool(pattern)`. A malformed rule refuses the whole command (`REQUEST_INVALID`,
+/// naming the field), so a typo never leaves a deny rule silently unmatched.
+pub(crate) fn check_rules(p: &keel_envelope::commands::SetRules) -> Result<(), ErrorPayload> {
+    let lists: [(&str, &[String]); 5] = [
+        ("alwaysAllowGlobal", &p.always_allow_global),
+        ("alwaysAllowProject", &p.always_allow_project),
+        ("alwaysDenyGlobal", &p.always_deny_global),
+        ("alwaysDenyProject", &p.always_deny_project),
+        ("deny", p.deny.as_deref().unwrap_or_default()),
+    ];
+    for (field, rules) in lists {
+        for (i, rule) in rules.iter().enumerate() {
+            if policy::Rule::parse(rule).is_none() {
+                return Err(ErrorPayload::new(
+                    ErrorCode::RequestInvalid,
+                    format!("{rule:?} is not a rule: write `tool` or `tool(pattern)`, e.g. run_shell(rm *)"),
+                )
+                .with_detail("field", format!("payload.{field}[{i}]")));
+            }
+        }
+    }
+    Ok(())
 }

@@ -177,9 +177,7 @@ impl SessionHandle {
     pub async fn send(&self, message: impl Into<String>) -> Result<String, ErrorPayload> {
         self.send_with(RequestSend {
             message: message.into(),
-            images: None,
-            when_busy: None,
-            patch_preview: None,
+            ..RequestSend::default()
         })
         .await
     }
@@ -273,7 +271,8 @@ impl SessionHandle {
         .await
     }
 
-    /// Syncs the always-allow rules.
+    /// Syncs the always-allow and always-deny rules (the session-only deny rules
+    /// are cleared).
     pub async fn set_rules(
         &self,
         rules: keel_envelope::types::ApprovalRules,
@@ -282,6 +281,9 @@ impl SessionHandle {
             keel_envelope::commands::SetRules {
                 always_allow_global: rules.always_allow_global,
                 always_allow_project: rules.always_allow_project,
+                always_deny_global: rules.always_deny_global,
+                always_deny_project: rules.always_deny_project,
+                deny: None,
             },
         ))
         .await
@@ -308,9 +310,50 @@ impl SessionHandle {
         .await
     }
 
+    /// Replaces the session's host tools (idle only); answered by
+    /// `session.host_tools_updated`.
+    pub async fn set_host_tools(
+        &self,
+        tools: Vec<keel_envelope::host::HostToolSpec>,
+    ) -> Result<String, ErrorPayload> {
+        self.run(CommandPayload::SessionSetHostTools(
+            keel_envelope::commands::SetHostTools { tools },
+        ))
+        .await
+    }
+
+    /// Answers a `host-tool.requested` call with a result or an error message.
+    pub async fn respond_host_tool(
+        &self,
+        tool_call_id: &str,
+        answer: Result<serde_json::Value, String>,
+    ) -> Result<String, ErrorPayload> {
+        let (result, error) = match answer {
+            Ok(v) => (Some(v), None),
+            Err(message) => (None, Some(keel_envelope::host::HostToolError { message })),
+        };
+        self.run(CommandPayload::HostToolRespond(
+            keel_envelope::commands::HostToolRespond {
+                tool_call_id: tool_call_id.to_owned(),
+                result,
+                error,
+            },
+        ))
+        .await
+    }
+
+    /// The session's MCP servers, their state and tools (as `mcp.list` answers).
+    pub fn mcp_servers(&self) -> Vec<keel_envelope::host::McpServerInfo> {
+        self.session.mcp.list()
+    }
+
     /// The session's current state.
     pub fn state(&self) -> keel_envelope::events::SessionStateSnapshot {
-        self.session.snapshot()
+        // The live session: the kernel's copy when it was unloaded and reloaded.
+        match self.kernel.session(&self.session.id) {
+            Some(live) => live.snapshot(),
+            None => self.session.snapshot(),
+        }
     }
 
     /// Closes the session.

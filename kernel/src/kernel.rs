@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use keel_envelope::commands::{CommandPayload, SessionStart, SessionWatch};
-use keel_envelope::events::{HarnessStatus, SessionList, SessionUnwatched, SessionWatched};
+use keel_envelope::commands::{CommandPayload, SessionStart};
+use keel_envelope::events::{HarnessStatus, SessionList, SessionUnwatched};
 use keel_envelope::ids::IdKind;
-use keel_envelope::types::{Cursor, SessionInfo};
+use keel_envelope::types::Cursor;
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
 use tokio_util::sync::CancellationToken;
 
@@ -18,82 +18,12 @@ use crate::handle::{EventStream, SessionHandle, WatchStream, Watcher};
 use crate::model::Model;
 use crate::probe::Probe;
 use crate::registry::Registry;
+use crate::replay::unfinished_requests;
 use crate::session::Session;
 use crate::store::PersistedSession;
 
 /// Builds a model from its selection string (`provider:model`).
 pub type ModelFactory = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ErrorPayload> + Send + Sync>;
-
-/// The events of `log` after `after` (none without a cursor); a cursor that is not in
-/// the log is refused.
-fn after_cursor<'a>(
-    log: &'a [Envelope],
-    after: Option<&Cursor>,
-) -> Result<&'a [Envelope], ErrorPayload> {
-    let Some(c) = after else { return Ok(&[]) };
-    let pos = log
-        .iter()
-        .position(|e| e.request_id == c.request_id && e.sequence == c.sequence)
-        .ok_or_else(|| {
-            ErrorPayload::new(
-                ErrorCode::RequestInvalid,
-                format!(
-                    "cursor {}#{} is not in the session's log",
-                    c.request_id, c.sequence
-                ),
-            )
-            .with_detail("field", "payload.afterSequence")
-        })?;
-    Ok(&log[pos + 1..])
-}
-
-/// The approval, plan and question prompts of request `active` that are still waiting
-/// for an answer, in log order, leaving out those in `skip`.
-fn pending_prompts(log: &[Envelope], active: &str, skip: &[Envelope]) -> Vec<Envelope> {
-    let mut open: Vec<(String, &Envelope)> = Vec::new();
-    for env in log.iter().filter(|e| e.request_id == active) {
-        let (opens, key) = match &env.event {
-            Event::ApprovalRequested(p) => (true, format!("approval:{}", p.approval_id)),
-            Event::ApprovalGranted(p) => (false, format!("approval:{}", p.approval_id)),
-            Event::ApprovalDenied(p) => (false, format!("approval:{}", p.approval_id)),
-            Event::ApprovalExpired(p) => (false, format!("approval:{}", p.approval_id)),
-            Event::PlanApprovalRequired(p) => (true, format!("plan:{}", p.plan_id)),
-            Event::PlanApproved(p) => (false, format!("plan:{}", p.plan_id)),
-            Event::PlanRejected(p) => (false, format!("plan:{}", p.plan_id)),
-            Event::AskRequested(p) => (true, format!("ask:{}", p.ask_id)),
-            Event::AskAnswered(p) => (false, format!("ask:{}", p.ask_id)),
-            Event::AskExpired(p) => (false, format!("ask:{}", p.ask_id)),
-            _ => continue,
-        };
-        if opens {
-            open.push((key, env));
-        } else {
-            open.retain(|(k, _)| *k != key);
-        }
-    }
-    open.into_iter()
-        .map(|(_, e)| e)
-        .filter(|e| !skip.iter().any(|s| s.event_id == e.event_id))
-        .cloned()
-        .collect()
-}
-
-/// Requests that were accepted in `log` but never reached a terminal event.
-fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
-    let mut open: Vec<String> = Vec::new();
-    for env in log {
-        match &env.event {
-            Event::RequestAccepted(_) => open.push(env.request_id.clone()),
-            Event::SessionCompleted(_)
-            | Event::SessionInterrupted(_)
-            | Event::RequestCancelled(_) => {
-                open.retain(|r| r != &env.request_id);
-            }
-            _ => {}
-        }
-    }
-    open
-}
 
 pub(crate) struct KernelInner {
     pub(crate) config: KernelConfig,
@@ -101,12 +31,57 @@ pub(crate) struct KernelInner {
     pub(crate) factory: ModelFactory,
     /// Every tool the model can call, and the pipeline's stages.
     pub(crate) registry: Registry,
+    /// Hooks, in the order they run.
+    pub(crate) hooks: Vec<Arc<dyn crate::hooks::Hooks>>,
+    /// Sessions whose `SessionStart` hooks still run (their first request waits).
+    pub(crate) session_starts: crate::hooks::Starting,
     /// A test probe, called at every point of a request's life.
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
     pub(crate) emitter: Emitter,
     pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Open sessions dropped from memory while idle.
+    pub(crate) unloaded: crate::idle::Unloaded,
+    /// Sessions being started or resumed: counted against `max_open_sessions` until
+    /// they join `sessions`.
+    pub(crate) admitting: std::sync::atomic::AtomicUsize,
     pub(crate) cancel: CancellationToken,
+}
+
+/// A place reserved for a session being opened (see [`Kernel::admit`]); given back
+/// when dropped unless the session was inserted.
+pub(crate) struct Admission<'k> {
+    inner: &'k KernelInner,
+    done: bool,
+}
+
+impl Admission<'_> {
+    /// Makes the session open: inserts it and gives the reservation back at once.
+    /// If a session of that id was opened meanwhile (two resumes at once), that one
+    /// stays and is returned.
+    pub(crate) fn insert(mut self, id: &str, session: Arc<Session>) -> Arc<Session> {
+        let mut sessions = self
+            .inner
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let open = sessions.entry(id.to_owned()).or_insert(session).clone();
+        self.inner
+            .admitting
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.done = true;
+        open
+    }
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner
+                .admitting
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 impl std::fmt::Debug for KernelInner {
@@ -123,9 +98,6 @@ impl std::fmt::Debug for KernelInner {
 pub struct Kernel {
     pub(crate) inner: Arc<KernelInner>,
 }
-
-/// Options of [`Kernel::start_session`].
-pub type SessionOptions = SessionStart;
 
 impl Kernel {
     /// A builder.
@@ -201,13 +173,64 @@ impl Kernel {
         self.inner.ctx.ids.next_id(IdKind::Request)
     }
 
-    fn session(&self, id: &str) -> Option<Arc<Session>> {
-        self.inner
+    /// An open session, reloaded if it was unloaded while idle ([`crate::idle`]).
+    pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
+        let live = self
+            .inner
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(id)
-            .cloned()
+            .cloned();
+        let session = match live {
+            Some(s) => Some(s),
+            None => self.reload(id).unwrap_or_else(|e| {
+                tracing::warn!(session_id = %id, code = %e.code, message = %e.message, "reloading an idle session failed");
+                None
+            }),
+        };
+        if let Some(s) = &session {
+            s.touch();
+        }
+        session
+    }
+
+    /// Reserves a place for one more open session, or refuses with
+    /// `SESSION_LIMIT_REACHED` when `max_open_sessions` are open (or being opened).
+    pub(crate) fn admit(&self) -> Result<Admission<'_>, ErrorPayload> {
+        use std::sync::atomic::Ordering;
+        let inner = &*self.inner;
+        let max = inner.config.max_open_sessions;
+        let sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        // Sessions unloaded while idle are open too.
+        let open = sessions.len() + inner.admitting.load(Ordering::SeqCst) + inner.unloaded.len();
+        if max > 0 && open >= max {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionLimitReached,
+                format!(
+                    "{open} sessions are open, the most this runtime allows ({max}); close one first"
+                ),
+            )
+            .category(keel_envelope::error::ErrorCategory::Business)
+            .retryable(true)
+            .with_detail("limit", max as u64)
+            .with_detail("open", open as u64));
+        }
+        inner.admitting.fetch_add(1, Ordering::SeqCst);
+        drop(sessions);
+        Ok(Admission { inner, done: false })
+    }
+
+    /// Lets the store close what it holds open for a closed session; a failure is a
+    /// warning on the closing command's stream.
+    async fn release(&self, session: &Session, request_id: &str) {
+        if let Err(e) = self.inner.ctx.store.release(&session.id) {
+            let warning = e.severity(keel_envelope::error::Severity::Warning);
+            session
+                .emitter
+                .emit(request_id, Event::Warning(warning))
+                .await;
+        }
     }
 
     /// A handle to an open session.
@@ -218,15 +241,11 @@ impl Kernel {
         })
     }
 
-    /// Ids of open sessions.
+    /// Ids of open sessions (also those unloaded while idle).
     pub fn open_sessions(&self) -> Vec<String> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        let mut ids = self.loaded_sessions();
+        ids.extend(self.inner.unloaded.list());
+        ids
     }
 
     pub(crate) async fn emit_error(&self, cmd: &Command, error: ErrorPayload) {
@@ -251,6 +270,7 @@ impl Kernel {
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
     pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
+        self.start_idle_timer();
         let result = self.dispatch(&cmd).await;
         if let Err(e) = &result {
             self.emit_error(&cmd, e.clone()).await;
@@ -269,7 +289,12 @@ impl Kernel {
                 self.start(&cmd.request_id, p.clone(), id).await.map(|_| ())
             }
             CommandPayload::SessionResume(p) => self
-                .resume(&cmd.request_id, &p.session_id, p.after_sequence.as_ref())
+                .resume(
+                    &cmd.request_id,
+                    &p.session_id,
+                    p.after_sequence.as_ref(),
+                    p.mcp_servers.as_deref().unwrap_or_default(),
+                )
                 .await
                 .map(|_| ()),
             CommandPayload::SessionWatch(p) => self.watch(&cmd.request_id, p).await,
@@ -335,6 +360,13 @@ impl Kernel {
                         .sub_agents
                         .extend(s.data().ext.sub_agents.active.iter().cloned());
                 }
+                for id in self.inner.unloaded.list() {
+                    if let Ok(Some(state)) = self.inner.ctx.store.load_state(&id) {
+                        status
+                            .sessions
+                            .push(crate::summary::SessionSummary::of(&state).info());
+                    }
+                }
                 status
                     .sessions
                     .sort_by(|a, b| a.session_id.cmp(&b.session_id));
@@ -359,6 +391,9 @@ impl Kernel {
                     )
                     .with_detail("sessionId", sid));
                 };
+                if let CommandPayload::SessionFork(p) = &cmd.payload {
+                    return self.fork(&session, &cmd.request_id, p).await;
+                }
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;
                     self.inner
@@ -366,46 +401,12 @@ impl Kernel {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .remove(sid);
+                    self.release(&session, &cmd.request_id).await;
                     return Ok(());
                 }
                 session.handle_command(cmd).await
             }
         }
-    }
-
-    /// `session.watch`: under the session's emitter, so that no event slips between
-    /// the log read here and the live stream, answers with `session.watched`, replays
-    /// the events after the cursor and the running request's pending prompts.
-    async fn watch(&self, request_id: &str, p: &SessionWatch) -> Result<(), ErrorPayload> {
-        let Some(session) = self.session(&p.session_id) else {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                format!("session {:?} is not open (resume it first)", p.session_id),
-            )
-            .with_detail("sessionId", p.session_id.as_str()));
-        };
-        let mut g = session.emitter.lock().await;
-        let log = self.inner.ctx.store.load_events(&p.session_id)?.events;
-        let replay = after_cursor(&log, p.after_sequence.as_ref())?;
-        let snapshot = session.snapshot();
-        let pending = match &snapshot.active_request_id {
-            Some(active) => pending_prompts(&log, active, replay),
-            None => Vec::new(),
-        };
-        let answer = SessionWatched {
-            session: snapshot.session,
-            active_request_id: snapshot.active_request_id,
-            last_cursor: log.last().map(|e| Cursor {
-                request_id: e.request_id.clone(),
-                sequence: e.sequence,
-            }),
-            replayed: (replay.len() + pending.len()) as u32,
-        };
-        g.emit_unlogged(request_id, Event::SessionWatched(answer))
-            .await;
-        g.replay(request_id, replay).await;
-        g.replay(request_id, &pending).await;
-        Ok(())
     }
 
     fn resolve_workspace(&self, path: Option<&str>) -> Result<PathBuf, ErrorPayload> {
@@ -436,7 +437,26 @@ impl Kernel {
         Ok(canon)
     }
 
-    fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
+    /// Starts the session's MCP servers: those given with the command first (a
+    /// configured server of the same name is then left out), then the configured
+    /// ones. Start problems are reported on `request_id`'s stream.
+    pub(crate) fn start_mcp(
+        &self,
+        session: &Arc<Session>,
+        given: Vec<crate::mcp::McpServerConfig>,
+        request_id: &str,
+    ) {
+        use crate::mcp::{McpServers, ServerOrigin};
+        McpServers::start(session, given, ServerOrigin::Session, request_id);
+        McpServers::start(
+            session,
+            self.inner.config.mcp_servers.clone(),
+            ServerOrigin::Config,
+            request_id,
+        );
+    }
+
+    pub(crate) fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
         match (id, &self.inner.default_model) {
             (Some(id), _) => (self.inner.factory)(id),
             (None, Some(m)) => Ok(m.clone()),
@@ -453,8 +473,20 @@ impl Kernel {
         opts: SessionStart,
         id: String,
     ) -> Result<Arc<Session>, ErrorPayload> {
+        let admission = self.admit()?;
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
-        let model = self.model_for(opts.model.as_deref())?;
+        let mut model = self.model_for(opts.model.as_deref())?;
+        let extensions = crate::budget::session_extensions(&opts)?;
+        let mcp = crate::mcp::config::from_specs(opts.mcp_servers.as_deref().unwrap_or_default())?;
+        let host = crate::host_tools::entries(
+            opts.host_tools.as_deref().unwrap_or_default(),
+            "payload.hostTools",
+        )?;
+        // A host tool whose name is taken refuses the session before it exists.
+        crate::overlay::Overlay::default().set_host(&self.inner.registry, host.clone())?;
+        if let Some(path) = opts.record.as_deref() {
+            model = Arc::new(crate::record::RecordingModel::new(model, path)?);
+        }
         let now = self.inner.ctx.clock.now_ms();
         let state = PersistedSession {
             session_id: id.clone(),
@@ -466,23 +498,24 @@ impl Kernel {
                 .unwrap_or(self.inner.config.permission_mode),
             rules: Default::default(),
             session_keys: Vec::new(),
+            session_deny: Vec::new(),
             history: Default::default(),
             plan: None,
             usage: Default::default(),
             created_at: now,
             updated_at: now,
             closed: false,
-            extensions: Default::default(),
+            extensions,
+            request_marks: Vec::new(),
         };
         self.inner.ctx.store.save_state(&state)?;
         let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), session.clone());
+        session.tools.set_host(&self.inner.registry, host)?;
+        let session = admission.insert(&id, session);
         tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
+        crate::hooks::spawn_session_start(&session, request_id, "startup");
+        self.start_mcp(&session, mcp, request_id);
         Ok(session)
     }
 
@@ -491,6 +524,7 @@ impl Kernel {
         request_id: &str,
         id: &str,
         after: Option<&Cursor>,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
     ) -> Result<Arc<Session>, ErrorPayload> {
         if let Some(live) = self.session(id) {
             // Already open: answer with its state and replay what the host missed. The
@@ -502,6 +536,8 @@ impl Kernel {
             drop(g);
             return Ok(live);
         }
+        let admission = self.admit()?;
+        let mcp = crate::mcp::config::from_specs(mcp_servers)?;
         let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -520,12 +556,18 @@ impl Kernel {
         };
         state.model = model.id();
         state.closed = false;
-        let session = Session::new(self.inner.clone(), state, model, seq);
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_owned(), session.clone());
+        let fresh = Session::new(self.inner.clone(), state, model, seq);
+        let session = admission.insert(id, fresh.clone());
+        if !Arc::ptr_eq(&session, &fresh) {
+            // Another resume of the same session won the race: answer from it.
+            let mut g = session.emitter.lock().await;
+            let log = self.inner.ctx.store.load_events(id)?;
+            session
+                .emit_resumed(&mut g, request_id, &log.events, after)
+                .await?;
+            drop(g);
+            return Ok(session);
+        }
         let mut g = session.emitter.lock().await;
         if log.torn_tail_dropped {
             g.emit(
@@ -555,113 +597,9 @@ impl Kernel {
             .await;
         }
         drop(g);
+        crate::hooks::spawn_session_start(&session, request_id, "resume");
+        self.start_mcp(&session, mcp, request_id);
         Ok(session)
-    }
-
-    /// `session.delete`: closes the session if it is open (on a request id of its own,
-    /// as a shutdown does), removes its stored files, then answers `session.deleted`
-    /// on `request_id`'s stream (not logged: the log is gone).
-    async fn delete(&self, request_id: &str, id: &str) -> Result<(), ErrorPayload> {
-        let open = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
-        if let Some(session) = &open {
-            let rid = self.new_request_id();
-            session.close(&rid, "deleted").await;
-        }
-        let stored = self.inner.ctx.store.delete(id)?;
-        if open.is_none() && !stored {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                format!("no session {id:?} in the store"),
-            )
-            .with_detail("sessionId", id));
-        }
-        self.inner
-            .emitter
-            .emit_as(
-                Some(id.to_owned()),
-                request_id,
-                Event::SessionDeleted(keel_envelope::events::SessionDeleted {
-                    session_id: id.to_owned(),
-                }),
-            )
-            .await;
-        Ok(())
-    }
-
-    /// Deletes a session (open or stored) and its stored files (`session.delete`).
-    pub async fn delete_session(&self, id: &str) -> Result<(), ErrorPayload> {
-        let cmd = Command::new(
-            self.new_request_id(),
-            None,
-            CommandPayload::SessionDelete(keel_envelope::commands::SessionDelete {
-                session_id: id.to_owned(),
-            }),
-        );
-        self.execute(cmd).await
-    }
-
-    /// Sets an open session's title (`session.set_title`).
-    pub async fn set_session_title(&self, id: &str, title: &str) -> Result<(), ErrorPayload> {
-        let cmd = Command::new(
-            self.new_request_id(),
-            Some(id.to_owned()),
-            CommandPayload::SessionSetTitle(keel_envelope::commands::SetTitle {
-                title: title.to_owned(),
-            }),
-        );
-        self.execute(cmd).await
-    }
-
-    /// A session's whole event log, oldest first, as stored (for hosts that replay a
-    /// session in their own format, e.g. ACP's `session/load`).
-    pub fn session_log(&self, id: &str) -> Result<Vec<Envelope>, ErrorPayload> {
-        Ok(self.inner.ctx.store.load_events(id)?.events)
-    }
-
-    /// Stored and open sessions, most recently updated first.
-    pub fn list_sessions(&self) -> Result<Vec<SessionInfo>, ErrorPayload> {
-        let live: HashMap<String, Arc<Session>> = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let mut out: Vec<SessionInfo> = Vec::new();
-        for stored in self.inner.ctx.store.list()? {
-            match live.get(&stored.session_id) {
-                Some(s) => out.push(s.info()),
-                None => out.push(SessionInfo {
-                    session_id: stored.session_id.clone(),
-                    title: stored.title.clone(),
-                    workspace: stored.workspace.clone(),
-                    created_at: stored.created_at,
-                    updated_at: stored.updated_at,
-                    state: if stored.closed {
-                        keel_envelope::types::SessionState::Closed
-                    } else {
-                        keel_envelope::types::SessionState::Idle
-                    },
-                    permission_mode: stored.mode,
-                    model: stored.model.clone(),
-                }),
-            }
-        }
-        for (id, s) in &live {
-            if !out.iter().any(|i| &i.session_id == id) {
-                out.push(s.info());
-            }
-        }
-        out.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| a.session_id.cmp(&b.session_id))
-        });
-        Ok(out)
     }
 
     fn session_stream(&self, session_id: &str) -> EventStream {
@@ -677,8 +615,9 @@ impl Kernel {
     /// `session.started`, so nothing is missed).
     pub async fn start_session(
         &self,
-        opts: SessionOptions,
+        opts: impl Into<SessionStart>,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        let opts: SessionStart = opts.into();
         let request_id = self.new_request_id();
         let id = self.inner.ctx.ids.next_id(IdKind::Session);
         let stream = self.session_stream(&id);
@@ -707,9 +646,23 @@ impl Kernel {
         id: &str,
         after: Option<Cursor>,
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        self.resume_session_with_mcp(id, after, &[]).await
+    }
+
+    /// [`Kernel::resume_session`] with the MCP servers the host gives the session
+    /// (`mcpServers` of `session.resume`); ignored when the session is already open,
+    /// which keeps its servers.
+    pub async fn resume_session_with_mcp(
+        &self,
+        id: &str,
+        after: Option<Cursor>,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
+    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         let stream = self.session_stream(id);
-        let session = self.resume(&request_id, id, after.as_ref()).await?;
+        let session = self
+            .resume(&request_id, id, after.as_ref(), mcp_servers)
+            .await?;
         Ok((
             SessionHandle {
                 kernel: self.clone(),
@@ -731,6 +684,10 @@ impl Kernel {
 
     /// Interrupts everything, closes every session, flushes the store.
     pub async fn shutdown(&self, reason: &str) {
+        // Sessions unloaded while idle are closed like the others.
+        for id in self.inner.unloaded.list() {
+            let _ = self.reload(&id);
+        }
         let sessions: Vec<Arc<Session>> = self
             .inner
             .sessions
@@ -742,6 +699,7 @@ impl Kernel {
         for s in sessions {
             let rid = self.new_request_id();
             s.close(&rid, reason).await;
+            self.release(&s, &rid).await;
         }
         self.inner.cancel.cancel();
         let _ = self.inner.ctx.store.flush();

@@ -8,25 +8,41 @@
 
 mod agent;
 mod approval;
+mod budget;
 mod builder;
 mod compact;
 pub mod config;
 mod emit;
 mod ext;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gate;
 mod handle;
 pub mod history;
+mod history_import;
+pub mod hooks;
+mod host_tools;
+mod idle;
 mod kernel;
 mod kernel_tools;
+pub mod mcp;
 pub mod model;
+mod options;
+mod overlay;
 mod pipeline;
 mod probe;
 mod prompt;
+pub mod record;
 mod registry;
+mod replay;
 mod request;
+mod rewind;
 mod session;
+mod side;
 pub mod store;
 mod store_history;
+mod stored;
+pub mod summary;
 pub mod title;
 mod turn;
 
@@ -34,7 +50,8 @@ pub use builder::{default_store_dir, KernelBuilder};
 pub use config::KernelConfig;
 pub use emit::WatchEnd;
 pub use handle::{EventStream, SessionHandle, WatchStream, Watcher};
-pub use kernel::{Kernel, ModelFactory, SessionOptions};
+pub use kernel::{Kernel, ModelFactory};
+pub use options::SessionOptions;
 
 /// Test seams: a probe that pauses a request at the points of its life.
 #[doc(hidden)]

@@ -2,15 +2,21 @@
 //! same steps, in this order:
 //!
 //! 1. decode: the arguments are JSON, the tool exists (and is in the caller's scope),
-//!    and the arguments fit the entry's typed shape — else `tool.call.skipped`;
+//!    and the arguments fit the entry's typed shape — else `tool.call.skipped`; then
+//!    the `PreToolUse` hooks, which may deny the call or rewrite its arguments (decoded
+//!    again, and gated below like any others: a hook is no way around the gate);
 //! 2. gate: the entry's row of the permission table decides allow / ask / deny —
 //!    deny is `tool.call.skipped`;
 //! 3. approval wait, when the gate asks — a denial or timeout is `tool.call.skipped`;
-//! 4. run: `tool.call.started` with the verdict's level, the entry's handler (or the
+//! 4. checkpoint: when the verdict's level is above read (or the call spawns a
+//!    sub-agent), the workspace is checkpointed ([`crate::rewind`]) so a rewind can
+//!    put it back as it was just before the call;
+//! 5. run: `tool.call.started` with the verdict's level, the entry's handler (or the
 //!    stage that takes the call over) with its own child cancellation token, streamed
 //!    `tool.call.progress`, then `tool.call.completed` or `tool.call.failed` with the
 //!    real duration;
-//! 5. the result goes back to the caller, which puts it into the history.
+//! 6. the `PostToolUse` hooks may add a note; the result goes back to the caller,
+//!    which puts it into the history.
 //!
 //! An interrupt always lands: once the request's token fires, a handler gets a short
 //! grace period to stop by itself (killing its processes), and is then dropped, which
@@ -32,6 +38,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::gate::{self, GateVerdict};
+use crate::hooks::PreTool;
 use crate::model::ToolCallRequest;
 use crate::probe::Point;
 use crate::registry::{Entry, Handler};
@@ -87,6 +94,27 @@ pub(crate) async fn run_call(
             return Ok((refusal_text(&error), true));
         }
     };
+    // Hooks: PreToolUse may deny the call, or rewrite its arguments, which are then
+    // decoded again and gated like any call's.
+    let rewritten;
+    let (call, entry) = match crate::hooks::pre_tool_use(session, rid, call, cancel).await {
+        PreTool::Continue => (call, entry),
+        PreTool::Deny(error, text) => {
+            skip(session, rid, &tool_call_id, &call.name, error).await;
+            return Ok((text, true));
+        }
+        PreTool::Rewrite(c) => {
+            rewritten = c;
+            match decode(session, &rewritten, scope) {
+                Ok(e) => (&rewritten, e),
+                Err(error) => {
+                    let error = error.with_detail("rewrittenBy", "PreToolUse");
+                    skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
+                    return Ok((refusal_text(&error), true));
+                }
+            }
+        }
+    };
     session.probe(Point::BeforeGate, rid).await;
     // 2. Gate.
     let (verdict, mode) = {
@@ -127,7 +155,17 @@ pub(crate) async fn run_call(
     if cancel.is_cancelled() {
         return Err(Interrupted);
     }
-    // 4. Run.
+    // 4. Checkpoint the workspace when the call may change files.
+    if crate::rewind::may_change_files(verdict.level(), &call.name) {
+        let call_point = Some((tool_call_id.as_str(), call.name.as_str()));
+        if let Some(w) = crate::rewind::checkpoint(session, rid, call_point, cancel).await {
+            session.emitter.emit(rid, Event::Warning(w)).await;
+        }
+        if cancel.is_cancelled() {
+            return Err(Interrupted);
+        }
+    }
+    // 5. Run.
     let call_cancel = cancel.child_token();
     let cx = CallCx {
         session,
@@ -139,7 +177,9 @@ pub(crate) async fn run_call(
         scope,
         mode,
     };
-    run(&cx, &entry).await
+    let content = run(&cx, &entry).await?;
+    // Hooks: PostToolUse may add a note for the model.
+    Ok(crate::hooks::post_tool_use(session, rid, call, content, cancel).await)
 }
 
 /// Step 1: the call names a tool in scope, and its arguments are JSON of its shape.
@@ -157,9 +197,7 @@ fn decode(
     }
     let in_scope = scope.is_none_or(|names| names.iter().any(|n| n == &call.name));
     let entry = session
-        .kernel
-        .registry
-        .get(&call.name)
+        .tool(&call.name)
         .filter(|_| in_scope)
         .ok_or_else(|| {
             let message = if in_scope {
@@ -177,7 +215,7 @@ fn decode(
         )
         .with_detail("toolName", call.name.clone())
     })?;
-    Ok(entry.clone())
+    Ok(entry)
 }
 
 async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, error: ErrorPayload) {

@@ -124,3 +124,27 @@ pub(crate) fn transcript(history: &[Message]) -> String {
     }
     out
 }
+
+/// The current plan for the system prompt, so the model keeps it after compaction has
+/// folded the messages that built it, and in a fork. Empty without a plan.
+pub(crate) fn plan_section(plan: Option<&keel_envelope::types::Plan>) -> String {
+    use keel_envelope::types::StepStatus;
+    let Some(plan) = plan.filter(|p| !p.steps.is_empty()) else {
+        return String::new();
+    };
+    let mut s = format!("\n# Current plan ({})\n", plan.plan_id);
+    if let Some(summary) = &plan.summary {
+        s.push_str(summary);
+        s.push('\n');
+    }
+    for step in &plan.steps {
+        let mark = match step.status {
+            StepStatus::Pending => "[ ]",
+            StepStatus::InProgress => "[>]",
+            StepStatus::Completed => "[x]",
+        };
+        s.push_str(&format!("- {mark} {} ({})\n", step.title, step.id));
+    }
+    s.push_str("Keep it current with update_plan as steps move.\n");
+    s
+}

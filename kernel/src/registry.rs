@@ -3,6 +3,10 @@
 //! it is built in, one of the kernel's own tools, or registered by the host. Names are
 //! unique: a clash is a builder error naming both registrations.
 //!
+//! This registry is the kernel's; a session adds its own entries on top of it (the
+//! tools of its MCP servers and of the host app, [`crate::overlay`]), with the same
+//! rule for names.
+//!
 //! The registry also holds the pipeline's stages (patch preview, background tasks):
 //! runners that take over an allowed call of another entry. It knows nothing of how a
 //! call is run; that is [`crate::pipeline`].
@@ -29,16 +33,35 @@ pub(crate) enum Origin {
     Kernel,
     /// Registered by the host through the builder.
     Custom,
+    /// A tool the host app runs, given to one session (`hostTools`).
+    Host,
+    /// A tool of one of the session's MCP servers.
+    Mcp,
 }
 
 impl Origin {
-    fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Origin::Builtin => "a built-in tool",
             Origin::Kernel => "one of the kernel's own tools",
             Origin::Custom => "a tool registered by the host",
+            Origin::Host => "a tool of the host app (hostTools)",
+            Origin::Mcp => "a tool of an MCP server",
         }
     }
+}
+
+/// The error for a name taken twice: it names both registrations.
+pub(crate) fn conflict(name: &str, first: Origin, second: Origin) -> ErrorPayload {
+    ErrorPayload::new(
+        ErrorCode::ToolNameConflict,
+        format!(
+            "the tool name `{name}` is registered twice: by {} and by {}; rename one of them",
+            first.describe(),
+            second.describe()
+        ),
+    )
+    .with_detail("toolName", name.to_owned())
 }
 
 /// A handler that needs the session (the kernel's own tools).
@@ -77,7 +100,8 @@ pub(crate) fn typed<T: DeserializeOwned>(v: &serde_json::Value) -> Result<(), St
     T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())
 }
 
-fn object(v: &serde_json::Value) -> Result<(), String> {
+/// The decoder of a tool without a typed shape: the arguments are a JSON object.
+pub(crate) fn object(v: &serde_json::Value) -> Result<(), String> {
     if v.is_object() {
         Ok(())
     } else {
@@ -107,6 +131,17 @@ pub(crate) struct Entry {
     pub(crate) origin: Origin,
     pub(crate) handler: Handler,
     pub(crate) decode: Decoder,
+}
+
+impl Entry {
+    /// The definition offered to the model.
+    pub(crate) fn def(&self) -> ToolDef {
+        ToolDef {
+            name: self.spec.name.clone(),
+            description: self.spec.description.clone(),
+            parameters: self.spec.parameters.clone(),
+        }
+    }
 }
 
 /// Every tool of a kernel, in the order they are offered to the model.
@@ -207,28 +242,11 @@ impl RegistryBuilder {
             }
             if let Some(&first) = index.get(&e.spec.name) {
                 let first = &self.entries[first];
-                return Err(ErrorPayload::new(
-                    ErrorCode::ToolNameConflict,
-                    format!(
-                        "the tool name `{}` is registered twice: by {} and by {}; rename one of them",
-                        e.spec.name,
-                        first.origin.describe(),
-                        e.origin.describe()
-                    ),
-                )
-                .with_detail("toolName", e.spec.name.clone()));
+                return Err(conflict(&e.spec.name, first.origin, e.origin));
             }
             index.insert(e.spec.name.clone(), i);
         }
-        let defs = self
-            .entries
-            .iter()
-            .map(|e| ToolDef {
-                name: e.spec.name.clone(),
-                description: e.spec.description.clone(),
-                parameters: e.spec.parameters.clone(),
-            })
-            .collect();
+        let defs = self.entries.iter().map(Entry::def).collect();
         Ok(Registry {
             entries: self.entries,
             index,

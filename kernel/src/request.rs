@@ -18,6 +18,8 @@ use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, Counters, Outcome};
+use crate::budget::{self, Budget};
+use crate::hooks;
 use crate::model::Message;
 use crate::probe::Point;
 use crate::session::{Active, Queued, Session};
@@ -98,6 +100,9 @@ async fn run_request<'s>(
     from_queue: bool,
 ) -> tokio::sync::MutexGuard<'s, ()> {
     let rid = q.id.as_str();
+    // The workspace and the conversation as they are before the request.
+    crate::rewind::mark_request(session, rid);
+    let warning = crate::rewind::checkpoint(session, rid, None, cancel).await;
     session
         .emitter
         .emit(
@@ -108,14 +113,47 @@ async fn run_request<'s>(
             }),
         )
         .await;
-    session.data().state.history.push(Message::User {
-        text: q.message.clone(),
-        images: q.images.clone(),
-    });
+    if let Some(w) = warning {
+        session.emitter.emit(rid, Event::Warning(w)).await;
+    }
     tracing::info!(from_queue, "request accepted");
-    session.probe(Point::RequestStarted, rid).await;
+    hooks::wait_session_start(session, cancel).await;
+    let b = Budget::start(session, &q.overrides);
     let mut c = Counters::new();
-    let outcome = agent::run(session, rid, cancel, &mut c).await;
+    let outcome = match hooks::user_prompt_submit(session, rid, &q.message, cancel).await {
+        // Blocked: the prompt never reaches the history nor the model.
+        Err(blocked) => {
+            c.stop_hooks_ran = true;
+            Outcome::Failed(blocked)
+        }
+        Ok(context) => {
+            {
+                let mut d = session.data();
+                d.state.history.push(Message::User {
+                    text: q.message.clone(),
+                    images: q.images.clone(),
+                });
+                if let Some(context) = context {
+                    d.state.history.push(hooks::context_message(context));
+                }
+            }
+            session.probe(Point::RequestStarted, rid).await;
+            run_clocked(session, rid, cancel, &mut c, &b).await
+        }
+    };
+    if !c.stop_hooks_ran {
+        let reason = match &outcome {
+            Outcome::Done { stop, .. } => Some(*stop),
+            Outcome::Budget(_) => Some(StopReason::MaxTurns),
+            Outcome::Failed(_) => Some(StopReason::Error),
+            Outcome::Interrupted => None,
+        };
+        if let Some(reason) = reason {
+            // Told, but cannot make the request go on.
+            hooks::stop(session, rid, reason, None, false, cancel).await;
+        }
+    }
+    b.save(session);
     let telemetry = c.telemetry();
     session.persist(rid).await;
     // A session without a title gets one from its first message, before the
@@ -125,6 +163,49 @@ async fn run_request<'s>(
     let turnover = session.turnover.lock().await;
     finish(session, rid, outcome, telemetry).await;
     turnover
+}
+
+/// Runs the agent loop under the budget's wall-time limit: at 80 % a `budget.warning`,
+/// at 100 % the loop is stopped like an interrupt and the request ends as over budget.
+async fn run_clocked(
+    session: &Arc<Session>,
+    rid: &str,
+    cancel: &CancellationToken,
+    c: &mut Counters,
+    b: &Budget,
+) -> Outcome {
+    let Some(left) = b.wall_time_left() else {
+        return agent::run(session, rid, cancel, c, b).await;
+    };
+    let clock = cancel.child_token();
+    let run = agent::run(session, rid, &clock, c, b);
+    tokio::pin!(run);
+    let stop_at = tokio::time::sleep(left);
+    tokio::pin!(stop_at);
+    let warn_in = b.wall_warning_in();
+    let warn_at = tokio::time::sleep(warn_in.unwrap_or(left));
+    tokio::pin!(warn_at);
+    let mut warn_pending = warn_in.is_some();
+    let mut fired = false;
+    let outcome = loop {
+        tokio::select! {
+            o = &mut run => break o,
+            _ = &mut warn_at, if warn_pending => {
+                warn_pending = false;
+                budget::warn(session, rid, b).await;
+            }
+            _ = &mut stop_at, if !fired => {
+                fired = true;
+                clock.cancel();
+            }
+        }
+    };
+    if fired && !cancel.is_cancelled() && matches!(outcome, Outcome::Interrupted) {
+        release_waiters(session, rid).await;
+        budget::warn(session, rid, b).await;
+        return Outcome::Budget(b.wall_time_reached());
+    }
+    outcome
 }
 
 /// Emits the request's terminal event (under the turnover lock). An interrupt that
@@ -142,6 +223,9 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
         }
         Outcome::Failed(e) => {
             tracing::warn!(code = %e.code, message = %e.message, "request failed")
+        }
+        Outcome::Budget(hit) => {
+            tracing::info!(scope = ?hit.scope, limit = ?hit.limit, used = hit.used, max = hit.max, "request stopped by its budget")
         }
         Outcome::Interrupted => tracing::info!("request interrupted"),
     }
@@ -179,6 +263,25 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
                         stop_reason: stop,
                         final_text: text,
                         telemetry,
+                        budget: None,
+                    }),
+                )
+                .await;
+        }
+        Outcome::Budget(hit) => {
+            session
+                .emitter
+                .emit(rid, Event::Warning(budget::exceeded(&hit)))
+                .await;
+            session
+                .emitter
+                .emit(
+                    rid,
+                    Event::SessionCompleted(SessionCompleted {
+                        stop_reason: StopReason::MaxTurns,
+                        final_text: None,
+                        telemetry,
+                        budget: Some(hit),
                     }),
                 )
                 .await;
@@ -189,8 +292,36 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
 
 /// Releases every waiter and emits `session.interrupted` on the request's stream.
 async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
+    release_waiters(session, rid).await;
+    let reply = session
+        .data()
+        .active
+        .as_ref()
+        .and_then(|a| a.interrupt_reply.clone());
+    let reason = if session.cancel.is_cancelled() {
+        "shutdown"
+    } else {
+        "user"
+    };
+    session
+        .emitter
+        .emit_reply(
+            rid,
+            reply.as_deref(),
+            Event::SessionInterrupted(SessionInterrupted {
+                interrupted_request_id: Some(rid.to_owned()),
+                reason: reason.into(),
+                was_running: true,
+            }),
+        )
+        .await;
+}
+
+/// Reports the sub-agents, approvals and questions of a stopped request that did not
+/// get to report their own end.
+async fn release_waiters(session: &Arc<Session>, rid: &str) {
     let now = session.now();
-    let (approvals, asks, reply, sub_agents) = {
+    let (approvals, asks, sub_agents) = {
         let mut d = session.data();
         // Sub-agents of this request that did not get to report their end.
         let running: Vec<String> = d
@@ -214,8 +345,7 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
         let approvals: Vec<String> = d.approvals.drain().map(|(k, _)| k).collect();
         let asks: Vec<String> = d.asks.drain().map(|(k, _)| k).collect();
         d.plan_wait = None;
-        let reply = d.active.as_ref().and_then(|a| a.interrupt_reply.clone());
-        (approvals, asks, reply, sub_agents)
+        (approvals, asks, sub_agents)
     };
     for info in sub_agents {
         let ev = SubAgentEvent {
@@ -252,21 +382,4 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
             )
             .await;
     }
-    let reason = if session.cancel.is_cancelled() {
-        "shutdown"
-    } else {
-        "user"
-    };
-    session
-        .emitter
-        .emit_reply(
-            rid,
-            reply.as_deref(),
-            Event::SessionInterrupted(SessionInterrupted {
-                interrupted_request_id: Some(rid.to_owned()),
-                reason: reason.into(),
-                was_running: true,
-            }),
-        )
-        .await;
 }

@@ -15,8 +15,7 @@ use keel_envelope::events::{
     SessionRulesUpdated, SessionStarted, SessionStateSnapshot,
 };
 use keel_envelope::types::{
-    ApprovalDecision, ApprovalRules, Cursor, HistoryMessage, PermissionMode, Role, SessionInfo,
-    SessionState,
+    ApprovalDecision, ApprovalRules, Cursor, PermissionMode, SessionInfo, SessionState,
 };
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
 use tokio::sync::oneshot;
@@ -25,8 +24,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::emit::Emitter;
 use crate::kernel::KernelInner;
-use crate::model::{Message, Model, ToolCallRequest};
+use crate::model::{Message, Model};
 use crate::store::PersistedSession;
+
+/// Most messages waiting on a busy session (queued requests plus steered messages not
+/// yet given to the model); beyond it `request.send` is refused with `SESSION_BUSY`
+/// (`details.reason: "queue_full"`).
+pub(crate) const MAX_WAITING: usize = 64;
 
 /// A request waiting to run.
 #[derive(Debug, Clone)]
@@ -36,6 +40,8 @@ pub(crate) struct Queued {
     pub(crate) images: Vec<String>,
     /// Whether `edit_file` / `write_file` are proposed as patches in this request.
     pub(crate) patch_preview: bool,
+    /// The request's own budget and output cap.
+    pub(crate) overrides: crate::budget::RequestOverrides,
 }
 
 /// The running request.
@@ -84,8 +90,15 @@ pub(crate) struct Data {
     pub(crate) sandbox_warned: bool,
     /// Whether the session already warned that `AGENTS.md` was not read.
     pub(crate) instructions_warned: bool,
+    /// Whether the session already warned that a checkpoint failed.
+    pub(crate) checkpoint_warned: bool,
     /// Review, patches and task graph (kept in `state.extensions` when persisted).
     pub(crate) ext: crate::ext::ExtState,
+    /// Whether the running unit of work (`active`) is a compaction by hand: it has no
+    /// model call a steered message could join, so such messages are queued.
+    pub(crate) compacting: bool,
+    /// Host-tool calls waiting for `host-tool.respond`, by toolCallId.
+    pub(crate) host_calls: HashMap<String, crate::host_tools::HostWaiter>,
 }
 
 /// One session.
@@ -100,6 +113,20 @@ pub(crate) struct Session {
     /// look at the running request, so a host that saw a terminal event finds the
     /// session already switched.
     pub(crate) turnover: tokio::sync::Mutex<()>,
+    /// Checkpoints of the workspace ([`crate::rewind`]).
+    pub(crate) checkpoints: crate::rewind::Book,
+    /// Side questions being answered ([`crate::side`]).
+    pub(crate) sides: std::sync::atomic::AtomicUsize,
+    /// When a command last named the session or it last saved its state, ms of
+    /// [`crate::idle::now_ms`].
+    pub(crate) last_used: std::sync::atomic::AtomicU64,
+    /// Held while a state snapshot is taken and written, so snapshots of the session
+    /// reach the store in the order they were taken.
+    saving: tokio::sync::Mutex<()>,
+    /// The session's own tools (host app, MCP servers) on top of the kernel's.
+    pub(crate) tools: crate::overlay::Overlay,
+    /// The session's MCP servers.
+    pub(crate) mcp: crate::mcp::McpServers,
     data: Mutex<Data>,
 }
 
@@ -131,6 +158,12 @@ impl Session {
             emitter,
             cancel: kernel.cancel.child_token(),
             turnover: tokio::sync::Mutex::new(()),
+            checkpoints: crate::rewind::Book::default(),
+            sides: Default::default(),
+            last_used: std::sync::atomic::AtomicU64::new(crate::idle::now_ms()),
+            saving: tokio::sync::Mutex::new(()),
+            tools: Default::default(),
+            mcp: Default::default(),
             kernel,
             data: Mutex::new(Data {
                 state,
@@ -143,13 +176,37 @@ impl Session {
                 runner: None,
                 sandbox_warned: false,
                 instructions_warned: false,
+                checkpoint_warned: false,
                 ext,
+                compacting: false,
+                host_calls: HashMap::new(),
             }),
         })
     }
 
+    /// Records that a command named the session, or its state changed, now (real
+    /// time: the kernel's clock is left alone).
+    pub(crate) fn touch(&self) {
+        self.last_used
+            .store(crate::idle::now_ms(), std::sync::atomic::Ordering::Release);
+    }
+
+    pub(crate) fn info_state(&self, d: &Data) -> SessionState {
+        Self::state_of(d)
+    }
+
     pub(crate) fn data(&self) -> MutexGuard<'_, Data> {
         self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The tool named `name` in this session's view (the kernel's, then its own).
+    pub(crate) fn tool(&self, name: &str) -> Option<crate::registry::Entry> {
+        self.tools.get(&self.kernel.registry, name)
+    }
+
+    /// The definitions this session offers the model.
+    pub(crate) fn tool_defs(&self) -> Vec<crate::model::ToolDef> {
+        self.tools.defs(&self.kernel.registry)
     }
 
     pub(crate) fn now(&self) -> u64 {
@@ -164,7 +221,13 @@ impl Session {
     }
 
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
+    ///
+    /// The write runs on the blocking pool: replacing a file can wait for the disk
+    /// (ext4 flushes the new data before a rename over an existing file), and many
+    /// sessions saving at once must not hold the runtime's worker threads.
     pub(crate) async fn persist(&self, request_id: &str) {
+        self.touch();
+        let _saving = self.saving.lock().await;
         let snapshot = {
             let mut d = self.data();
             d.state.updated_at = self.now();
@@ -172,7 +235,16 @@ impl Session {
             ext.save(&mut state.extensions);
             d.state.clone()
         };
-        if let Err(e) = self.kernel.ctx.store.save_state(&snapshot) {
+        let store = self.kernel.ctx.store.clone();
+        let saved = tokio::task::spawn_blocking(move || store.save_state(&snapshot))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ErrorPayload::new(
+                    ErrorCode::RuntimeInternalError,
+                    format!("saving the session state failed: {e}"),
+                ))
+            });
+        if let Err(e) = saved {
             tracing::warn!(session_id = %self.id, code = %e.code, message = %e.message, "saving the session state failed");
             self.emitter.emit(request_id, Event::Warning(e)).await;
         }
@@ -189,6 +261,8 @@ impl Session {
             state: Self::state_of(&d),
             permission_mode: d.state.mode,
             model: d.state.model.clone(),
+            request_count: crate::summary::request_count(&d.state),
+            last_message: crate::summary::last_message(&d.state.history),
         }
     }
 
@@ -296,6 +370,8 @@ impl Session {
                     state: Self::state_of(&d),
                     permission_mode: d.state.mode,
                     model: d.state.model.clone(),
+                    request_count: crate::summary::request_count(&d.state),
+                    last_message: crate::summary::last_message(&d.state.history),
                 },
                 summary,
                 message_count: d.state.history.len() as u32,
@@ -362,11 +438,20 @@ impl Session {
                 self.persist(rid).await;
             }
             CommandPayload::SessionSetRules(p) => {
+                crate::gate::check_rules(p)?;
                 let rules = ApprovalRules {
                     always_allow_global: p.always_allow_global.clone(),
                     always_allow_project: p.always_allow_project.clone(),
+                    always_deny_global: p.always_deny_global.clone(),
+                    always_deny_project: p.always_deny_project.clone(),
                 };
-                self.data().state.rules = rules.clone();
+                {
+                    let mut d = self.data();
+                    d.state.rules = rules.clone();
+                    if let Some(deny) = &p.deny {
+                        d.state.session_deny = deny.clone();
+                    }
+                }
                 self.emitter
                     .emit(
                         rid,
@@ -387,7 +472,7 @@ impl Session {
                             "history can only be loaded while the session is idle",
                         ));
                     }
-                    let converted = convert_history(&p.messages)?;
+                    let converted = crate::history_import::convert_history(&p.messages)?;
                     d.state.history.extend(converted);
                     d.state.history.len() as u32
                 };
@@ -421,6 +506,7 @@ impl Session {
                     message: p.message.clone(),
                     images: p.images.clone().unwrap_or_default(),
                     patch_preview: p.patch_preview.unwrap_or(self.kernel.config.patch_preview),
+                    overrides: crate::budget::RequestOverrides::of(p)?,
                 };
                 self.send(q, p.when_busy.unwrap_or_default()).await?;
             }
@@ -488,16 +574,14 @@ impl Session {
                     return Err(not_found(ErrorCode::AskNotFound, "question", &p.ask_id));
                 }
             }
-            CommandPayload::ContextCompact(_) => {
-                if self.data().active.is_some() {
-                    return Err(ErrorPayload::new(
-                        ErrorCode::SessionBusy,
-                        "compaction by hand runs while the session is idle",
-                    ));
-                }
-                crate::compact::run(self, rid, "manual", &CancellationToken::new()).await;
-                self.persist(rid).await;
+            CommandPayload::CheckpointList(_) => {
+                let list = crate::rewind::list(self).await?;
+                self.emitter.emit(rid, Event::CheckpointList(list)).await;
             }
+            CommandPayload::SessionRewind(p) => crate::rewind::rewind(self, rid, p).await?,
+            CommandPayload::RequestSide(p) => crate::side::spawn(self, rid, &p.message)?,
+            CommandPayload::ContextCompact(_) => crate::compact::start_manual(self, rid).await?,
+            other if self.handle_host(rid, other).await? => {}
             other if self.handle_ext(rid, other).await? => {}
             other => {
                 return Err(ErrorPayload::new(
@@ -539,6 +623,20 @@ impl Session {
                     "the session is closed",
                 ));
             }
+            let compacting = d.compacting;
+            let waiting = d.queue.len() + d.active.as_ref().map_or(0, |a| a.steer.len());
+            if d.active.is_some()
+                && !matches!(when_busy, WhenBusy::Reject)
+                && waiting >= MAX_WAITING
+            {
+                return Err(ErrorPayload::new(
+                    ErrorCode::SessionBusy,
+                    format!("{waiting} messages already wait for the running request (the most a session keeps)"),
+                )
+                .retryable(true)
+                .with_detail("reason", "queue_full")
+                .with_detail("limit", MAX_WAITING as u64));
+            }
             match (&mut d.active, when_busy) {
                 (None, _) => {
                     let cancel = self.cancel.child_token();
@@ -550,6 +648,10 @@ impl Session {
                         patch_preview: q.patch_preview,
                     });
                     Outcome::Start(cancel)
+                }
+                (Some(_), WhenBusy::Steer | WhenBusy::Queue) if compacting => {
+                    d.queue.push_back(q.clone());
+                    Outcome::Queued(d.queue.len() as u32)
                 }
                 (Some(active), WhenBusy::Steer) => {
                     active.steer.push(q.message.clone());
@@ -572,7 +674,12 @@ impl Session {
         match outcome {
             Outcome::Start(cancel) => {
                 let me = self.clone();
-                let handle = tokio::spawn(crate::request::run_requests(me, q, cancel));
+                let handle = tokio::spawn(async move {
+                    // The first model call offers the tools of MCP servers still
+                    // starting (each start has its own time limit).
+                    me.mcp.wait_started(&cancel).await;
+                    crate::request::run_requests(me, q, cancel).await
+                });
                 self.data().runner = Some(handle);
             }
             Outcome::Queued(position) => {
@@ -666,6 +773,7 @@ impl Session {
             }
         }
         crate::ext::process::stop_all(self).await;
+        self.mcp.stop_all();
         self.data().state.closed = true;
         self.persist(rid).await;
         self.emitter
@@ -678,65 +786,4 @@ impl Session {
             .await;
         self.cancel.cancel();
     }
-}
-
-/// Converts host history (seed 000 §5.5) into model messages.
-fn convert_history(messages: &[HistoryMessage]) -> Result<Vec<Message>, ErrorPayload> {
-    let mut out = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        match m.role {
-            Role::User => out.push(Message::User {
-                text: m.content.clone(),
-                images: Vec::new(),
-            }),
-            Role::Assistant => {
-                let calls = m
-                    .tool_calls
-                    .clone()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|c| ToolCallRequest {
-                        id: c.id,
-                        name: c.name,
-                        arguments: c.arguments,
-                    })
-                    .collect::<Vec<_>>();
-                out.push(Message::Assistant {
-                    text: m.content.clone(),
-                    tool_calls: calls.clone(),
-                });
-                for r in m.tool_results.clone().unwrap_or_default() {
-                    let name = calls
-                        .iter()
-                        .find(|c| c.id == r.tool_call_id)
-                        .map(|c| c.name.clone())
-                        .unwrap_or_default();
-                    out.push(Message::Tool {
-                        tool_call_id: r.tool_call_id,
-                        name,
-                        content: r.content,
-                        is_error: r.is_error,
-                    });
-                }
-            }
-            Role::Tool => {
-                for r in m.tool_results.clone().unwrap_or_default() {
-                    out.push(Message::Tool {
-                        tool_call_id: r.tool_call_id,
-                        name: String::new(),
-                        content: r.content,
-                        is_error: r.is_error,
-                    });
-                }
-            }
-            Role::System => {
-                return Err(ErrorPayload::new(
-                    ErrorCode::RequestInvalid,
-                    "history cannot contain system messages (the system prompt is the kernel's)",
-                )
-                .with_detail("field", format!("payload.messages[{i}].role")));
-            }
-        }
-    }
-    Ok(out)
 }

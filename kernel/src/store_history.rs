@@ -46,11 +46,13 @@ pub(crate) type Written = HashMap<String, Vec<u64>>;
 
 /// Brings `history.jsonl` in `dir` up to `history`: appends what is new when the
 /// file holds a prefix of it (as far as this process knows), else re-writes it.
+/// `sync`: the bytes reach the disk before this returns.
 pub(crate) fn save(
     dir: &Path,
     session_id: &str,
     history: &History,
     written: &mut Written,
+    sync: bool,
 ) -> Result<(), ErrorPayload> {
     let path = dir.join(FILE);
     let ids = history.ids();
@@ -69,6 +71,7 @@ pub(crate) fn save(
                     .open(&path)
                     .map_err(|e| err("cannot open", &path, e))?;
                 file.write_all(&bytes)
+                    .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
                     .map_err(|e| err("cannot append to", &path, e))?;
                 record.extend_from_slice(&ids[n..]);
             }
@@ -76,7 +79,10 @@ pub(crate) fn save(
         None => {
             let tmp = dir.join("history.jsonl.tmp");
             let bytes = lines(history).map_err(|e| err("cannot encode", &path, e))?;
-            fs::write(&tmp, bytes).map_err(|e| err("cannot write", &tmp, e))?;
+            let mut file = File::create(&tmp).map_err(|e| err("cannot write", &tmp, e))?;
+            file.write_all(&bytes)
+                .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
+                .map_err(|e| err("cannot write", &tmp, e))?;
             fs::rename(&tmp, &path).map_err(|e| err("cannot replace", &path, e))?;
             record = ids.to_vec();
         }

@@ -2,7 +2,7 @@
 //! code and codec reason appears in `docs/protocol.md`, and the examples there are
 //! generated from real values.
 //!
-//! `KEEL_UPDATE_GENERATED=1 cargo test -p keel --test it docs` rewrites the generated
+//! `KEEL_UPDATE_GENERATED=1 cargo test --workspace --test it docs` rewrites the generated
 //! part of `docs/protocol.md`.
 
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ fn protocol_examples_are_fresh() {
         } else {
             panic!(
                 "the examples in docs/protocol.md are stale; regenerate with:\n\
-                 KEEL_UPDATE_GENERATED=1 cargo test -p keel --test it docs"
+                 KEEL_UPDATE_GENERATED=1 cargo test --workspace --test it docs"
             );
         }
     }

@@ -130,6 +130,7 @@ async fn run_step(
                     images: None,
                     when_busy: Some(when),
                     patch_preview: None,
+                    ..Default::default()
                 })
                 .await;
         }
@@ -141,13 +142,21 @@ async fn run_step(
             let pending = session.state().pending_approval_ids;
             let id = match pending.first() {
                 Some(id) => id.clone(),
-                None => {
+                // The stream may still hold the request of an approval answered
+                // above from the state (not from its event): skip those.
+                None => loop {
                     let env = until(events, out, "approval.requested").await;
                     let Event::ApprovalRequested(a) = &env.event else {
                         unreachable!()
                     };
-                    a.approval_id.clone()
-                }
+                    if session
+                        .state()
+                        .pending_approval_ids
+                        .contains(&a.approval_id)
+                    {
+                        break a.approval_id.clone();
+                    }
+                },
             };
             session
                 .respond_approval(&id, decision(arg.as_str().unwrap()))

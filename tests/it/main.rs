@@ -8,6 +8,7 @@ mod docs;
 mod envelope;
 mod golden;
 mod openai_e2e;
+mod record_replay;
 mod samples;
 mod shell_interrupt;
 mod tidy;

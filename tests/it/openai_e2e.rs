@@ -142,3 +142,81 @@ async fn a_session_reads_and_edits_through_the_openai_wire_format() {
     assert_eq!(last["tool_call_id"], "call_edit");
     assert!(last["content"].as_str().unwrap().contains("+version = 2"));
 }
+
+/// The output cap of the configuration, then a request's own, reach the server in
+/// the body of every model call.
+#[tokio::test]
+async fn the_output_cap_is_on_the_wire() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = FakeServer::start([
+        FakeResponse::sse(openai::tool_calls_stream(&[(
+            "call_list",
+            "list_dir",
+            r#"{"path":"."}"#,
+        )])),
+        FakeResponse::sse(openai::text_stream(&["OK."])),
+        FakeResponse::sse(openai::text_stream(&["OK again."])),
+    ])
+    .await
+    .unwrap();
+    let mut config = keel::adapters::Config::default();
+    config
+        .apply_toml(
+            "maxOutputTokens = 300\n",
+            std::path::Path::new("config.toml"),
+        )
+        .unwrap();
+    let mut kernel_config = keel::kernel::KernelConfig {
+        workspace: Some(ws.path().to_owned()),
+        ..Default::default()
+    };
+    config.agent.apply_to(&mut kernel_config);
+    let model = OpenAiModel::new(
+        "qwen2.5-coder:7b",
+        format!("{}/v1", server.base_url()),
+        None,
+        HttpOptions::default(),
+    )
+    .unwrap();
+    let kernel = Kernel::builder()
+        .config(kernel_config)
+        .model(Arc::new(model))
+        .memory_store()
+        .build()
+        .unwrap();
+    let (session, mut events) = kernel
+        .start_session(SessionOptions::default())
+        .await
+        .unwrap();
+    let rid = session.send("say OK").await.unwrap();
+    completed(&mut events, &rid).await;
+    let rid = session
+        .send_with(keel::envelope::commands::RequestSend {
+            message: "again, briefly".into(),
+            max_output_tokens: Some(120),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    completed(&mut events, &rid).await;
+    let caps: Vec<serde_json::Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.json().unwrap()["max_tokens"].clone())
+        .collect();
+    assert_eq!(caps, [300, 300, 120]);
+}
+
+async fn completed(events: &mut keel::kernel::EventStream, rid: &str) {
+    let fut = async {
+        loop {
+            let env = events.recv().await.unwrap();
+            if matches!(&env.event, Event::SessionCompleted(_)) && env.request_id == rid {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), fut)
+        .await
+        .unwrap();
+}

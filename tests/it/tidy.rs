@@ -75,6 +75,10 @@ fn library_crates_never_print() {
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
             for (i, line) in text.lines().enumerate() {
+                // A unit-test module (at the end of its file) may say why it skips.
+                if line.trim() == "#[cfg(test)]" {
+                    break;
+                }
                 let code = line.split("//").next().unwrap_or("");
                 if printers.iter().any(|p| code.contains(p)) {
                     found.push(format!("{}:{}: {}", f.display(), i + 1, line.trim()));

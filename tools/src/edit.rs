@@ -116,7 +116,55 @@ pub fn atomic_write(target: &Path, content: &[u8]) -> Result<(), ErrorPayload> {
     }
     tmp.persist(target)
         .map_err(|e| fail("cannot replace the file", e.error))?;
+    sweep_once(dir);
     Ok(())
+}
+
+/// How old a `.keel-tmp-*` file must be to count as the leftover of a write cut by a
+/// crash (a write in flight takes far less).
+const STALE_TMP: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Removes the leftovers of writes cut by a crash (`.keel-tmp-*` files older than
+/// [`STALE_TMP`]) from `dir`, the first time this process writes there: one directory
+/// listing per directory and process, not per write.
+fn sweep_once(dir: &Path) {
+    static SWEPT: std::sync::Mutex<Option<std::collections::HashSet<std::path::PathBuf>>> =
+        std::sync::Mutex::new(None);
+    {
+        let mut swept = SWEPT.lock().unwrap_or_else(|p| p.into_inner());
+        if !swept
+            .get_or_insert_with(Default::default)
+            .insert(dir.to_path_buf())
+        {
+            return;
+        }
+    }
+    let _ = sweep_stale(dir, STALE_TMP);
+}
+
+/// Removes `.keel-tmp-*` regular files older than `age` from `dir`; returns how many.
+pub(crate) fn sweep_stale(dir: &Path, age: std::time::Duration) -> std::io::Result<usize> {
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".keel-tmp-")
+        {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .is_some_and(|d| d >= age);
+        if meta.is_file() && old && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(test)]
@@ -129,6 +177,34 @@ mod tests {
             new_text: new.into(),
             replace_all: Some(all),
         }
+    }
+
+    #[test]
+    fn leftovers_of_cut_writes_are_swept_and_fresh_ones_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let stale = dir.path().join(".keel-tmp-old");
+        let fresh = dir.path().join(".keel-tmp-new");
+        let other = dir.path().join("keep.txt");
+        for p in [&stale, &fresh, &other] {
+            std::fs::write(p, "x").expect("write");
+        }
+        let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        for p in [&stale, &other] {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .and_then(|f| f.set_modified(hour_ago))
+                .expect("set mtime");
+        }
+        // The first write in the directory sweeps it.
+        atomic_write(&dir.path().join("a.txt"), b"a").expect("write");
+        assert!(!stale.exists(), "a stale leftover is removed");
+        assert!(fresh.exists(), "a write that may be in flight is kept");
+        assert!(other.exists(), "other files are never touched");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.txt")).expect("read"),
+            "a"
+        );
     }
 
     #[test]

@@ -120,18 +120,63 @@ pub fn classify_cli(args: &[String]) -> GitClass {
         if matches!(sub.as_str(), "--version" | "--help") && args.len() == 1 {
             return GitClass::ReadOnly;
         }
-        return GitClass::High {
+        let global = GitClass::High {
             reason: format!("git global option `{sub}` can change what git runs"),
+        };
+        // The subcommand after the global options counts too: `git -c x=y push` is
+        // at least as strict as `git push`.
+        let mut i = 0;
+        while let Some(a) = args.get(i) {
+            if !a.starts_with('-') {
+                break;
+            }
+            let takes_value = matches!(
+                a.as_str(),
+                "-C" | "-c"
+                    | "--git-dir"
+                    | "--work-tree"
+                    | "--namespace"
+                    | "--config-env"
+                    | "--super-prefix"
+                    | "--exec-path"
+            );
+            i += if takes_value { 2 } else { 1 };
+        }
+        return match args.get(i) {
+            Some(s) => stricter(global, classify(s, &args[i + 1..])),
+            None => global,
         };
     }
     classify(sub, &args[1..])
 }
 
+/// The stricter of two classes (elevated > high > write > read-only).
+fn stricter(a: GitClass, b: GitClass) -> GitClass {
+    let rank = |c: &GitClass| match c {
+        GitClass::ReadOnly => 0,
+        GitClass::Write { .. } => 1,
+        GitClass::High { .. } => 2,
+        GitClass::Elevated { network: false, .. } => 3,
+        GitClass::Elevated { network: true, .. } => 4,
+    };
+    if rank(&b) > rank(&a) {
+        b
+    } else {
+        a
+    }
+}
+
 /// Classifies `git <sub> <args…>`.
 pub fn classify(sub: &str, args: &[String]) -> GitClass {
-    if let Some(reason) = has_dangerous_option(sub, args) {
-        return GitClass::High { reason };
+    let class = classify_subcommand(sub, args);
+    match has_dangerous_option(sub, args) {
+        // A dangerous option never makes a call less strict than its subcommand.
+        Some(reason) => stricter(GitClass::High { reason }, class),
+        None => class,
     }
+}
+
+fn classify_subcommand(sub: &str, args: &[String]) -> GitClass {
     let pos = positional(args);
     let ro = GitClass::ReadOnly;
     let high = |r: &str| GitClass::High {

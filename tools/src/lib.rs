@@ -9,10 +9,13 @@
 //! - [`builtin_tools`]: the seven tools; [`jail`] resolves their paths, [`shell`]
 //!   analyses shell commands, [`exec`] runs processes in the OS sandbox that
 //!   [`sandbox`] chooses (bubblewrap, else Landlock) and kills all they start.
+//! - [`checkpoint`]: checkpoints of the workspace (only what changed since the last
+//!   one, found by inotify or a stat scan) and restoring one.
 //!
 //! This crate knows nothing of sessions, envelopes streams or models.
 
 mod builtin;
+pub mod checkpoint;
 pub mod edit;
 pub mod exec;
 pub mod fs;

@@ -104,6 +104,10 @@ pub(crate) struct Tree {
     root: u32,
     root_start: u64,
     needle: Vec<u8>,
+    /// What the first [`Tree::kill_all`] killed, shared by the clones: a kill runs
+    /// once, and a second caller (a dropped call while its kill runs on a blocking
+    /// thread) waits for the first instead of scanning `/proc` beside it.
+    done: std::sync::Arc<std::sync::Mutex<Option<Vec<Killed>>>>,
 }
 
 /// A process that was killed.
@@ -119,11 +123,35 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// Whether a process we sent `SIGSTOP` has stopped (or is gone): only then can it no
 /// longer be in the middle of a `fork` whose child the next scan would miss.
-fn settled(pid: u32, start: u64) -> bool {
+///
+/// A `vfork` parent (`/bin/sh` is dash on Debian, which runs commands with `vfork`)
+/// waits in uninterruptible sleep until its child calls `exec` or exits, and takes the
+/// `SIGSTOP` only then: when the child is frozen before its `exec`, the parent never
+/// stops. Such a parent cannot fork either, and its child is already listed, so a
+/// parent in `D` state with a frozen child among `frozen_parents` counts as settled
+/// (without this, an interrupt landing in that window waited out [`STOP_GRACE`]).
+fn settled(pid: u32, start: u64, frozen_parents: &[u32]) -> bool {
     match stat(pid) {
         None => true,
-        Some(s) => s.is_dead() || s.start != start || matches!(s.state, 'T' | 't'),
+        Some(s) => {
+            s.is_dead()
+                || s.start != start
+                || matches!(s.state, 'T' | 't')
+                || (s.state == 'D' && frozen_parents.contains(&pid))
+        }
     }
+}
+
+/// The parents of the members that are stopped: a `vfork` parent of one of them waits
+/// for it and cannot run before it does.
+fn frozen_parents(members: &HashMap<u32, (u64, Option<OwnedFd>)>) -> Vec<u32> {
+    members
+        .iter()
+        .filter(|(_, (start, _))| *start != u64::MAX)
+        .filter_map(|(pid, (start, _))| stat(*pid).filter(|s| s.start == *start))
+        .filter(|s| matches!(s.state, 'T' | 't'))
+        .map(|s| s.ppid)
+        .collect()
 }
 
 impl Tree {
@@ -134,6 +162,7 @@ impl Tree {
             root,
             root_start,
             needle: format!("{marker_var}={marker}").into_bytes(),
+            done: std::sync::Arc::default(),
         }
     }
 
@@ -142,6 +171,16 @@ impl Tree {
     /// Returns what was killed. Blocks while the frozen processes stop (at most
     /// [`STOP_GRACE`]).
     pub(crate) fn kill_all(&self, group: bool) -> Vec<Killed> {
+        let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(killed) = &*done {
+            return killed.clone();
+        }
+        let killed = self.freeze_and_kill(group);
+        *done = Some(killed.clone());
+        killed
+    }
+
+    fn freeze_and_kill(&self, group: bool) -> Vec<Killed> {
         let me = std::process::id();
         let deadline = std::time::Instant::now() + STOP_GRACE;
         let mut members: HashMap<u32, (u64, Option<OwnedFd>)> = HashMap::new();
@@ -154,9 +193,10 @@ impl Tree {
             if let (true, Some(g)) = (group, group_id) {
                 let _ = rustix::process::kill_process_group(g, Signal::STOP);
             }
+            let parents = frozen_parents(&members);
             let settled_before = members
                 .iter()
-                .all(|(pid, (start, _))| *start == u64::MAX || settled(*pid, *start));
+                .all(|(pid, (start, _))| *start == u64::MAX || settled(*pid, *start, &parents));
             let procs = all_processes();
             let mut new: Vec<Stat> = Vec::new();
             // Children may be listed before their parents: repeat until nothing joins.
@@ -223,5 +263,112 @@ impl Tree {
             }
         }
         killed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// Waits until `pid` is in one of `states`.
+    fn wait_state(pid: u32, states: &[char]) -> Stat {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = stat(pid).filter(|s| states.contains(&s.state)) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "{pid} never reached {states:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A `vfork` parent whose child is frozen before its `exec` stays in `D` state: it
+    /// counts as settled once the child is frozen, so a kill does not wait out the
+    /// stop grace. The child is made to block before `exec` by `posix_spawn` opening
+    /// a FIFO nobody writes to (glibc runs the file actions in the `vfork` child).
+    #[test]
+    fn a_vfork_parent_of_a_frozen_child_is_settled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        let made = Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipped: mkfifo is not available");
+            return;
+        }
+        let script = format!(
+            "import os\nos.posix_spawn('/bin/sleep', ['sleep', '60'], os.environ, \
+             file_actions=[(os.POSIX_SPAWN_OPEN, 0, {:?}, os.O_RDONLY, 0)])\n",
+            fifo.display().to_string()
+        );
+        // The interpreter itself (`python3` may be a wrapper script that starts it).
+        let python = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        let Some(python) = python.filter(|p| !p.is_empty()) else {
+            eprintln!("skipped: python3 is not available");
+            return;
+        };
+        let mut parent = Command::new(python)
+            .args(["-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start python3");
+        /// Kills what the test started, whatever happens.
+        struct Cleanup(Vec<u32>);
+        impl Drop for Cleanup {
+            fn drop(&mut self) {
+                for pid in &self.0 {
+                    if let Some(p) = i32::try_from(*pid).ok().and_then(Pid::from_raw) {
+                        let _ = rustix::process::kill_process(p, Signal::KILL);
+                    }
+                }
+            }
+        }
+        let mut cleanup = Cleanup(vec![parent.id()]);
+        let ppid = parent.id();
+        // The parent waits in `D` for its `vfork` child, which blocks opening the FIFO.
+        let child = {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Some(c) = all_processes().into_iter().find(|p| p.ppid == ppid) {
+                    break c;
+                }
+                assert!(Instant::now() < deadline, "the vfork child never appeared");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        cleanup.0.push(child.pid);
+        let p = wait_state(ppid, &['D']);
+        let mut members: HashMap<u32, (u64, Option<OwnedFd>)> = HashMap::new();
+        members.insert(ppid, (p.start, None));
+        members.insert(child.pid, (child.start, None));
+        // Before the child is frozen the parent is not settled: it may yet run.
+        assert!(!settled(ppid, p.start, &frozen_parents(&members)));
+        let mut fd = None;
+        assert!(signal(child.pid, child.start, &mut fd, Signal::STOP));
+        wait_state(child.pid, &['T', 't']);
+        assert_eq!(
+            stat(ppid).map(|s| s.state),
+            Some('D'),
+            "the parent cannot stop"
+        );
+        assert!(settled(ppid, p.start, &frozen_parents(&members)));
+        // The tree kills both.
+        let tree = Tree::new(ppid, "KEEL_REAP_TEST_UNSET", "x");
+        let killed = tree.kill_all(true);
+        assert!(killed.iter().any(|k| k.pid == child.pid), "{killed:?}");
+        let _ = parent.wait();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !gone(child.pid, child.start) {
+            assert!(Instant::now() < deadline, "the vfork child survived");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }

@@ -73,89 +73,160 @@ fn shell_workspace() -> (tempfile::TempDir, PathBuf) {
     (dir, ws)
 }
 
+fn decision_of(s: &str) -> Option<Decision> {
+    match s {
+        "allow" => Some(Decision::Allow),
+        "ask" => Some(Decision::Ask),
+        "deny" => Some(Decision::Deny),
+        _ => None,
+    }
+}
+
+/// Checks one row of the shell corpus (`ask auto-edit auto plan risk command`) against
+/// the gate in every mode; returns every mismatch. With `background`, the call is
+/// `run_shell {background: true}`, which must be rated and decided the same and say
+/// so in its reason.
+fn check_shell_row(
+    line: usize,
+    cols: &[String],
+    ws: &PathBuf,
+    policy: &ShellPolicy,
+    background: bool,
+) -> Result<RiskLevel, Vec<String>> {
+    let [ask, auto_edit, auto, plan, risk, command] = cols else {
+        return Err(vec![format!(
+            "line {line}: expected 6 tab-separated columns, got {}",
+            cols.len()
+        )]);
+    };
+    let mut out = Vec::new();
+    let want_risk = match risk.as_str() {
+        "low" => RiskLevel::Low,
+        "medium" => RiskLevel::Medium,
+        "high" => RiskLevel::High,
+        other => return Err(vec![format!("line {line}: unknown risk `{other}`")]),
+    };
+    // `\n` in the corpus stands for a newline (here-documents).
+    let command = &command.replace("\\n", "\n");
+    let args = if background {
+        json!({ "command": command, "background": true })
+    } else {
+        json!({ "command": command })
+    };
+    let line = if background {
+        format!("{line} (background)")
+    } else {
+        line.to_string()
+    };
+    let wants = [
+        (PermissionMode::Ask, ask),
+        (PermissionMode::AutoEdit, auto_edit),
+        (PermissionMode::Auto, auto),
+        (PermissionMode::Plan, plan),
+    ];
+    // Every mode has a column.
+    assert_eq!(wants.len(), PermissionMode::ALL.len());
+    let hard_denied = ask == "deny";
+    for (mode, want) in wants {
+        let Some(want) = decision_of(want) else {
+            out.push(format!("line {line}: unknown decision `{want}`"));
+            continue;
+        };
+        let v = decide_in("run_shell", args.clone(), mode, ws, policy);
+        if v.verdict.decision != want {
+            out.push(format!(
+                "line {line}: `{command}` in {}: expected {}, got {} ({})",
+                mode.as_str(),
+                decision_str(want),
+                decision_str(v.verdict.decision),
+                v.verdict.reason
+            ));
+        }
+        if v.verdict.risk_level != want_risk {
+            out.push(format!(
+                "line {line}: `{command}` in {}: expected risk {risk}, got {} ({})",
+                mode.as_str(),
+                risk_str(v.verdict.risk_level),
+                v.verdict.reason
+            ));
+        }
+        if mode == PermissionMode::Plan && v.verdict.decision == Decision::Deny {
+            let want_code = if hard_denied {
+                ErrorCode::ToolPermissionDenied
+            } else {
+                ErrorCode::PlanApprovalRequired
+            };
+            if v.deny_code != Some(want_code) {
+                out.push(format!(
+                    "line {line}: `{command}` in plan: expected code {want_code}, got {:?}",
+                    v.deny_code
+                ));
+            }
+        }
+        if mode == PermissionMode::Ask {
+            if v.verdict.action_type != "shell.execute" {
+                out.push(format!(
+                    "line {line}: `{command}`: action type {}",
+                    v.verdict.action_type
+                ));
+            }
+            if v.verdict.reason.is_empty() {
+                out.push(format!("line {line}: `{command}`: empty reason"));
+            }
+            if background != v.verdict.reason.contains("(runs in the background)") {
+                out.push(format!(
+                    "line {line}: `{command}`: the reason does not say where it runs: {}",
+                    v.verdict.reason
+                ));
+            }
+            let network = v.verdict.scope.iter().any(|s| s == "network");
+            if network && v.verdict.level != keel_envelope::types::PermissionLevel::Elevated {
+                out.push(format!(
+                    "line {line}: `{command}`: network scope without the elevated level"
+                ));
+            }
+        }
+    }
+    if out.is_empty() {
+        Ok(want_risk)
+    } else {
+        Err(out)
+    }
+}
+
 #[test]
 fn shell_corpus() {
     let text = data("shell/commands.tsv");
     let (_dir, ws) = shell_workspace();
     let policy = ShellPolicy::default();
     let mut mismatches = Vec::new();
-    let mut count = 0;
+    let (mut dangerous, mut harmless) = (0, 0);
     for (line, cols) in rows(&text) {
-        let [ask, auto, risk, command] = cols.as_slice() else {
-            mismatches.push(format!(
-                "line {line}: expected 4 tab-separated columns, got {}",
-                cols.len()
-            ));
-            continue;
-        };
-        count += 1;
-        // `\n` in the corpus stands for a newline (here-documents).
-        let command = &command.replace("\\n", "\n");
-        let args = json!({ "command": command });
-        let checks = [
-            (PermissionMode::Ask, ask.as_str()),
-            (PermissionMode::AutoEdit, ask.as_str()),
-            (PermissionMode::Auto, auto.as_str()),
-            (PermissionMode::Plan, "deny"),
-        ];
-        for (mode, want) in checks {
-            let v = decide_in("run_shell", args.clone(), mode, &ws, &policy);
-            let got = decision_str(v.verdict.decision);
-            if got != want {
-                mismatches.push(format!(
-                    "line {line}: `{command}` in {}: expected {want}, got {got} ({})",
-                    mode.as_str(),
-                    v.verdict.reason
-                ));
-            }
-            if mode == PermissionMode::Plan && v.verdict.decision == Decision::Deny {
-                let code = v.deny_code;
-                let want_code = if ask == "deny" {
-                    ErrorCode::ToolPermissionDenied
-                } else {
-                    ErrorCode::PlanApprovalRequired
-                };
-                if code != Some(want_code) {
-                    mismatches.push(format!(
-                        "line {line}: `{command}` in plan: expected code {want_code}, got {code:?}"
-                    ));
-                }
-            }
-            if mode == PermissionMode::Ask {
-                let got_risk = risk_str(v.verdict.risk_level);
-                if got_risk != risk {
-                    mismatches.push(format!(
-                        "line {line}: `{command}`: expected risk {risk}, got {got_risk} ({})",
-                        v.verdict.reason
-                    ));
-                }
-                if v.verdict.action_type != "shell.execute" {
-                    mismatches.push(format!(
-                        "line {line}: `{command}`: action type {}",
-                        v.verdict.action_type
-                    ));
-                }
-                if v.verdict.reason.is_empty() {
-                    mismatches.push(format!("line {line}: `{command}`: empty reason"));
-                }
-                let network = v.verdict.scope.iter().any(|s| s == "network");
-                if network && v.verdict.level != keel_envelope::types::PermissionLevel::Elevated {
-                    mismatches.push(format!(
-                        "line {line}: `{command}`: network scope without the elevated level"
-                    ));
-                }
-            }
+        // A background command is rated and decided like the same command in the
+        // foreground.
+        if let Err(e) = check_shell_row(line, &cols, &ws, &policy, true) {
+            mismatches.extend(e);
+        }
+        match check_shell_row(line, &cols, &ws, &policy, false) {
+            Ok(RiskLevel::High) => dangerous += 1,
+            Ok(RiskLevel::Low) => harmless += 1,
+            Ok(RiskLevel::Medium) => {}
+            Err(e) => mismatches.extend(e),
         }
     }
-    assert!(
-        count >= 150,
-        "the shell corpus needs at least 150 commands, has {count}"
-    );
     assert!(
         mismatches.is_empty(),
         "{} shell corpus mismatches:\n{}",
         mismatches.len(),
         mismatches.join("\n")
+    );
+    assert!(
+        dangerous >= 300,
+        "the shell corpus needs at least 300 dangerous (high-risk) commands, has {dangerous}"
+    );
+    assert!(
+        harmless >= 100,
+        "the shell corpus needs at least 100 harmless (low-risk) commands, has {harmless}"
     );
 }
 

@@ -634,3 +634,105 @@ fn outside_reads_need_an_approval_even_in_auto_mode() {
         "an approved outside read runs with the elevated context"
     );
 }
+
+#[test]
+fn deny_rules_match_the_canonical_form_wherever_the_command_hides() {
+    let (_t, ws) = workspace();
+    let key = keel_tools::canonical_key("run_shell", &json!({"command": "rm x"}), &ws);
+    // Deny beats an allow rule for the same command, a bare `run_shell` allow rule and
+    // the session key of the very same command.
+    let r = rules(
+        &["run_shell(rm *)", "run_shell"],
+        &["run_shell(rm x)"],
+        &[&key],
+    );
+    let hits = [
+        "rm x",
+        "rm  x",
+        "rm 'x'",
+        "FOO=1 rm x",
+        "env rm x",
+        "env FOO=1 rm x",
+        "LD_PRELOAD=/tmp/x.so rm x",
+        "timeout 5 rm x",
+        "nohup rm x",
+        "setsid rm x",
+        "sudo rm x",
+        "xargs rm x",
+        "ls && rm x",
+        "ls | rm x",
+        "(rm x)",
+        "echo $(rm x)",
+        "bash -c 'rm x'",
+        "sh -c \"FOO=1 rm x\"",
+        "watch rm x",
+        "at now <<< 'rm x'",
+        "echo 'rm x' | sh",
+        "find . -exec rm x \\;",
+        "python3 -c \"import os; os.system('rm x')\"",
+    ];
+    for cmd in hits {
+        for mode in [Ask, AutoEdit, Auto] {
+            let v = d(&ws, "run_shell", json!({ "command": cmd }), mode, &r);
+            assert_eq!(
+                (v.verdict.decision, v.deny_code),
+                (Decision::Deny, Some(ErrorCode::ToolPermissionDenied)),
+                "`{cmd}` in {}: {}",
+                mode.as_str(),
+                v.verdict.reason
+            );
+            assert!(
+                v.verdict.reason.contains("run_shell(rm x)"),
+                "`{cmd}`: {}",
+                v.verdict.reason
+            );
+        }
+    }
+    // Plan mode refuses first, with its own code.
+    let v = d(&ws, "run_shell", json!({"command": "rm x"}), Plan, &r);
+    assert_eq!(v.deny_code, Some(ErrorCode::PlanApprovalRequired));
+    // Other commands are not caught by the rule and follow the allow rules.
+    for cmd in ["rm y", "rm x y", "echo rm x", "ls", "grep 'rm x' a.txt"] {
+        let v = d(&ws, "run_shell", json!({ "command": cmd }), Ask, &r);
+        assert_eq!(
+            v.verdict.decision,
+            Decision::Allow,
+            "`{cmd}`: {}",
+            v.verdict.reason
+        );
+    }
+}
+
+#[test]
+fn deny_rules_assume_the_worst_of_computed_words() {
+    let (_t, ws) = workspace();
+    let r = rules(
+        &["run_shell"],
+        &["run_shell(rm *)", "run_shell(git push*)"],
+        &[],
+    );
+    for cmd in [
+        "rm \"$f\"",
+        "rm $(cat list)",
+        "$RM x",
+        "git $(echo push)",
+        "git push $REMOTE",
+    ] {
+        let v = d(&ws, "run_shell", json!({ "command": cmd }), Auto, &r);
+        assert_eq!(
+            v.verdict.decision,
+            Decision::Deny,
+            "`{cmd}`: {}",
+            v.verdict.reason
+        );
+    }
+    for cmd in ["git status $X", "ls $HOME", "cat \"$f\""] {
+        let v = d(&ws, "run_shell", json!({ "command": cmd }), Auto, &r);
+        assert_ne!(
+            v.verdict.decision,
+            Decision::Deny,
+            "`{cmd}`: {}",
+            v.verdict.reason
+        );
+    }
+}

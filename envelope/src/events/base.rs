@@ -101,6 +101,10 @@ payloads! {
         pub final_text: Option<String>,
         /// Figures.
         pub telemetry: Telemetry,
+        /// The limit that stopped the request (with `stopReason: "max_turns"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub budget: Option<BudgetStatus>,
     }
 
     /// `session.closed`.

@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
+use crate::budget::BudgetStatus;
 use crate::error::ErrorPayload;
 use crate::ext::{BackgroundTask, Patch, ReviewState, SubAgentInfo, TaskGraph, TaskNode};
 use crate::types::{
@@ -28,9 +29,13 @@ macro_rules! payloads {
 
 mod base;
 mod ext;
+mod host;
+mod rewind;
 
 pub use self::base::*;
 pub use self::ext::*;
+pub use self::host::*;
+pub use self::rewind::*;
 
 /// Defines [`Event`], [`EventType`] and their wire names from one list.
 macro_rules! define_events {
@@ -142,11 +147,19 @@ define_events! {
     SessionList = "session.list" => SessionList,
     /// The answer to `session.state`.
     SessionState = "session.state" => SessionStateSnapshot,
+    /// The answer to `checkpoint.list`.
+    CheckpointList = "checkpoint.list" => CheckpointList,
+    /// Files and/or conversation were rewound.
+    SessionRewound = "session.rewound" => SessionRewound,
+    /// A session was forked.
+    SessionForked = "session.forked" => SessionForked,
+    /// The answer to a side question.
+    SideAnswered = "side.answered" => SideAnswered,
     /// The permission mode changed.
     SessionModeChanged = "session.mode_changed" => SessionModeChanged,
     /// The model changed.
     SessionModelChanged = "session.model_changed" => SessionModelChanged,
-    /// The always-allow rules changed.
+    /// The always-allow or always-deny rules changed.
     SessionRulesUpdated = "session.rules_updated" => SessionRulesUpdated,
     /// History was loaded.
     SessionHistoryLoaded = "session.history_loaded" => SessionHistoryLoaded,
@@ -216,6 +229,8 @@ define_events! {
     TurnStarted = "turn.started" => TurnStarted,
     /// A model call and its tool calls are done.
     TurnCompleted = "turn.completed" => TurnCompleted,
+    /// A limit of the request's or the session's budget is 80 % used.
+    BudgetWarning = "budget.warning" => BudgetStatus,
     /// Something degraded; the work goes on.
     Warning = "warning" => ErrorPayload,
     /// Something failed.
@@ -282,4 +297,12 @@ define_events! {
     SessionUnwatched = "session.unwatched" => SessionUnwatched,
     /// A background task ended by itself (it exited, or reached its time limit).
     BackgroundExited = "background.exited" => BackgroundEvent,
+    /// The answer to `mcp.list`.
+    McpList = "mcp.list" => McpList,
+    /// The host's tools were replaced.
+    SessionHostToolsUpdated = "session.host_tools_updated" => SessionHostToolsUpdated,
+    /// A host tool is to be run by the host.
+    HostToolRequested = "host-tool.requested" => HostToolRequested,
+    /// The host answered a host-tool call.
+    HostToolResponded = "host-tool.responded" => HostToolResponded,
 }

@@ -1,7 +1,7 @@
 //! The state of one ACP connection: the kernel, the connection to the client, and the
 //! sessions open on it.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -36,8 +36,9 @@ pub(crate) struct SessState {
     pub(crate) ended: HashMap<String, PromptEnd>,
     /// The last error of each request.
     pub(crate) errors: HashMap<String, ErrorPayload>,
-    /// Calls the client rejected with `reject_always`: (tool, command or target).
-    pub(crate) denies: HashSet<String>,
+    /// Session deny rules added by `reject_always` answers (sent with
+    /// `session.set_rules`).
+    pub(crate) denies: Vec<String>,
     /// First event of a command's stream, for extension methods.
     pub(crate) event_waiters: HashMap<String, oneshot::Sender<Envelope>>,
 }

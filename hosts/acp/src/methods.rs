@@ -7,15 +7,16 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, AuthenticateResponse, ClientRequest, CloseSessionResponse,
     DeleteSessionResponse, Implementation, InitializeResponse, ListSessionsRequest,
-    ListSessionsResponse, LoadSessionResponse, McpCapabilities, NewSessionRequest,
+    ListSessionsResponse, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
     NewSessionResponse, PromptCapabilities, ResumeSessionResponse, SessionCapabilities,
     SessionCloseCapabilities, SessionConfigOptionValue, SessionDeleteCapabilities, SessionInfo,
     SessionListCapabilities, SessionResumeCapabilities, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agent_client_protocol::Error;
+use keel_envelope::commands::SessionStart;
+use keel_envelope::host::{McpServerSpec, NameValue};
 use keel_envelope::types::PermissionMode;
-use keel_kernel::SessionOptions;
 use serde_json::{json, Value};
 
 use crate::config::{model_choices, modes_state, MODEL_OPTION, MODE_OPTION};
@@ -40,7 +41,7 @@ fn initialize_response() -> InitializeResponse {
                 .audio(false)
                 .embedded_context(true),
         )
-        .mcp_capabilities(McpCapabilities::new().http(false).sse(false))
+        .mcp_capabilities(McpCapabilities::new().http(true).sse(false))
         .session_capabilities(sessions);
     InitializeResponse::new(ProtocolVersion::V1)
         .agent_capabilities(capabilities)
@@ -61,7 +62,9 @@ impl Host {
             ClientRequest::AuthenticateRequest(_) => to_value(AuthenticateResponse::new()),
             ClientRequest::NewSessionRequest(p) => self.new_session(p).await,
             ClientRequest::LoadSessionRequest(p) => {
-                let (sess_modes, options) = self.load(&p.session_id.0, Some(&p.cwd), true).await?;
+                let mcp = mcp_specs(&p.mcp_servers)?;
+                let (sess_modes, options) =
+                    self.load(&p.session_id.0, Some(&p.cwd), &mcp, true).await?;
                 to_value(
                     LoadSessionResponse::new()
                         .modes(sess_modes)
@@ -69,7 +72,10 @@ impl Host {
                 )
             }
             ClientRequest::ResumeSessionRequest(p) => {
-                let (sess_modes, options) = self.load(&p.session_id.0, Some(&p.cwd), false).await?;
+                let mcp = mcp_specs(&p.mcp_servers)?;
+                let (sess_modes, options) = self
+                    .load(&p.session_id.0, Some(&p.cwd), &mcp, false)
+                    .await?;
                 to_value(
                     ResumeSessionResponse::new()
                         .modes(sess_modes)
@@ -104,19 +110,13 @@ impl Host {
     }
 
     async fn new_session(self: &Arc<Self>, p: NewSessionRequest) -> Result<Value, Error> {
-        if !p.mcp_servers.is_empty() {
-            tracing::warn!(
-                "keel acp: MCP servers are not supported; ignoring {} server(s)",
-                p.mcp_servers.len()
-            );
-        }
+        let mcp = mcp_specs(&p.mcp_servers)?;
         let (handle, stream) = self
             .kernel
-            .start_session(SessionOptions {
+            .start_session(SessionStart {
                 workspace_path: Some(p.cwd.display().to_string()),
-                permission_mode: None,
-                model: None,
-                title: None,
+                mcp_servers: (!mcp.is_empty()).then_some(mcp),
+                ..SessionStart::default()
             })
             .await
             .map_err(from_keel)?;
@@ -135,6 +135,7 @@ impl Host {
         self: &Arc<Self>,
         id: &str,
         cwd: Option<&PathBuf>,
+        mcp_servers: &[McpServerSpec],
         replay: bool,
     ) -> Result<
         (
@@ -146,7 +147,7 @@ impl Host {
         self.forget(id);
         let (handle, stream) = self
             .kernel
-            .resume_session(id, None)
+            .resume_session_with_mcp(id, None, mcp_servers)
             .await
             .map_err(from_keel)?;
         if let Some(c) = cwd {
@@ -249,4 +250,58 @@ fn parse_mode(id: &str) -> Result<PermissionMode, Error> {
             "unknown mode {id:?}: use ask, auto-edit, auto or plan"
         ))
     })
+}
+
+/// The MCP servers of `session/new`, `session/load` and `session/resume` as the
+/// kernel's specs: stdio and streamable HTTP (announced in `mcpCapabilities`); the SSE
+/// transport is refused. Their tools ask for approval (trust `ask`) like the kernel's
+/// own configured servers without a trust setting.
+fn mcp_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, Error> {
+    let pairs = |v: Vec<(String, String)>| -> Vec<NameValue> {
+        v.into_iter()
+            .map(|(name, value)| NameValue { name, value })
+            .collect()
+    };
+    servers
+        .iter()
+        .map(|s| match s {
+            McpServer::Stdio(s) => Ok(McpServerSpec {
+                name: s.name.clone(),
+                transport: Some("stdio".to_owned()),
+                command: Some(s.command.display().to_string()),
+                args: Some(s.args.clone()),
+                env: Some(pairs(
+                    s.env
+                        .iter()
+                        .map(|e| (e.name.clone(), e.value.clone()))
+                        .collect(),
+                )),
+                url: None,
+                headers: None,
+                trust: None,
+            }),
+            McpServer::Http(h) => Ok(McpServerSpec {
+                name: h.name.clone(),
+                transport: Some("http".to_owned()),
+                command: None,
+                args: None,
+                env: None,
+                url: Some(h.url.clone()),
+                headers: Some(pairs(
+                    h.headers
+                        .iter()
+                        .map(|e| (e.name.clone(), e.value.clone()))
+                        .collect(),
+                )),
+                trust: None,
+            }),
+            McpServer::Sse(s) => Err(invalid_params(format!(
+                "MCP server {:?}: the SSE transport is not supported (mcpCapabilities.sse is false); use streamable HTTP or stdio",
+                s.name
+            ))),
+            _ => Err(invalid_params(
+                "an MCP server with a transport Keel does not support (use stdio or http)",
+            )),
+        })
+        .collect()
 }

@@ -7,6 +7,7 @@ use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
+use keel_envelope::commands::{CommandPayload, SetRules};
 use keel_envelope::events::{ApprovalRequested, AskRequested, PlanApprovalRequired};
 use keel_envelope::types::{ApprovalDecision, PermissionMode};
 use serde_json::{json, Value};
@@ -14,19 +15,19 @@ use serde_json::{json, Value};
 use crate::host::{Host, Sess};
 use crate::tools::{preview_contents, text_content, tool_kind, tool_locations, tool_title};
 
-/// The key under which a `reject_always` is remembered for the session.
-fn deny_key(a: &ApprovalRequested) -> String {
-    let target = a
-        .command
-        .clone()
-        .or_else(|| {
-            a.arguments
-                .get("path")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| a.arguments.to_string());
-    format!("{}\u{0}{}", a.tool_name, target)
+/// The session deny rule a `reject_always` answer adds: the tool with the call's
+/// canonical command (`FOO=1 rm  x` and `env rm x` give `run_shell(rm x)`, so every
+/// spelling of the command is refused), or with its path, or the bare tool.
+fn deny_rule(a: &ApprovalRequested) -> String {
+    if let Some(cmd) = &a.command {
+        let canonical = keel_tools::shell::canonical_command(cmd)
+            .unwrap_or_else(|| cmd.split_whitespace().collect::<Vec<_>>().join(" "));
+        return format!("{}({canonical})", a.tool_name);
+    }
+    match a.arguments.get("path").and_then(Value::as_str) {
+        Some(path) => format!("{}({path})", a.tool_name),
+        None => a.tool_name.clone(),
+    }
 }
 
 fn keel_meta(v: Value) -> serde_json::Map<String, Value> {
@@ -64,14 +65,6 @@ impl Host {
 
     /// Answers an approval the kernel asked for, through the client.
     pub(crate) async fn ask_permission(self: Arc<Self>, sess: Arc<Sess>, a: ApprovalRequested) {
-        let key = deny_key(&a);
-        if sess.st().denies.contains(&key) {
-            let _ = sess
-                .handle
-                .respond_approval(&a.approval_id, ApprovalDecision::Deny)
-                .await;
-            return;
-        }
         let mut options = vec![option(
             "allow_once",
             "Allow once",
@@ -115,7 +108,27 @@ impl Host {
             Some("allow_once") => ApprovalDecision::AllowOnce,
             Some("allow_session") => ApprovalDecision::AllowSession,
             Some("deny_always") => {
-                sess.st().denies.insert(key);
+                // A session deny rule: the gate refuses the same command from now on,
+                // however it is spelled, before anything is asked.
+                let rules = {
+                    let mut st = sess.st();
+                    let rule = deny_rule(&a);
+                    if !st.denies.contains(&rule) {
+                        st.denies.push(rule);
+                    }
+                    st.denies.clone()
+                };
+                let current = sess.handle.state().rules;
+                let _ = sess
+                    .handle
+                    .command(CommandPayload::SessionSetRules(SetRules {
+                        always_allow_global: current.always_allow_global,
+                        always_allow_project: current.always_allow_project,
+                        always_deny_global: current.always_deny_global,
+                        always_deny_project: current.always_deny_project,
+                        deny: Some(rules),
+                    }))
+                    .await;
                 ApprovalDecision::Deny
             }
             // reject_once, cancelled, an unknown option or an error: deny.

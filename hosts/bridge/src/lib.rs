@@ -43,6 +43,8 @@ pub const CAPABILITIES: &[&str] = &[
     "rules",
     "history",
     "watch",
+    "mcp",
+    "host_tools",
 ];
 
 /// Options of a bridge.
@@ -335,6 +337,7 @@ where
             CommandPayload::SessionResume(keel_envelope::commands::SessionResume {
                 session_id: id.clone(),
                 after_sequence: None::<Cursor>,
+                mcp_servers: None,
             }),
         );
         let _ = kernel.execute(cmd).await;

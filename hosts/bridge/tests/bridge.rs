@@ -296,3 +296,64 @@ async fn a_slow_reader_gets_backpressure_not_unbounded_buffering() {
     }
     assert_eq!(server.await.unwrap(), keel_bridge::StopReason::Eof);
 }
+
+#[tokio::test]
+async fn checkpoints_rewind_fork_and_side_questions_work_over_the_wire() {
+    let mut h = harness(None);
+    let ws = h._ws.path().to_path_buf();
+    std::fs::write(ws.join("a.txt"), "one\n").unwrap();
+    h.next().await;
+    h.send(r#"{"version":"1.0","type":"session.start","requestId":"r1","payload":{}}"#)
+        .await;
+    let sid = h.next().await.session_id.unwrap();
+    let cmd = |rid: &str, ty: &str, payload: &str| {
+        format!(
+            r#"{{"version":"1.0","type":"{ty}","requestId":"{rid}","sessionId":"{sid}","payload":{payload}}}"#
+        )
+    };
+    h.send(&cmd("r2", "request.send", r#"{"message":"hi"}"#))
+        .await;
+    h.until("session.completed").await;
+    // Changes made after the request's checkpoint, by something else than the agent.
+    std::fs::write(ws.join("a.txt"), "two\n").unwrap();
+    std::fs::write(ws.join("made.txt"), "new\n").unwrap();
+    h.send(&cmd("r3", "checkpoint.list", "{}")).await;
+    let list = h.until("checkpoint.list").await.pop().unwrap();
+    assert_eq!(list.request_id, "r3");
+    let Event::CheckpointList(l) = &list.event else {
+        panic!()
+    };
+    assert_eq!(l.checkpoints.len(), 1);
+    assert_eq!(l.checkpoints[0].request_id, "r2");
+    assert_eq!(l.checkpoints[0].files_changed.len(), 2);
+    // Bad input: an unknown id, no id at all.
+    h.send(&cmd("r4", "session.rewind", r#"{"toRequestId":"nope"}"#))
+        .await;
+    let e = h.next().await;
+    assert_eq!(e.request_id, "r4");
+    assert_eq!(error_of(&e).0, ErrorCode::CheckpointNotFound);
+    h.send(&cmd("r5", "session.rewind", "{}")).await;
+    let e = h.next().await;
+    assert_eq!(error_of(&e).0, ErrorCode::RequestInvalid);
+    h.send(&cmd("r6", "session.rewind", r#"{"toRequestId":"r2"}"#))
+        .await;
+    let rewound = h.until("session.rewound").await.pop().unwrap();
+    let Event::SessionRewound(r) = &rewound.event else {
+        panic!()
+    };
+    assert_eq!(r.files.len(), 2);
+    assert!(r.conversation_cut);
+    assert!(!ws.join("made.txt").exists());
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "one\n");
+    h.send(&cmd("r7", "request.side", r#"{"message":"and?"}"#))
+        .await;
+    let side = h.until("side.answered").await.pop().unwrap();
+    assert_eq!((side.request_id.as_str(), side.sequence), ("r7", 1));
+    h.send(&cmd("r8", "session.fork", "{}")).await;
+    let forked = h.until("session.forked").await.pop().unwrap();
+    let Event::SessionForked(f) = &forked.event else {
+        panic!()
+    };
+    assert_eq!(f.parent_session_id, sid);
+    assert_eq!(forked.session_id.as_deref(), Some(f.session_id.as_str()));
+}

@@ -142,7 +142,7 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
                 workspace_path: Some(workspace.display().to_string()),
                 permission_mode: args.session.mode.mode,
                 model: args.session.model.model.clone(),
-                title: None,
+                ..SessionStart::default()
             });
             let env = client
                 .request(None, start)

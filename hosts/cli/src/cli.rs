@@ -180,6 +180,10 @@ pub struct ExecArgs {
     pub prompt: String,
     #[command(flatten)]
     pub json: JsonArg,
+    /// Write every model response of the session to FILE in the scripted model's
+    /// format; `--model scripted:FILE` replays the session offline.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub session: SessionArgs,
 }

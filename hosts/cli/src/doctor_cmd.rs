@@ -46,7 +46,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn ok(name: impl Into<String>, summary: impl Into<String>) -> Self {
+    pub(crate) fn ok(name: impl Into<String>, summary: impl Into<String>) -> Self {
         Check {
             name: name.into(),
             status: Status::Ok,
@@ -55,7 +55,11 @@ impl Check {
         }
     }
 
-    fn warn(name: impl Into<String>, summary: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn warn(
+        name: impl Into<String>,
+        summary: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Check {
             name: name.into(),
             status: Status::Warn,
@@ -164,6 +168,8 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
     ));
     if let Some(config) = &config {
         checks.extend(model_checks(args, config, &env).await);
+        let limit = Duration::from_secs(args.timeout.max(1));
+        checks.extend(crate::doctor_mcp::mcp_checks(config, workspace.as_deref(), limit).await);
     }
     checks.push(session_check().await);
     Report {

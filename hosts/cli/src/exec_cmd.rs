@@ -4,10 +4,9 @@
 //! limit); 2 bad usage or set-up; 3 a call was denied (an approval was needed and
 //! nobody can answer in exec mode, or the gate refused it); 130 interrupted (Ctrl-C).
 
-use keel_envelope::commands::{CommandPayload, PlanReject};
+use keel_envelope::commands::{CommandPayload, PlanReject, SessionStart};
 use keel_envelope::types::{ApprovalDecision, StopReason};
 use keel_envelope::{codec, ErrorCode, Event};
-use keel_kernel::SessionOptions;
 
 use crate::cli::{ExecArgs, SessionArgs};
 use crate::interrupt::CtrlC;
@@ -30,6 +29,7 @@ pub fn run(args: ExecArgs) -> i32 {
     let ExecArgs {
         prompt,
         json,
+        record,
         session: common,
     } = args;
     let json = json.json;
@@ -47,10 +47,15 @@ pub fn run(args: ExecArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    rt.block_on(exec(common, prompt, json))
+    rt.block_on(exec(common, prompt, json, record))
 }
 
-async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
+async fn exec(
+    common: SessionArgs,
+    prompt: String,
+    json: bool,
+    record: Option<std::path::PathBuf>,
+) -> i32 {
     // One listener for the whole run: a Ctrl-C that arrives while an envelope is
     // written is kept for the next turn of the loop below.
     let mut ctrlc = CtrlC::install();
@@ -63,11 +68,11 @@ async fn exec(common: SessionArgs, prompt: String, json: bool) -> i32 {
     };
     let kernel = runtime.kernel.clone();
     let (session, mut events) = match kernel
-        .start_session(SessionOptions {
-            workspace_path: None,
+        .start_session(SessionStart {
             permission_mode: common.mode.mode,
-            model: None,
             title: Some(prompt.chars().take(60).collect()),
+            record: record.map(|p| p.display().to_string()),
+            ..SessionStart::default()
         })
         .await
     {

@@ -6,6 +6,7 @@ mod bridge_cmd;
 mod cli;
 mod demo_cmd;
 mod doctor_cmd;
+mod doctor_mcp;
 mod exec_cmd;
 mod interrupt;
 mod logging;

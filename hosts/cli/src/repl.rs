@@ -9,7 +9,9 @@ mod input;
 pub(crate) mod link;
 mod notices;
 pub(crate) mod render;
+mod rewind;
 mod rules;
+mod rules_cmd;
 mod slash;
 mod turn;
 
@@ -43,11 +45,15 @@ pub(crate) struct Repl {
     context: Option<(u64, u64)>,
     /// Always-allow rules kept across sessions.
     rules: rules::RulesFile,
+    /// Rules added with `/rules` for this session only.
+    session_rules: rules_cmd::SessionRules,
     /// Messages typed while a request ran, by request id (for `/queue`).
     queued_text: std::collections::HashMap<String, String>,
     /// `/preview`: whether messages propose edits as patches (`None`: the
     /// configuration decides).
     patch_preview: Option<bool>,
+    /// Side questions asked while a request ran, waiting for their answer.
+    side_pending: Vec<String>,
     /// Lines that come on their own (a background task that exited).
     notices: notices::Notices,
 }
@@ -192,8 +198,10 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         typeahead: TypeAhead::new(),
         context: None,
         rules,
+        session_rules: Default::default(),
         queued_text: Default::default(),
         patch_preview: None,
+        side_pending: Vec::new(),
         notices,
     };
     tracing::info!(
@@ -355,7 +363,8 @@ impl Repl {
 
     /// Keeps rules added by an "always" approval for the next sessions.
     fn save_rules(&mut self, rules: &keel_envelope::types::ApprovalRules) {
-        if let Err(e) = self.rules.save(rules) {
+        let lasting = self.session_rules.lasting(rules);
+        if let Err(e) = self.rules.save(&lasting) {
             self.warn_line(&format!("could not save the approval rules: {e}"));
         }
     }

@@ -75,7 +75,7 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         Some(spec) => Some(build_model(spec, &config)?),
         None => None,
     };
-    let kernel_config = KernelConfig {
+    let mut kernel_config = KernelConfig {
         workspace: Some(workspace.clone()),
         permission_mode: common.mode.mode.unwrap_or(config.permission_mode),
         approval_timeout: Duration::from_secs(config.approval_timeout_secs),
@@ -88,8 +88,16 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         sandbox: config.sandbox.clone(),
         available_models: config.available_models(model_spec.as_deref()),
         patch_preview: config.patch_preview,
+        fsync_each_event: config.fsync_each_event,
+        max_open_sessions: config.max_open_sessions,
+        mcp_servers: config.mcp_servers.clone(),
+        mcp_startup_timeout: Duration::from_secs(config.mcp_startup_timeout_secs),
+        mcp_call_timeout: Duration::from_secs(config.mcp_tool_timeout_secs),
+        host_tool_timeout: Duration::from_secs(config.host_tool_timeout_secs),
         ..KernelConfig::default()
     };
+    // Budgets, prices, the output cap and hooks.
+    config.agent.apply_to(&mut kernel_config);
     let factory_config = config.clone();
     let mut builder = Kernel::builder()
         .config(kernel_config)

@@ -313,3 +313,63 @@ fn bad_flags_are_usage_errors() {
         assert!(out.stdout.is_empty());
     }
 }
+
+#[test]
+fn mcp_servers_are_reached_and_listed_without_their_secrets() {
+    let rt = runtime();
+    let server = rt
+        .block_on(keel_mcp::testing::serve_http(Some("Bearer mcp-secret-77")))
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[mcpServers.web]\nurl = \"{url}\"\nheaders = {{ Authorization = \"Bearer mcp-secret-77\" }}\n\n\
+             [mcpServers.refused]\nurl = \"{url}\"\nheaders = {{ Authorization = \"Bearer wrong-secret-88\" }}\n\n\
+             [mcpServers.broken]\ncommand = \"/nonexistent/keel-no-such-server\"\nenv = {{ TOKEN = \"env-secret-99\" }}\n",
+            url = server.url()
+        ),
+    )
+    .unwrap();
+    let out = doctor(home.path(), &["--json", "--timeout", "30"], &[]);
+    let report = json_report(&out);
+    // Servers that do not answer are warnings: the main job still runs.
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    let web = check(&report, "mcp web");
+    assert_eq!(web["status"], "ok", "{web}");
+    let summary = web["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&server.url()) && summary.contains("echo"),
+        "{summary}"
+    );
+    for name in ["mcp refused", "mcp broken"] {
+        let c = check(&report, name);
+        assert_eq!(c["status"], "warn", "{c}");
+        assert!(c["fix"].as_str().is_some_and(|f| !f.is_empty()), "{c}");
+    }
+    assert!(
+        check(&report, "mcp broken")["summary"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/keel-no-such-server"),
+        "{report}"
+    );
+    let everything = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for secret in ["mcp-secret-77", "wrong-secret-88", "env-secret-99"] {
+        assert!(
+            !everything.contains(secret),
+            "{secret} was printed: {everything}"
+        );
+    }
+    // The human report names them too.
+    let text = doctor(home.path(), &["--timeout", "30"], &[]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("mcp web") && text.contains("mcp broken"),
+        "{text}"
+    );
+}

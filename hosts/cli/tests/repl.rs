@@ -639,3 +639,63 @@ fn strip_ansi_keeps_the_text() {
     assert_eq!(strip_ansi("\x1b[1mbold\x1b[0m\r\n"), "bold\n");
     assert_eq!(strip_ansi("\x1b]0;title\x07x"), "x");
 }
+
+#[test]
+fn session_rules_are_listed_and_a_deny_rule_beats_an_allow_rule() {
+    let d = dirs(&serde_json::json!({
+        "turns": [
+            {
+                "toolCalls": [{
+                    "name": "run_shell",
+                    "arguments": { "command": "FOO=1 rm  victim.txt" }
+                }]
+            },
+            { "whenLastToolResultContains": "run_shell(rm victim.txt)", "text": "The rule stopped it." },
+            { "text": "(unexpected turn)" }
+        ]
+    }));
+    std::fs::write(d.workspace.join("victim.txt"), "keep me\n").unwrap();
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &[]);
+    t.expect("ask › ");
+    t.line("/rules");
+    t.expect("no rules: add one with /rules allow");
+    t.expect("ask › ");
+    // Bad input is refused with the usage line.
+    t.line("/rules forbid rm");
+    t.expect("usage: /rules | /rules allow <rule>");
+    t.expect("ask › ");
+    t.line("/rules deny run_shell(rm");
+    t.expect("not a rule: run_shell(rm");
+    t.expect("ask › ");
+    // An allow rule that covers the command, and a deny rule for it.
+    t.line("/rules allow run_shell(rm *)");
+    t.expect("allowed for this session: run_shell(rm *)");
+    t.expect("ask › ");
+    t.line("/rules deny run_shell(rm victim.txt)");
+    t.expect("denied for this session: run_shell(rm victim.txt)");
+    t.expect("ask › ");
+    t.line("/rules");
+    let listed = t.expect("ask › ");
+    assert!(
+        listed.contains("allow (this session): run_shell(rm *)"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("deny (this session): run_shell(rm victim.txt)"),
+        "{listed}"
+    );
+    // The wrapped, env-prefixed command hits the deny rule: no approval, not run.
+    t.line("remove the victim");
+    let after = t.expect("The rule stopped it.");
+    assert!(!after.contains("allow? [y/s/a/n]"), "{after}");
+    t.expect("ask › ");
+    assert_eq!(
+        std::fs::read_to_string(d.workspace.join("victim.txt")).unwrap(),
+        "keep me\n"
+    );
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+    // Session rules are not kept for the next sessions.
+    let saved = std::fs::read_to_string(d.home.join("approval-rules.json")).unwrap_or_default();
+    assert!(!saved.contains("rm"), "{saved}");
+}

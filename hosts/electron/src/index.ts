@@ -26,6 +26,7 @@ export {
   type TaskNodeChanges,
   type TaskNodeInput,
 } from "./extensions";
+export { HostTools, type HostToolContext, type HostToolDefinition, type HostToolHandler } from "./hostTools";
 export { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
 export { LineRing, LineSplitter } from "./framing";
 export { AsyncQueue } from "./queue";

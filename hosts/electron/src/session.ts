@@ -14,6 +14,7 @@ import {
 import type { KeelBridge } from "./bridge";
 import { BackgroundCalls, PatchCalls, ReviewCalls, SubAgentCalls, TaskGraphCalls } from "./extensions";
 import { BridgeExitError, type ExitInfo } from "./errors";
+import { HostTools, type HostToolDefinition, type HostToolHandler } from "./hostTools";
 import { AsyncQueue } from "./queue";
 import { deferred, errorFrom, type Deferred } from "./wire";
 
@@ -115,6 +116,8 @@ export class KeelSession {
   readonly subAgents: SubAgentCalls;
   /** Background tasks: `background.list`, `get`, `history`, `stop`. */
   readonly background: BackgroundCalls;
+  /** The tools this host runs for the session (see {@link registerTool}). */
+  readonly hostTools: HostTools;
 
   /** @internal Sessions are made by {@link KeelBridge}. */
   constructor(
@@ -129,6 +132,7 @@ export class KeelSession {
     this.taskGraph = new TaskGraphCalls(send);
     this.subAgents = new SubAgentCalls(send);
     this.background = new BackgroundCalls(send);
+    this.hostTools = new HostTools(send);
   }
 
   /** Whether `session.closed` was received (and no resume since). */
@@ -223,8 +227,61 @@ export class KeelSession {
     return this.send("session.close", {});
   }
 
+  /**
+   * Registers a tool that this host runs: the model is offered it, and when it calls
+   * it (and the gate allows it) `handler` runs with the arguments; its result (or the
+   * message of what it throws) goes back to the model. `signal` aborts on an
+   * interrupt or when the call times out. Resolves once the runtime took the tool
+   * (the session must be idle); rejects with a {@link KeelError} when it refuses it.
+   */
+  registerTool(definition: HostToolDefinition, handler: HostToolHandler): Promise<void> {
+    return this.hostTools.register(definition, handler);
+  }
+
+  /** The session's MCP servers: state (`starting`, `ready`, `failed` + reason) and tools. */
+  async mcpServers(): Promise<EventOf<"mcp.list">["payload"]["servers"]> {
+    const ev = (await this.send("mcp.list", {})) as EventOf<"mcp.list">;
+    return ev.payload.servers;
+  }
+
+  /** The session's checkpoints, oldest first (empty with `disabledReason` when off). */
+  async checkpoints(): Promise<EventOf<"checkpoint.list">["payload"]> {
+    const ev = (await this.send("checkpoint.list", {})) as EventOf<"checkpoint.list">;
+    return ev.payload;
+  }
+
+  /**
+   * Rewinds files and/or the conversation to just before a request or a tool call
+   * (exactly one of `toRequestId`, `toToolCallId`); refused while a request runs.
+   */
+  async rewind(target: {
+    toRequestId?: string;
+    toToolCallId?: string;
+    files?: boolean;
+    conversation?: boolean;
+  }): Promise<EventOf<"session.rewound">["payload"]> {
+    const ev = (await this.send("session.rewind", target)) as EventOf<"session.rewound">;
+    return ev.payload;
+  }
+
+  /**
+   * Forks the session (up to just before `atRequestId`, default all of it); the answer
+   * names the new session (`sessionId`), open in the runtime: resume or watch it to follow it.
+   */
+  async fork(options: { atRequestId?: string; files?: boolean } = {}): Promise<EventOf<"session.forked">["payload"]> {
+    const ev = (await this.send("session.fork", options)) as EventOf<"session.forked">;
+    return ev.payload;
+  }
+
+  /** Asks a side question (no tools, not kept in the history), also while a request runs. */
+  async side(message: string): Promise<string> {
+    const ev = (await this.send("request.side", { message })) as EventOf<"side.answered">;
+    return ev.payload.text;
+  }
+
   /** @internal */
   deliver(env: KeelEvent): void {
+    this.hostTools.onEvent(env);
     if (env.source !== "bridge" && !this.isClosed) {
       this.lastCursor = { requestId: env.requestId, sequence: env.sequence };
     }

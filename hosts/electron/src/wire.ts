@@ -53,8 +53,15 @@ export const ANSWERS: Partial<Record<CommandTypeName, readonly string[]>> = {
   "background.get": ["background.get"],
   "background.history": ["background.history"],
   "background.stop": ["background.stopped"],
+  "session.set_host_tools": ["session.host_tools_updated"],
+  "host-tool.respond": ["host-tool.responded"],
+  "mcp.list": ["mcp.list"],
   "session.watch": ["session.watched"],
   "session.unwatch": ["session.unwatched"],
+  "checkpoint.list": ["checkpoint.list"],
+  "session.rewind": ["session.rewound"],
+  "session.fork": ["session.forked"],
+  "request.side": ["side.answered"],
 };
 
 export const ERROR_ANSWERS = new Set(["error", "request.rejected"]);

@@ -66,7 +66,7 @@ async fn kernel(dir: &std::path::Path) -> (Kernel, String) {
             workspace_path: None,
             permission_mode: None,
             model: None,
-            title: None,
+            ..SessionOptions::default()
         })
         .await
         .unwrap();

@@ -347,6 +347,7 @@ fn send(message: &str, preview: Option<bool>) -> CommandPayload {
         images: None,
         when_busy: None,
         patch_preview: preview,
+        ..Default::default()
     })
 }
 

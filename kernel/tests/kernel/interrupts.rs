@@ -125,6 +125,7 @@ async fn busy_sessions_queue_steer_reject_and_cancel() {
         images: None,
         when_busy: Some(w),
         patch_preview: None,
+        ..Default::default()
     };
     let rejected = s.send_with(send("no", WhenBusy::Reject)).await;
     assert_eq!(rejected.unwrap_err().code, ErrorCode::SessionBusy);

@@ -299,13 +299,21 @@ fn opts() -> SessionOptions {
     }
 }
 
+mod bounds;
+mod budget;
+mod compaction;
 mod context;
 mod history_store;
+mod hooks;
+mod host_tools;
 mod interrupts;
+mod listing;
 mod persistence;
 mod plans;
 mod registry;
 mod requests;
+mod rewind;
 mod sessions;
 mod stop;
+mod store;
 mod watch;

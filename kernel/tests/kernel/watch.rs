@@ -29,8 +29,7 @@ fn send_cmd(rid: &str, session: &str, text: &str) -> Command {
         CommandPayload::RequestSend(RequestSend {
             message: text.to_owned(),
             images: None,
-            when_busy: None,
-            patch_preview: None,
+            ..RequestSend::default()
         }),
     )
 }
@@ -78,8 +77,7 @@ async fn watched_session(f: &Fixture) -> (String, Watcher, WatchStream) {
         CommandPayload::SessionStart(keel_envelope::commands::SessionStart {
             workspace_path: None,
             permission_mode: None,
-            model: None,
-            title: None,
+            ..Default::default()
         }),
     ))
     .await
@@ -299,6 +297,7 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
         CommandPayload::SessionResume(SessionResume {
             session_id: sid.clone(),
             after_sequence: Some(cursor),
+            mcp_servers: None,
         }),
     ))
     .await

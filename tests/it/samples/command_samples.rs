@@ -1,5 +1,7 @@
 //! Sample command payloads, one of every command type.
 
+use keel_envelope::host::{McpServerSpec, McpTrust, NameValue};
+
 use super::*;
 
 /// A representative payload of `t`.
@@ -12,6 +14,52 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             permission_mode: Some(PermissionMode::Ask),
             model: Some(s("scripted:demo")),
             title: Some(s("Fix the failing test")),
+            record: None,
+            budget: Some(SessionBudget {
+                request: Some(BudgetLimits {
+                    model_calls: Some(200),
+                    wall_time_secs: Some(1800),
+                    ..BudgetLimits::default()
+                }),
+                session: Some(BudgetLimits {
+                    cost_usd: Some(5.0),
+                    ..BudgetLimits::default()
+                }),
+            }),
+            max_output_tokens: Some(8192),
+            mcp_servers: Some(vec![
+                McpServerSpec {
+                    name: s("files"),
+                    transport: None,
+                    command: Some(s("npx")),
+                    args: Some(vec![
+                        s("-y"),
+                        s("@modelcontextprotocol/server-filesystem"),
+                        s("."),
+                    ]),
+                    env: Some(vec![NameValue {
+                        name: s("LOG_LEVEL"),
+                        value: s("warn"),
+                    }]),
+                    url: None,
+                    headers: None,
+                    trust: Some(McpTrust::Read),
+                },
+                McpServerSpec {
+                    name: s("tickets"),
+                    transport: Some(s("http")),
+                    command: None,
+                    args: None,
+                    env: None,
+                    url: Some(s("https://tickets.example.com/mcp")),
+                    headers: Some(vec![NameValue {
+                        name: s("Authorization"),
+                        value: s("Bearer t0ken"),
+                    }]),
+                    trust: None,
+                },
+            ]),
+            host_tools: Some(vec![host_samples::open_ticket()]),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -19,10 +67,25 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 request_id: s("req_0001"),
                 sequence: 12,
             }),
+            mcp_servers: None,
         }),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
         CommandType::SessionState => CommandPayload::SessionState(c::SessionStateCmd {}),
+        CommandType::CheckpointList => CommandPayload::CheckpointList(c::CheckpointListCmd {}),
+        CommandType::SessionRewind => CommandPayload::SessionRewind(c::SessionRewind {
+            to_request_id: Some(s("req_0002")),
+            to_tool_call_id: None,
+            files: Some(true),
+            conversation: Some(true),
+        }),
+        CommandType::SessionFork => CommandPayload::SessionFork(c::SessionFork {
+            at_request_id: Some(s("req_0002")),
+            files: Some(false),
+        }),
+        CommandType::RequestSide => CommandPayload::RequestSide(c::RequestSide {
+            message: s("Which file holds the parser?"),
+        }),
         CommandType::SessionSetMode => CommandPayload::SessionSetMode(c::SetMode {
             mode: PermissionMode::Plan,
         }),
@@ -32,6 +95,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionSetRules => CommandPayload::SessionSetRules(c::SetRules {
             always_allow_global: vec![s("read_file")],
             always_allow_project: vec![s("run_shell(cargo test:*)")],
+            always_deny_global: vec![s("run_shell(rm -rf *)")],
+            always_deny_project: vec![s("git(push*)")],
+            deny: Some(vec![s("run_shell(curl *)")]),
         }),
         CommandType::SessionSetTitle => CommandPayload::SessionSetTitle(c::SetTitle {
             title: s("Fix the failing parser test"),
@@ -74,6 +140,12 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             images: None,
             when_busy: Some(WhenBusy::Queue),
             patch_preview: Some(false),
+            budget: Some(BudgetLimits {
+                tokens: Some(200_000),
+                tool_calls: Some(BTreeMap::from([(s("run_shell"), 50)])),
+                ..BudgetLimits::default()
+            }),
+            max_output_tokens: Some(4096),
         }),
         CommandType::RequestInterrupt => CommandPayload::RequestInterrupt(c::RequestInterrupt {}),
         CommandType::RequestCancelQueued => CommandPayload::RequestCancelQueued(c::CancelQueued {
@@ -205,6 +277,15 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionUnwatch => CommandPayload::SessionUnwatch(c::SessionUnwatch {
             session_id: s(SESSION),
         }),
+        CommandType::SessionSetHostTools => CommandPayload::SessionSetHostTools(c::SetHostTools {
+            tools: vec![host_samples::open_ticket()],
+        }),
+        CommandType::HostToolRespond => CommandPayload::HostToolRespond(c::HostToolRespond {
+            tool_call_id: s("tool_0004"),
+            result: Some(json!({ "title": "Login fails on Safari", "status": "open" })),
+            error: None,
+        }),
+        CommandType::McpList => CommandPayload::McpList(c::McpListCmd {}),
     }
 }
 

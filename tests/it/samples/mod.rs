@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use keel_envelope::budget::{BudgetLimit, BudgetLimits, BudgetScope, BudgetStatus, SessionBudget};
 use keel_envelope::commands::{
     self, ChecklistUpdate, CommandPayload, NewTaskNode, NodeUpdates, ProposedFile, ReviewDecision,
     WhenBusy,
@@ -27,6 +28,8 @@ use keel_envelope::{
 };
 use serde_json::json;
 
+mod rewind_samples;
+
 /// The fixed instant every sample uses (ms since the epoch).
 pub const T0: u64 = 1_775_600_000_000;
 /// The session of every sample.
@@ -46,6 +49,8 @@ pub fn session_info() -> SessionInfo {
         state: SessionState::Idle,
         permission_mode: PermissionMode::Ask,
         model: s("scripted:demo"),
+        request_count: 2,
+        last_message: Some(s("The test passes now: the parser kept a stale index.")),
     }
 }
 
@@ -82,6 +87,8 @@ fn rules() -> ApprovalRules {
     ApprovalRules {
         always_allow_global: vec![s("read_file")],
         always_allow_project: vec![s("run_shell(cargo test:*)")],
+        always_deny_global: vec![s("run_shell(rm -rf *)")],
+        always_deny_project: vec![s("git(push*)")],
     }
 }
 
@@ -305,6 +312,7 @@ pub fn sample_event(t: EventType) -> Event {
             stop_reason: StopReason::EndTurn,
             final_text: Some(s("The test passes now.")),
             telemetry: telemetry(),
+            budget: None,
         }),
         EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed {
             reason: s("requested"),
@@ -323,6 +331,10 @@ pub fn sample_event(t: EventType) -> Event {
             message_count: 6,
             state: SessionState::WaitingApproval,
         }),
+        EventType::CheckpointList => rewind_samples::checkpoint_list(),
+        EventType::SessionRewound => rewind_samples::session_rewound(),
+        EventType::SessionForked => rewind_samples::session_forked(),
+        EventType::SideAnswered => rewind_samples::side_answered(),
         EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged {
             mode: PermissionMode::AutoEdit,
             previous_mode: PermissionMode::Ask,
@@ -490,6 +502,13 @@ pub fn sample_event(t: EventType) -> Event {
             elapsed_ms: 640,
             telemetry: Some(telemetry()),
         }),
+        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus {
+            scope: BudgetScope::Request,
+            limit: BudgetLimit::Tokens,
+            tool_name: None,
+            used: 161_000.0,
+            max: 200_000.0,
+        }),
         EventType::Warning => Event::Warning(
             ErrorPayload::new(
                 ErrorCode::ContextCompactionFailed,
@@ -655,6 +674,10 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::SessionUnwatched => Event::SessionUnwatched(ev::SessionUnwatched {
             session_id: s(SESSION),
         }),
+        EventType::McpList
+        | EventType::SessionHostToolsUpdated
+        | EventType::HostToolRequested
+        | EventType::HostToolResponded => host_samples::sample_host_event(t),
         EventType::BackgroundExited => {
             let mut b = background();
             b.status = BackgroundStatus::Exited;
@@ -663,66 +686,6 @@ pub fn sample_event(t: EventType) -> Event {
             Event::BackgroundExited(ev::BackgroundEvent { task: b })
         }
     }
-}
-
-/// The command a sample event of type `t` answers in that command's own stream, for
-/// events that are not part of an agent-loop stream.
-pub fn answered_command(t: EventType) -> Option<CommandType> {
-    use CommandType as C;
-    use EventType as E;
-    Some(match t {
-        E::RuntimeStopped => C::RuntimeShutdown,
-        E::SessionStarted => C::SessionStart,
-        E::SessionResumed => C::SessionResume,
-        E::SessionClosed => C::SessionClose,
-        E::SessionList => C::SessionList,
-        E::SessionState => C::SessionState,
-        E::SessionModeChanged => C::SessionSetMode,
-        E::SessionModelChanged => C::SessionSetModel,
-        E::SessionRulesUpdated => C::SessionSetRules,
-        E::SessionHistoryLoaded => C::SessionLoadHistory,
-        E::SessionTitleChanged => C::SessionSetTitle,
-        E::SessionDeleted => C::SessionDelete,
-        E::RequestCancelled => C::RequestCancelQueued,
-        E::ReviewRequested => C::ReviewEnter,
-        E::ReviewUpdated => C::ReviewSubmit,
-        E::ReviewResolved => C::ReviewResolve,
-        E::ReviewState => C::ReviewStatus,
-        E::PatchApplied => C::PatchApply,
-        E::PatchRejected => C::PatchReject,
-        E::PatchSummary => C::PatchSummary,
-        E::TaskGraphCreated => C::TaskGraphCreate,
-        E::TaskGraphNodeAdded => C::TaskGraphAddNode,
-        E::TaskGraphNodeUpdated => C::TaskGraphUpdateNode,
-        E::TaskGraphAdvanced => C::TaskGraphAdvance,
-        E::TaskGraphState => C::TaskGraphState,
-        E::SubAgentList => C::SubAgentList,
-        E::SubAgentGet => C::SubAgentGet,
-        E::HarnessStatus => C::HarnessStatus,
-        E::BackgroundList => C::BackgroundList,
-        E::BackgroundGet => C::BackgroundGet,
-        E::BackgroundHistory => C::BackgroundHistory,
-        E::BackgroundStopped => C::BackgroundStop,
-        E::SessionWatched => C::SessionWatch,
-        E::SessionUnwatched => C::SessionUnwatch,
-        _ => return None,
-    })
-}
-
-/// The command whose `requestId` a sample event of type `t` carries in `meta.replyTo`:
-/// events that act on the running request (see docs/protocol.md).
-pub fn replied_command(t: EventType) -> Option<CommandType> {
-    use CommandType as C;
-    use EventType as E;
-    Some(match t {
-        E::ApprovalGranted | E::ApprovalDenied => C::ApprovalRespond,
-        E::PlanApproved => C::PlanApprove,
-        E::PlanRejected => C::PlanReject,
-        E::AskAnswered => C::AskRespond,
-        E::SessionInterrupted => C::RequestInterrupt,
-        E::RequestSteered => C::RequestSend,
-        _ => return None,
-    })
 }
 
 /// The request stream of the sample agent loop.
@@ -746,6 +709,7 @@ pub fn sample_envelopes() -> Vec<Envelope> {
                     | EventType::SessionResumed
                     | EventType::SessionWatched
                     | EventType::SessionUnwatched => Some(s(SESSION)),
+                    EventType::SessionForked => Some(s("sess_0002")),
                     _ => cmd.session_id.clone(),
                 };
                 (session, cmd.request_id, Source::Runtime)
@@ -782,6 +746,9 @@ pub fn sample_envelopes() -> Vec<Envelope> {
         .collect()
 }
 
+mod answers;
 mod command_samples;
+mod host_samples;
 
+pub use self::answers::{answered_command, replied_command};
 pub use self::command_samples::sample_command;

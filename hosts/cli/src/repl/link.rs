@@ -178,6 +178,7 @@ impl Backend {
                         let resume = CommandPayload::SessionResume(SessionResume {
                             session_id: id.to_owned(),
                             after_sequence: None,
+                            mcp_servers: None,
                         });
                         let env = r.client.request(None, resume).await?;
                         let Event::SessionResumed(p) = env.event else {
@@ -262,6 +263,30 @@ impl Session {
                 fresh
                     .or_else(|| r.last.lock().unwrap_or_else(|p| p.into_inner()).clone())
                     .unwrap_or_else(|| placeholder(&r.id))
+            }
+        }
+    }
+
+    /// The session's MCP servers, their state and tools (over the socket: asked now;
+    /// none when the daemon cannot be asked).
+    pub(crate) fn mcp_servers(&self) -> Vec<keel_envelope::host::McpServerInfo> {
+        match self {
+            Session::Local(h) => h.mcp_servers(),
+            Session::Remote(r) => {
+                if tokio::runtime::Handle::try_current().is_ok() {
+                    return Vec::new();
+                }
+                let ask = r.client.query(
+                    Some(&r.id),
+                    CommandPayload::McpList(keel_envelope::commands::McpListCmd {}),
+                );
+                match r.rt.block_on(ask) {
+                    Ok(Envelope {
+                        event: Event::McpList(l),
+                        ..
+                    }) => l.servers,
+                    _ => Vec::new(),
+                }
             }
         }
     }
@@ -357,6 +382,9 @@ impl Session {
         self.command(CommandPayload::SessionSetRules(SetRules {
             always_allow_global: rules.always_allow_global,
             always_allow_project: rules.always_allow_project,
+            always_deny_global: rules.always_deny_global,
+            always_deny_project: rules.always_deny_project,
+            deny: None,
         }))
         .await
     }
@@ -392,6 +420,8 @@ fn placeholder(id: &str) -> SessionStateSnapshot {
             state: keel_envelope::types::SessionState::Idle,
             permission_mode: PermissionMode::Ask,
             model: String::new(),
+            request_count: 0,
+            last_message: None,
         },
         active_request_id: None,
         queued_request_ids: Vec::new(),

@@ -510,6 +510,40 @@ pub(crate) fn plan(style: Style, steps: &[PlanStep]) -> String {
         .join("\n")
 }
 
+/// A budget figure in words: "the request's tokens: 161000 of 200000".
+fn budget_figure(b: &keel_envelope::budget::BudgetStatus) -> String {
+    use keel_envelope::budget::{BudgetLimit, BudgetScope};
+    let whose = match b.scope {
+        BudgetScope::Request => "the request's",
+        BudgetScope::Session => "the session's",
+    };
+    let what = match b.limit {
+        BudgetLimit::ModelCalls => "model calls".to_owned(),
+        BudgetLimit::Tokens => "tokens".to_owned(),
+        BudgetLimit::CostUsd => {
+            return format!("{whose} estimated cost: ${:.2} of ${:.2}", b.used, b.max)
+        }
+        BudgetLimit::WallTimeSecs => "seconds".to_owned(),
+        BudgetLimit::ToolCalls => {
+            format!("calls of {}", b.tool_name.as_deref().unwrap_or("a tool"))
+        }
+    };
+    format!("{whose} {what}: {} of {}", b.used.round(), b.max.round())
+}
+
+/// The line for `budget.warning`.
+pub(crate) fn budget_warning(b: &keel_envelope::budget::BudgetStatus) -> String {
+    format!("budget: {} (80 % reached)", budget_figure(b))
+}
+
+/// The line for a request stopped by a limit (`stopReason: "max_turns"`).
+pub(crate) fn budget_stop(b: Option<&keel_envelope::budget::BudgetStatus>) -> String {
+    match b {
+        Some(b) => format!("stopped: the limit was reached, {}", budget_figure(b)),
+        None => "stopped: the request reached its maximum number of model turns".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

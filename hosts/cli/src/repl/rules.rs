@@ -1,9 +1,11 @@
-//! The always-allow rules the REPL keeps across sessions, in
-//! `KEEL_HOME/approval-rules.json`:
-//! `{"global": ["read_file"], "projects": {"/abs/workspace": ["write_file(NOTES.md)"]}}`.
+//! The lasting rules the REPL keeps across sessions, in `KEEL_HOME/approval-rules.json`:
+//! `{"global": ["read_file"], "projects": {"/abs/workspace": ["write_file(NOTES.md)"]},
+//! "denyGlobal": ["run_shell(rm -rf *)"], "denyProjects": {"/abs/workspace": ["git(push*)"]}}`.
 //!
 //! The kernel reports a rule added by an "always" approval with `session.rules_updated`;
-//! the host keeps it and gives the rules to the next session of the same project.
+//! the host keeps it and gives the rules to the next session of the same project. Deny
+//! rules are written by hand (or kept from an earlier file): every save writes them back
+//! as they are in force, so saving an allow rule never drops them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,14 +13,38 @@ use std::path::{Path, PathBuf};
 use keel_envelope::types::ApprovalRules;
 use serde_json::{json, Value};
 
-/// The file's content: global rules, and rules per project (keyed by workspace).
-type Stored = (Vec<String>, BTreeMap<String, Vec<String>>);
+/// The file's content: allow and deny rules, global and per project (keyed by
+/// workspace).
+#[derive(Debug, Default)]
+struct Stored {
+    global: Vec<String>,
+    projects: BTreeMap<String, Vec<String>>,
+    deny_global: Vec<String>,
+    deny_projects: BTreeMap<String, Vec<String>>,
+}
 
 /// The rules file.
 #[derive(Debug)]
 pub(crate) struct RulesFile {
     path: PathBuf,
     workspace: String,
+}
+
+fn list(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn per_project(v: Option<&Value>) -> BTreeMap<String, Vec<String>> {
+    v.and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), list(Some(v)))).collect())
+        .unwrap_or_default()
 }
 
 impl RulesFile {
@@ -38,45 +64,49 @@ impl RulesFile {
         };
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not valid JSON: {e}", self.path.display()))?;
-        let list = |v: Option<&Value>| -> Vec<String> {
-            v.and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let global = list(v.get("global"));
-        let projects = v
-            .get("projects")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), list(Some(v)))).collect())
-            .unwrap_or_default();
-        Ok(Some((global, projects)))
+        Ok(Some(Stored {
+            global: list(v.get("global")),
+            projects: per_project(v.get("projects")),
+            deny_global: list(v.get("denyGlobal")),
+            deny_projects: per_project(v.get("denyProjects")),
+        }))
     }
 
     /// The rules for this workspace (empty when there is no file).
     pub(crate) fn load(&self) -> Result<ApprovalRules, String> {
-        let Some((global, mut projects)) = self.read()? else {
+        let Some(mut stored) = self.read()? else {
             return Ok(ApprovalRules::default());
         };
         Ok(ApprovalRules {
-            always_allow_global: global,
-            always_allow_project: projects.remove(&self.workspace).unwrap_or_default(),
+            always_allow_global: stored.global,
+            always_allow_project: stored.projects.remove(&self.workspace).unwrap_or_default(),
+            always_deny_global: stored.deny_global,
+            always_deny_project: stored
+                .deny_projects
+                .remove(&self.workspace)
+                .unwrap_or_default(),
         })
     }
 
     /// Stores the rules in force for this workspace (and the global ones).
     pub(crate) fn save(&self, rules: &ApprovalRules) -> Result<(), String> {
-        let (_, mut projects) = self.read()?.unwrap_or_default();
-        if rules.always_allow_project.is_empty() {
-            projects.remove(&self.workspace);
-        } else {
-            projects.insert(self.workspace.clone(), rules.always_allow_project.clone());
+        let mut stored = self.read()?.unwrap_or_default();
+        let put = |map: &mut BTreeMap<String, Vec<String>>, rules: &Vec<String>| {
+            if rules.is_empty() {
+                map.remove(&self.workspace);
+            } else {
+                map.insert(self.workspace.clone(), rules.clone());
+            }
+        };
+        put(&mut stored.projects, &rules.always_allow_project);
+        put(&mut stored.deny_projects, &rules.always_deny_project);
+        let mut v = json!({ "global": rules.always_allow_global, "projects": stored.projects });
+        if !rules.always_deny_global.is_empty() {
+            v["denyGlobal"] = json!(rules.always_deny_global);
         }
-        let v = json!({ "global": rules.always_allow_global, "projects": projects });
+        if !stored.deny_projects.is_empty() {
+            v["denyProjects"] = json!(stored.deny_projects);
+        }
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         let tmp = self.path.with_extension("json.tmp");
         std::fs::write(&tmp, text + "\n")
@@ -99,6 +129,7 @@ mod tests {
         let rules = ApprovalRules {
             always_allow_global: vec!["read_file".into()],
             always_allow_project: vec!["write_file".into()],
+            ..ApprovalRules::default()
         };
         assert_eq!(a.save(&rules), Ok(()));
         assert_eq!(a.load(), Ok(rules));
@@ -110,5 +141,29 @@ mod tests {
         std::fs::write(dir.join("approval-rules.json"), "{not json").ok();
         assert!(a.load().is_err());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn deny_rules_are_read_and_written_back_beside_allow_rules() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("approval-rules.json"),
+            r#"{"global": [], "projects": {}, "denyGlobal": ["run_shell(rm -rf *)"],
+                "denyProjects": {"/projects/a": ["git(push*)"], "/projects/b": ["write_file"]}}"#,
+        )
+        .expect("write");
+        let a = RulesFile::new(dir.path(), Path::new("/projects/a"));
+        let mut rules = a.load().expect("load");
+        assert_eq!(rules.always_deny_global, vec!["run_shell(rm -rf *)"]);
+        assert_eq!(rules.always_deny_project, vec!["git(push*)"]);
+        // An "always" approval adds an allow rule: saving keeps every deny rule.
+        rules.always_allow_project.push("read_file".into());
+        assert_eq!(a.save(&rules), Ok(()));
+        assert_eq!(a.load(), Ok(rules));
+        let b = RulesFile::new(dir.path(), Path::new("/projects/b"))
+            .load()
+            .expect("load");
+        assert_eq!(b.always_deny_project, vec!["write_file"]);
+        assert_eq!(b.always_deny_global, vec!["run_shell(rm -rf *)"]);
     }
 }

@@ -70,6 +70,31 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "send a message that joins the running request (else runs now)",
     },
     SlashCommand {
+        name: "/rewind",
+        args: "[<n> [files|chat]]",
+        help: "list the checkpoints, or go back to one (files and conversation)",
+    },
+    SlashCommand {
+        name: "/undo",
+        args: "",
+        help: "undo the last request: its file changes and its conversation",
+    },
+    SlashCommand {
+        name: "/fork",
+        args: "[<n>]",
+        help: "continue in a copy of this session (up to checkpoint n's request)",
+    },
+    SlashCommand {
+        name: "/btw",
+        args: "<question>",
+        help: "ask a side question (no tools, not kept), also while a request runs",
+    },
+    SlashCommand {
+        name: "/rules",
+        args: "[allow|deny <rule>]",
+        help: "list the allow and deny rules; add one for this session",
+    },
+    SlashCommand {
         name: "/title",
         args: "[text]",
         help: "show the session's title, or rename it",
@@ -103,6 +128,11 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         name: "/background",
         args: "[stop <taskId> | log <taskId>]",
         help: "list background tasks, stop one, or show its output",
+    },
+    SlashCommand {
+        name: "/mcp",
+        args: "",
+        help: "MCP servers of the session: state and tools",
     },
     SlashCommand {
         name: "/sessions",
@@ -220,12 +250,18 @@ impl Repl {
                 }
             }
             "/title" => self.title(arg),
+            "/rewind" => self.rewind(arg),
+            "/undo" => self.undo(),
+            "/fork" => self.fork(arg),
+            "/btw" => self.btw(arg),
+            "/rules" => self.rules_command(arg),
             "/review" => self.review(arg),
             "/patches" => self.patches(arg),
             "/preview" => self.preview(arg),
             "/graph" => self.graph(arg),
             "/agents" => self.agents(arg),
             "/background" => self.background(arg),
+            "/mcp" => self.mcp(),
             "/sessions" => self.sessions(),
             "/resume" => self.resume(arg),
             "/clear" => {
@@ -585,6 +621,39 @@ impl Repl {
                     None => format!("queued {}: {q}", i + 1),
                 };
                 self.screen.line(&line);
+            }
+        }
+    }
+
+    /// `/mcp`: each server's state (a failed one with its reason) and its tools.
+    fn mcp(&mut self) {
+        use keel_envelope::host::McpServerState as S;
+        let st = self.screen.style;
+        let servers = self.session.mcp_servers();
+        if servers.is_empty() {
+            self.screen.line(
+                "no MCP servers (configure them under [mcpServers.NAME] in $KEEL_HOME/config.toml)",
+            );
+            return;
+        }
+        for s in servers {
+            let (mark, state) = match s.state {
+                S::Ready => (st.green("●"), format!("ready, {} tools", s.tools.len())),
+                S::Starting => (st.yellow("…"), "starting".to_owned()),
+                S::Failed => (
+                    st.red("✗"),
+                    format!("failed: {}", s.reason.as_deref().unwrap_or("unknown")),
+                ),
+            };
+            let trust = format!("{:?}", s.trust).to_ascii_lowercase();
+            self.screen.line(&format!(
+                "{mark} {}  {}",
+                st.bold(&s.name),
+                st.dim(&format!("{} · trust {trust} · {}", s.transport, s.origin))
+            ));
+            self.screen.line(&format!("    {state}"));
+            for t in &s.tools {
+                self.screen.line(&format!("    {}", st.dim(&t.name)));
             }
         }
     }

@@ -76,6 +76,7 @@ impl Repl {
             images: None,
             when_busy,
             patch_preview: self.patch_preview,
+            ..Default::default()
         };
         match self.rt.block_on(self.session.send_with(req)) {
             Ok(rid) => self.follow(rid),
@@ -197,6 +198,11 @@ impl Repl {
     }
 
     fn on_event(&mut self, t: &mut Turn, env: Envelope) {
+        if let Some(i) = self.side_pending.iter().position(|r| *r == env.request_id) {
+            self.side_pending.remove(i);
+            self.show_side(env.event);
+            return;
+        }
         if !Self::ours(t, &env) {
             return;
         }
@@ -365,6 +371,7 @@ impl Repl {
                 self.context = Some((p.context_tokens, p.context_window));
             }
             Event::Warning(e) => self.warn_line(&format!("warning: {}", e.message)),
+            Event::BudgetWarning(b) => self.warn_line(&render::budget_warning(&b)),
             Event::Error(e) => self.error_line(&format!("error: {}", e.message)),
             Event::SessionModeChanged(p) => {
                 let line = st.dim(&format!(
@@ -463,9 +470,7 @@ impl Repl {
         self.screen.end_block();
         match p.stop_reason {
             StopReason::EndTurn | StopReason::Interrupted => {}
-            StopReason::MaxTurns => {
-                self.warn_line("stopped: the request reached its maximum number of model turns")
-            }
+            StopReason::MaxTurns => self.warn_line(&render::budget_stop(p.budget.as_ref())),
             StopReason::Refusal => self.warn_line("the model refused"),
             StopReason::Error => self.error_line("the request failed"),
         }
@@ -529,6 +534,11 @@ impl Repl {
         };
         match cmd {
             "/abort" => self.interrupt_turn(t),
+            "/btw" if !rest.is_empty() => {
+                if let Some(rid) = self.btw_send(rest) {
+                    self.side_pending.push(rid);
+                }
+            }
             "/queue" => self.show_queue(),
             "/steer" if !rest.is_empty() => {
                 let req = RequestSend {
@@ -536,13 +546,14 @@ impl Repl {
                     images: None,
                     when_busy: Some(WhenBusy::Steer),
                     patch_preview: self.patch_preview,
+                    ..Default::default()
                 };
                 if let Err(e) = self.rt.block_on(self.session.send_with(req)) {
                     self.error_line(&e.message);
                 }
             }
             c if c.starts_with('/') && !c[1..].contains('/') => {
-                self.warn_line("while a request runs: /abort, /steer <text>, /queue, or type a message to queue it");
+                self.warn_line("while a request runs: /abort, /steer <text>, /queue, /btw <question>, or type a message to queue it");
             }
             _ => {
                 let req = RequestSend {
@@ -550,6 +561,7 @@ impl Repl {
                     images: None,
                     when_busy: Some(WhenBusy::Queue),
                     patch_preview: self.patch_preview,
+                    ..Default::default()
                 };
                 match self.rt.block_on(self.session.send_with(req)) {
                     Ok(rid) => {

@@ -1,4 +1,5 @@
 //! The pseudo-terminal driver and temporary directories the REPL tests share.
+#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

@@ -130,8 +130,10 @@ approvalId: string,
 decision: ApprovalDecision, };
 
 /**
- * The always-allow rules a host keeps and syncs (seed 000 §5.6). A rule is a tool name
- * (`edit_file`) or a tool with a pattern (`run_shell(npm run test:*)`).
+ * The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
+ * rule is a tool name (`edit_file`) or a tool with a pattern
+ * (`run_shell(npm run test:*)`). A matching deny rule beats every allow rule and
+ * session approval.
  */
 export type ApprovalRules = { 
 /**
@@ -141,7 +143,15 @@ alwaysAllowGlobal: Array<string>,
 /**
  * Rules valid in this project.
  */
-alwaysAllowProject: Array<string>, };
+alwaysAllowProject: Array<string>, 
+/**
+ * Deny rules valid in every project (absent in protocol 1.0 peers: empty).
+ */
+alwaysDenyGlobal: Array<string>, 
+/**
+ * Deny rules valid in this project (absent in protocol 1.0 peers: empty).
+ */
+alwaysDenyProject: Array<string>, };
 
 /**
  * `ask.answered`.
@@ -362,6 +372,67 @@ endedAt: number | null,
 outputTail: string, };
 
 /**
+ * Which limit a figure is about (the key of [`BudgetLimits`]).
+ */
+export type BudgetLimit = "modelCalls" | "tokens" | "costUsd" | "wallTimeSecs" | "toolCalls";
+
+/**
+ * Limits of one scope (a request, or a whole session). Every field is optional.
+ */
+export type BudgetLimits = { 
+/**
+ * Model calls.
+ */
+modelCalls?: number | null, 
+/**
+ * Input plus output tokens, summed over the model calls.
+ */
+tokens?: number | null, 
+/**
+ * Estimated cost in US dollars (needs the model's price in the configuration).
+ */
+costUsd?: number | null, 
+/**
+ * Wall time in seconds while a request runs.
+ */
+wallTimeSecs?: number | null, 
+/**
+ * Calls per tool, by tool name; `"*"` applies to each tool not named.
+ */
+toolCalls?: { [key in string]?: number } | null, };
+
+/**
+ * Which budget a figure belongs to.
+ */
+export type BudgetScope = "request" | "session";
+
+/**
+ * How much of one limit is used: the payload of `budget.warning`, and the
+ * `budget` of `session.completed` when a limit stopped the request.
+ */
+export type BudgetStatus = { 
+/**
+ * The request's or the session's budget.
+ */
+scope: BudgetScope, 
+/**
+ * Which limit.
+ */
+limit: BudgetLimit, 
+/**
+ * The tool, for `toolCalls`.
+ */
+toolName?: string | null, 
+/**
+ * Used so far (model calls, tokens, US dollars, seconds or tool calls).
+ */
+used: number, 
+/**
+ * The limit, in the same unit.
+ */
+max: number, };
+
+/**
  * `request.cancel_queued`.
  */
 export type CancelQueued = { 
@@ -407,6 +478,68 @@ done: boolean,
  * A note.
  */
 note?: string | null, };
+
+/**
+ * One checkpoint: the workspace as it was just before a request or a tool call.
+ */
+export type CheckpointEntry = { 
+/**
+ * The checkpoint's id.
+ */
+checkpointId: string, 
+/**
+ * The request it was taken in (before it started, or before one of its tool calls).
+ */
+requestId: string, 
+/**
+ * The tool call it was taken before; absent for the checkpoint before the request.
+ */
+toolCallId: string | null, 
+/**
+ * The tool of that call.
+ */
+toolName: string | null, 
+/**
+ * When it was taken, ms since the epoch.
+ */
+createdAt: number, 
+/**
+ * Files changed after it, up to the next checkpoint (for the last one: up to now).
+ * Rewinding to this checkpoint undoes at least these changes.
+ */
+filesChanged: Array<CheckpointFileChange>, };
+
+/**
+ * A file changed after a checkpoint.
+ */
+export type CheckpointFileChange = { 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * How it changed.
+ */
+change: FileChangeKind, };
+
+/**
+ * `checkpoint.list`: the answer to `checkpoint.list`.
+ */
+export type CheckpointList = { 
+/**
+ * Oldest first.
+ */
+checkpoints: Array<CheckpointEntry>, 
+/**
+ * Why the session takes no checkpoints, when it does not (a store without a
+ * directory, a workspace over the file limit, an earlier failure).
+ */
+disabledReason: string | null, };
+
+/**
+ * `checkpoint.list`.
+ */
+export type CheckpointListCmd = Record<string, never>;
 
 /**
  * `context.compaction.completed`.
@@ -543,7 +676,7 @@ export type ErrorCategory = "bridge" | "runtime" | "business";
  * A stable error code. Hosts pattern-match on these; new codes may be added in
  * a minor version, so hosts must treat an unknown code as a generic error.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE";
+export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -582,6 +715,11 @@ severity?: Severity | null,
  * What the user can do about it.
  */
 hint?: ErrorHint | null, };
+
+/**
+ * How a file changed after a checkpoint.
+ */
+export type FileChangeKind = "created" | "modified" | "deleted";
 
 /**
  * The result of `edit_file` and `write_file`.
@@ -704,6 +842,109 @@ content: string,
 isError: boolean, };
 
 /**
+ * Whether a host tool asks for approval.
+ */
+export type HostToolApproval = "always" | "never";
+
+/**
+ * The error a host answers a host-tool call with.
+ */
+export type HostToolError = { 
+/**
+ * What went wrong (the model reads it).
+ */
+message: string, };
+
+/**
+ * `host-tool.requested`: the model called a host tool and the gate allowed it; the
+ * kernel waits for `host-tool.respond`.
+ */
+export type HostToolRequested = { 
+/**
+ * The call (as in `tool.call.started`).
+ */
+toolCallId: string, 
+/**
+ * The host tool.
+ */
+toolName: string, 
+/**
+ * The model's arguments.
+ */
+arguments: unknown, 
+/**
+ * When the call times out (ms since the epoch; null: never).
+ */
+expiresAt: number | null, };
+
+/**
+ * `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
+ * error.
+ */
+export type HostToolRespond = { 
+/**
+ * The call (`toolCallId` of `host-tool.requested`).
+ */
+toolCallId: string, 
+/**
+ * The result (any JSON; a string is given to the model as is).
+ */
+result: unknown, 
+/**
+ * Or the error, `{message}`.
+ */
+error?: HostToolError | null, };
+
+/**
+ * `host-tool.responded`: the host's answer was taken (on the request's stream,
+ * `meta.replyTo` = the `host-tool.respond`); `tool.call.completed` or `failed`
+ * follows.
+ */
+export type HostToolResponded = { 
+/**
+ * The call.
+ */
+toolCallId: string, 
+/**
+ * The host tool.
+ */
+toolName: string, 
+/**
+ * Whether the host answered with an error.
+ */
+isError: boolean, };
+
+/**
+ * A tool the host app defines (`hostTools` of `session.start`,
+ * `session.set_host_tools`). The kernel offers it to the model like its own tools;
+ * when the model calls it and the gate allows the call, the host runs it
+ * (`host-tool.requested` → `host-tool.respond`).
+ */
+export type HostToolSpec = { 
+/**
+ * The tool name: letters, digits, `_` and `-`, at most 64 characters, unique among
+ * the session's tools.
+ */
+name: string, 
+/**
+ * What it does, for the model.
+ */
+description: string, 
+/**
+ * The JSON Schema of its arguments (an object schema).
+ */
+inputSchema: Record<string, unknown>, 
+/**
+ * Its permission level: `read` runs without approval (also in plan mode); the
+ * others ask in `ask` mode and are refused in plan mode.
+ */
+level: PermissionLevel, 
+/**
+ * Overrides whether it asks (default: `never` for `read`, else `always`).
+ */
+approval?: HostToolApproval | null, };
+
+/**
  * `list_dir {path, depth?}`.
  */
 export type ListDirArgs = { 
@@ -741,6 +982,120 @@ export type LoadHistory = {
  * Messages, oldest first.
  */
 messages: Array<HistoryMessage>, };
+
+/**
+ * `mcp.list`: the answer to `mcp.list`.
+ */
+export type McpList = { 
+/**
+ * The session's servers, configured ones first, in name order.
+ */
+servers: Array<McpServerInfo>, };
+
+/**
+ * `mcp.list`: the session's MCP servers, their state and tools.
+ */
+export type McpListCmd = Record<string, never>;
+
+/**
+ * One MCP server of a session, in `mcp.list`.
+ */
+export type McpServerInfo = { 
+/**
+ * The server's name.
+ */
+name: string, 
+/**
+ * `stdio` or `http`.
+ */
+transport: string, 
+/**
+ * How the gate treats its tools.
+ */
+trust: McpTrust, 
+/**
+ * Where it came from: `config` or `session`.
+ */
+origin: string, 
+/**
+ * Its state.
+ */
+state: McpServerState, 
+/**
+ * Why it failed (only when `failed`).
+ */
+reason?: string | null, 
+/**
+ * Its tools (empty until it is ready; kept while a server that died can be
+ * restarted by the next call).
+ */
+tools: Array<McpToolInfo>, };
+
+/**
+ * How a session reaches an MCP server: `{name, command, args, env}` (stdio) or
+ * `{name, url, headers}` (streamable HTTP), as in ACP's `session/new`. `type` may say
+ * `"stdio"` or `"http"`; `"sse"` (the legacy transport) is refused.
+ */
+export type McpServerSpec = { 
+/**
+ * The server's name; its tools appear to the model as `mcp__NAME__TOOL`.
+ */
+name: string, 
+/**
+ * `"stdio"`, `"http"` (default: `http` with `url`, `stdio` with `command`).
+ */
+type?: string | null, 
+/**
+ * The program of a stdio server.
+ */
+command?: string | null, 
+/**
+ * Its arguments.
+ */
+args?: Array<string> | null, 
+/**
+ * Extra environment variables (the runtime's environment is inherited).
+ */
+env?: Array<NameValue> | null, 
+/**
+ * The endpoint of a streamable HTTP server.
+ */
+url?: string | null, 
+/**
+ * HTTP headers sent with every request (e.g. `Authorization`).
+ */
+headers?: Array<NameValue> | null, 
+/**
+ * How the gate treats its tools (default `ask`).
+ */
+trust?: McpTrust | null, };
+
+/**
+ * The state of an MCP server of a session.
+ */
+export type McpServerState = "starting" | "ready" | "failed";
+
+/**
+ * One tool of an MCP server, as offered to the model.
+ */
+export type McpToolInfo = { 
+/**
+ * The name the model sees, `mcp__SERVER__TOOL`.
+ */
+name: string, 
+/**
+ * The tool's name on the server.
+ */
+tool: string, 
+/**
+ * Its description.
+ */
+description: string, };
+
+/**
+ * How an MCP server's tools are treated by the permission gate.
+ */
+export type McpTrust = "ask" | "read";
 
 /**
  * Optional extras of an envelope. Unknown fields are ignored on decode.
@@ -792,6 +1147,20 @@ provider: string,
  * Whether it is the default.
  */
 isCurrent: boolean, };
+
+/**
+ * A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
+ * header (the shape ACP's `session/new` uses).
+ */
+export type NameValue = { 
+/**
+ * The name.
+ */
+name: string, 
+/**
+ * The value.
+ */
+value: string, };
 
 /**
  * A node in `task-graph.create` / `add-node`.
@@ -847,6 +1216,19 @@ error: unknown,
  * Metadata to merge.
  */
 metadata: Record<string, unknown> | null, };
+
+/**
+ * A file a rewind could not put back.
+ */
+export type NotRestorableFile = { 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * Why (larger than the size limit, binary, a directory holding ignored files, …).
+ */
+reason: string, };
 
 /**
  * A proposed change set (seed 002 §8).
@@ -1340,7 +1722,25 @@ whenBusy?: WhenBusy | null,
 /**
  * Propose edits as patches instead of writing them (this request only).
  */
-patchPreview?: boolean | null, };
+patchPreview?: boolean | null, 
+/**
+ * Limits of this request, over the session's (key by key).
+ */
+budget?: BudgetLimits | null, 
+/**
+ * Cap on the output tokens of each model call of this request.
+ */
+maxOutputTokens?: number | null, };
+
+/**
+ * `request.side`: a question answered from the conversation so far, without tools,
+ * beside a running request; it does not enter the history.
+ */
+export type RequestSide = { 
+/**
+ * The question.
+ */
+message: string, };
 
 /**
  * `request.steered`: the message joined the running request.
@@ -1504,6 +1904,24 @@ comment?: string | null,
  * A checklist item update `{id, done, note?}`.
  */
 checklistItem?: ChecklistUpdate | null, };
+
+/**
+ * What a rewind did to a file.
+ */
+export type RewindAction = "removed" | "recreated" | "reverted";
+
+/**
+ * A file a rewind put back.
+ */
+export type RewoundFile = { 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * What was done.
+ */
+action: RewindAction, };
 
 /**
  * A risk level shown to the person approving.
@@ -1702,6 +2120,20 @@ snippet: string, };
 export type SearchMode = "content" | "name";
 
 /**
+ * The budget of `session.start`: limits for each of its requests and for the whole
+ * session.
+ */
+export type SessionBudget = { 
+/**
+ * Limits of each request of the session.
+ */
+request?: BudgetLimits | null, 
+/**
+ * Limits of the whole session (summed over its requests).
+ */
+session?: BudgetLimits | null, };
+
+/**
  * `session.close`.
  */
 export type SessionClose = Record<string, never>;
@@ -1730,7 +2162,11 @@ finalText: string | null,
 /**
  * Figures.
  */
-telemetry: Telemetry, };
+telemetry: Telemetry, 
+/**
+ * The limit that stopped the request (with `stopReason: "max_turns"`).
+ */
+budget?: BudgetStatus | null, };
 
 /**
  * `session.delete`: close the session if it is open, then remove its stored files.
@@ -1751,6 +2187,37 @@ export type SessionDeleted = {
 sessionId: string, };
 
 /**
+ * `session.fork`: a new session from this one's history.
+ */
+export type SessionFork = { 
+/**
+ * Copy the history up to just before this request (default: all of it).
+ */
+atRequestId?: string | null, 
+/**
+ * Also restore the workspace to that point (default false).
+ */
+files?: boolean | null, };
+
+/**
+ * `session.forked`: the answer to `session.fork`, first event of the new session's
+ * log (its envelope carries the new session's id).
+ */
+export type SessionForked = { 
+/**
+ * The new session.
+ */
+sessionId: string, 
+/**
+ * The session it was forked from (unchanged).
+ */
+parentSessionId: string, 
+/**
+ * The history was copied up to just before this request; absent: all of it.
+ */
+atRequestId: string | null, };
+
+/**
  * `session.history_loaded`.
  */
 export type SessionHistoryLoaded = { 
@@ -1758,6 +2225,15 @@ export type SessionHistoryLoaded = {
  * Messages now in history.
  */
 messageCount: number, };
+
+/**
+ * `session.host_tools_updated`: the answer to `session.set_host_tools`.
+ */
+export type SessionHostToolsUpdated = { 
+/**
+ * The names of the session's host tools now.
+ */
+tools: Array<string>, };
 
 /**
  * A session as listed by `session.list`.
@@ -1794,7 +2270,16 @@ permissionMode: PermissionMode,
 /**
  * The model, as `provider:model`.
  */
-model: string, };
+model: string, 
+/**
+ * Requests sent in the session (those still in its conversation after a rewind).
+ */
+requestCount: number, 
+/**
+ * The first line of the conversation's last message (user or assistant text), cut
+ * at 120 characters; `None` while the conversation is empty.
+ */
+lastMessage?: string | null, };
 
 /**
  * `session.interrupted`: the request was cancelled, or the interrupt found nothing to do.
@@ -1864,7 +2349,12 @@ sessionId: string,
 /**
  * Replay the events logged after this cursor.
  */
-afterSequence?: Cursor | null, };
+afterSequence?: Cursor | null, 
+/**
+ * MCP servers of the session, on top of the configured ones (started when
+ * the session is opened from the store; an open session keeps its servers).
+ */
+mcpServers?: Array<McpServerSpec> | null, };
 
 /**
  * `session.resumed`.
@@ -1900,6 +2390,45 @@ lastCursor: Cursor | null,
 replayed: number, };
 
 /**
+ * `session.rewind`: give exactly one of `toRequestId` and `toToolCallId` (refused
+ * while a request runs).
+ */
+export type SessionRewind = { 
+/**
+ * Back to just before this request.
+ */
+toRequestId?: string | null, 
+/**
+ * Back to just before this tool call.
+ */
+toToolCallId?: string | null, 
+/**
+ * Restore the files (default true).
+ */
+files?: boolean | null, 
+/**
+ * Cut the conversation back (default true).
+ */
+conversation?: boolean | null, };
+
+/**
+ * `session.rewound`: the answer to `session.rewind`.
+ */
+export type SessionRewound = { 
+/**
+ * Files put back.
+ */
+files: Array<RewoundFile>, 
+/**
+ * Files left as they are, and why.
+ */
+notRestorable: Array<NotRestorableFile>, 
+/**
+ * Whether the conversation was cut back.
+ */
+conversationCut: boolean, };
+
+/**
  * `session.rules_updated`: rules changed, by `session.set_rules` or by an
  * `allow_always_*` approval (the host should persist them).
  */
@@ -1932,7 +2461,30 @@ model?: string | null,
 /**
  * A title.
  */
-title?: string | null, };
+title?: string | null, 
+/**
+ * A file (path on the runtime's machine) where every model response of the
+ * session is written in the scripted model's format, for an offline replay
+ * with `scripted:<file>`.
+ */
+record?: string | null, 
+/**
+ * Limits of each request and of the whole session (default: configuration).
+ */
+budget?: SessionBudget | null, 
+/**
+ * Cap on the output tokens of each model call (default: configuration, else
+ * the provider's default).
+ */
+maxOutputTokens?: number | null, 
+/**
+ * MCP servers of this session, on top of the configured ones.
+ */
+mcpServers?: Array<McpServerSpec> | null, 
+/**
+ * Tools the host runs (`host-tool.requested` → `host-tool.respond`).
+ */
+hostTools?: Array<HostToolSpec> | null, };
 
 /**
  * `session.started`.
@@ -2089,6 +2641,15 @@ lastCursor: Cursor | null,
 replayed: number, };
 
 /**
+ * `session.set_host_tools` (only while idle): replaces the session's host tools.
+ */
+export type SetHostTools = { 
+/**
+ * The tools (empty: none).
+ */
+tools: Array<HostToolSpec>, };
+
+/**
  * `session.set_mode`.
  */
 export type SetMode = { 
@@ -2117,7 +2678,20 @@ alwaysAllowGlobal: Array<string>,
 /**
  * Rules valid in this project.
  */
-alwaysAllowProject: Array<string>, };
+alwaysAllowProject: Array<string>, 
+/**
+ * Deny rules valid everywhere.
+ */
+alwaysDenyGlobal: Array<string>, 
+/**
+ * Deny rules valid in this project.
+ */
+alwaysDenyProject: Array<string>, 
+/**
+ * Deny rules for this session only (kept with the session, not with the
+ * host's rules). Absent: the session's deny rules stay as they are.
+ */
+deny?: Array<string> | null, };
 
 /**
  * `session.set_title`.
@@ -2132,6 +2706,15 @@ title: string, };
  * How serious an error is.
  */
 export type Severity = "error" | "warning" | "info";
+
+/**
+ * `side.answered`: the answer to `request.side`, on the side request's own stream.
+ */
+export type SideAnswered = { 
+/**
+ * The model's answer.
+ */
+text: string, };
 
 /**
  * Who produced an event.
@@ -2767,6 +3350,10 @@ export interface EventPayloads {
   "session.closed": SessionClosed;
   "session.list": SessionList;
   "session.state": SessionStateSnapshot;
+  "checkpoint.list": CheckpointList;
+  "session.rewound": SessionRewound;
+  "session.forked": SessionForked;
+  "side.answered": SideAnswered;
   "session.mode_changed": SessionModeChanged;
   "session.model_changed": SessionModelChanged;
   "session.rules_updated": SessionRulesUpdated;
@@ -2804,6 +3391,7 @@ export interface EventPayloads {
   "usage.updated": UsageUpdated;
   "turn.started": TurnStarted;
   "turn.completed": TurnCompleted;
+  "budget.warning": BudgetStatus;
   "warning": ErrorPayload;
   "error": ErrorPayload;
   "review.requested": ReviewEvent;
@@ -2837,6 +3425,10 @@ export interface EventPayloads {
   "session.watched": SessionWatched;
   "session.unwatched": SessionUnwatched;
   "background.exited": BackgroundEvent;
+  "mcp.list": McpList;
+  "session.host_tools_updated": SessionHostToolsUpdated;
+  "host-tool.requested": HostToolRequested;
+  "host-tool.responded": HostToolResponded;
 }
 
 export type EventTypeName = keyof EventPayloads;
@@ -2851,6 +3443,10 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.closed",
   "session.list",
   "session.state",
+  "checkpoint.list",
+  "session.rewound",
+  "session.forked",
+  "side.answered",
   "session.mode_changed",
   "session.model_changed",
   "session.rules_updated",
@@ -2888,6 +3484,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "usage.updated",
   "turn.started",
   "turn.completed",
+  "budget.warning",
   "warning",
   "error",
   "review.requested",
@@ -2921,6 +3518,10 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.watched",
   "session.unwatched",
   "background.exited",
+  "mcp.list",
+  "session.host_tools_updated",
+  "host-tool.requested",
+  "host-tool.responded",
 ];
 
 /** The envelope fields common to every event. */
@@ -2949,6 +3550,10 @@ export interface CommandPayloads {
   "session.close": SessionClose;
   "session.list": SessionListCmd;
   "session.state": SessionStateCmd;
+  "checkpoint.list": CheckpointListCmd;
+  "session.rewind": SessionRewind;
+  "session.fork": SessionFork;
+  "request.side": RequestSide;
   "session.set_mode": SetMode;
   "session.set_model": SetModel;
   "session.set_rules": SetRules;
@@ -2985,6 +3590,9 @@ export interface CommandPayloads {
   "background.stop": BackgroundStopCmd;
   "session.watch": SessionWatch;
   "session.unwatch": SessionUnwatch;
+  "session.set_host_tools": SetHostTools;
+  "host-tool.respond": HostToolRespond;
+  "mcp.list": McpListCmd;
 }
 
 export type CommandTypeName = keyof CommandPayloads;
@@ -2996,6 +3604,10 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "session.close",
   "session.list",
   "session.state",
+  "checkpoint.list",
+  "session.rewind",
+  "session.fork",
+  "request.side",
   "session.set_mode",
   "session.set_model",
   "session.set_rules",
@@ -3032,12 +3644,19 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "background.stop",
   "session.watch",
   "session.unwatch",
+  "session.set_host_tools",
+  "host-tool.respond",
+  "mcp.list",
 ];
 
 /** Commands that need `sessionId`. */
 export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "session.close",
   "session.state",
+  "checkpoint.list",
+  "session.rewind",
+  "session.fork",
+  "request.side",
   "session.set_mode",
   "session.set_model",
   "session.set_rules",
@@ -3070,6 +3689,9 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "background.get",
   "background.history",
   "background.stop",
+  "session.set_host_tools",
+  "host-tool.respond",
+  "mcp.list",
 ];
 
 /** A command line. */
@@ -3111,4 +3733,12 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOOL_ARGUMENTS_INVALID",
   "TOOL_NAME_CONFLICT",
   "SANDBOX_UNAVAILABLE",
+  "CHECKPOINT_NOT_FOUND",
+  "BUDGET_EXCEEDED",
+  "HOOK_FAILED",
+  "PROMPT_BLOCKED",
+  "PRICE_UNKNOWN",
+  "SESSION_LIMIT_REACHED",
+  "TOOL_TIMEOUT",
+  "HOST_TOOL_CALL_NOT_FOUND",
 ];

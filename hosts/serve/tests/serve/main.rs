@@ -254,7 +254,7 @@ pub async fn start_session(c: &Client) -> String {
                 workspace_path: None,
                 permission_mode: None,
                 model: None,
-                title: None,
+                ..SessionStart::default()
             }),
         )
         .await
@@ -269,8 +269,7 @@ pub async fn send(c: &Client, sid: &str, text: &str) -> String {
             CommandPayload::RequestSend(RequestSend {
                 message: text.into(),
                 images: None,
-                when_busy: None,
-                patch_preview: None,
+                ..RequestSend::default()
             }),
         )
         .await

@@ -1,0 +1,210 @@
+//! What budgets and hooks cost per tool call: a model asks for many no-op tool calls
+//! in one turn, with no limits, with every limit of the budget set (none reached), with
+//! a Rust host's no-op hook, and with a `PreToolUse` command hook that runs `true`;
+//! beside, in the same run, spawning `/bin/sh -c true` directly.
+//!
+//! Run: `cargo bench --bench limits` (about half a minute). Figures go to
+//! docs/performance.md.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::stream;
+use keel::envelope::budget::BudgetLimits;
+use keel::envelope::types::{PermissionLevel, Usage};
+use keel::envelope::ErrorPayload;
+use keel::kernel::config::{BudgetConfig, CommandHookConfig, HooksConfig};
+use keel::kernel::hooks::Hooks;
+use keel::kernel::model::{
+    FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
+};
+use keel::kernel::{Kernel, KernelConfig, SessionOptions};
+use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
+use tokio_util::sync::CancellationToken;
+
+/// Asks for `calls` no-op tool calls in its first turn, then answers.
+#[derive(Debug)]
+struct Burst(usize);
+
+impl Model for Burst {
+    fn id(&self) -> String {
+        "bench:burst".into()
+    }
+    fn context_window(&self) -> u64 {
+        u64::MAX / 4
+    }
+    fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> ModelStream {
+        let first = matches!(request.messages.last(), Some(Message::User { .. }));
+        let mut items = Vec::new();
+        if first {
+            for i in 0..self.0 {
+                items.push(Ok(ModelEvent::ToolCall(ToolCallRequest {
+                    id: format!("c{i}"),
+                    name: "noop".into(),
+                    arguments: serde_json::json!({}),
+                })));
+            }
+            items.push(Ok(ModelEvent::Usage(Usage {
+                input_tokens: 100,
+                output_tokens: 10,
+                cached_input_tokens: 0,
+            })));
+            items.push(Ok(ModelEvent::Finished(FinishReason::ToolUse)));
+        } else {
+            items.push(Ok(ModelEvent::TextDelta("done".into())));
+            items.push(Ok(ModelEvent::Finished(FinishReason::EndTurn)));
+        }
+        Box::pin(stream::iter(items))
+    }
+}
+
+#[derive(Debug)]
+struct Noop(ToolSpec);
+
+#[async_trait]
+impl Tool for Noop {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn run(
+        &self,
+        _args: serde_json::Value,
+        _ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        Ok(serde_json::json!({"ok": true}))
+    }
+}
+
+#[derive(Debug)]
+struct NoopHooks;
+
+impl Hooks for NoopHooks {}
+
+#[derive(Clone, Copy, Debug)]
+enum Setup {
+    Plain,
+    Budgets,
+    HostHook,
+    CommandHook,
+}
+
+async fn run_burst(calls: usize, setup: Setup) -> Duration {
+    let ws = tempfile::tempdir().unwrap();
+    let mut config = KernelConfig {
+        workspace: Some(ws.path().to_owned()),
+        ..KernelConfig::default()
+    };
+    let limits = BudgetLimits {
+        model_calls: Some(1000),
+        tokens: Some(u64::MAX / 2),
+        cost_usd: Some(1e9),
+        wall_time_secs: Some(3600),
+        tool_calls: Some(BTreeMap::from([("noop".to_owned(), 1_000_000)])),
+    };
+    match setup {
+        Setup::Budgets => {
+            config.budget = BudgetConfig {
+                request: limits.clone(),
+                session: limits,
+            };
+        }
+        Setup::CommandHook => {
+            config.hooks = HooksConfig {
+                pre_tool_use: vec![CommandHookConfig {
+                    command: "true".into(),
+                    matcher: Some("noop".into()),
+                    timeout: None,
+                }],
+                ..HooksConfig::default()
+            };
+        }
+        Setup::Plain | Setup::HostHook => {}
+    }
+    let mut b = Kernel::builder()
+        .config(config)
+        .model(Arc::new(Burst(calls)))
+        .memory_store()
+        .builtin_tools(false)
+        .tool(Arc::new(Noop(ToolSpec::custom(
+            "noop",
+            "does nothing",
+            serde_json::json!({"type": "object"}),
+            PermissionLevel::Read,
+            PlanBehavior::Allowed,
+            ApprovalRequirement::Never,
+        ))));
+    if let Setup::HostHook = setup {
+        b = b.hooks(Arc::new(NoopHooks));
+    }
+    let kernel = b.build().unwrap();
+    let (s, mut events) = kernel
+        .start_session(SessionOptions::default())
+        .await
+        .unwrap();
+    let t = Instant::now();
+    s.send("go").await.unwrap();
+    while let Some(e) = events.recv().await {
+        if e.type_name() == "session.completed" {
+            break;
+        }
+    }
+    t.elapsed()
+}
+
+/// Time per call, best of three, without the request's fixed cost.
+async fn per_call(calls: usize, setup: Setup) -> f64 {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let zero = run_burst(0, setup).await.as_secs_f64();
+        let full = run_burst(calls, setup).await.as_secs_f64();
+        best = best.min((full - zero) / calls as f64);
+    }
+    best
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let plain = per_call(2000, Setup::Plain).await;
+        let budgets = per_call(2000, Setup::Budgets).await;
+        let host = per_call(2000, Setup::HostHook).await;
+        let command = per_call(200, Setup::CommandHook).await;
+        // Baseline for the command hook: the same process started directly.
+        let n = 200;
+        let t = Instant::now();
+        for _ in 0..n {
+            let ok = std::process::Command::new("/bin/sh")
+                .args(["-c", "true"])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        }
+        let spawn = t.elapsed().as_secs_f64() / n as f64;
+        let us = |s: f64| s * 1e6;
+        println!("tool call, no limits, no hooks: {:.1} µs", us(plain));
+        println!(
+            "tool call, every budget limit set (request and session): {:.1} µs ({:.2}×)",
+            us(budgets),
+            budgets / plain
+        );
+        println!(
+            "tool call, a Rust host's no-op hooks: {:.1} µs ({:.2}×)",
+            us(host),
+            host / plain
+        );
+        println!(
+            "tool call, a PreToolUse command hook running `true`: {:.0} µs; `/bin/sh -c true` spawned directly: {:.0} µs ({:.2}×)",
+            us(command),
+            us(spawn),
+            command / spawn
+        );
+    });
+}

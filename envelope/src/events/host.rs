@@ -1,0 +1,44 @@
+//! Payloads of the events about MCP servers and the tools the host app defines.
+
+use super::*;
+use crate::host::McpServerInfo;
+
+payloads! {
+    /// `mcp.list`: the answer to `mcp.list`.
+    pub struct McpList {
+        /// The session's servers, configured ones first, in name order.
+        pub servers: Vec<McpServerInfo>,
+    }
+
+    /// `session.host_tools_updated`: the answer to `session.set_host_tools`.
+    pub struct SessionHostToolsUpdated {
+        /// The names of the session's host tools now.
+        pub tools: Vec<String>,
+    }
+
+    /// `host-tool.requested`: the model called a host tool and the gate allowed it; the
+    /// kernel waits for `host-tool.respond`.
+    pub struct HostToolRequested {
+        /// The call (as in `tool.call.started`).
+        pub tool_call_id: String,
+        /// The host tool.
+        pub tool_name: String,
+        /// The model's arguments.
+        #[ts(type = "unknown")]
+        pub arguments: serde_json::Value,
+        /// When the call times out (ms since the epoch; null: never).
+        pub expires_at: Option<u64>,
+    }
+
+    /// `host-tool.responded`: the host's answer was taken (on the request's stream,
+    /// `meta.replyTo` = the `host-tool.respond`); `tool.call.completed` or `failed`
+    /// follows.
+    pub struct HostToolResponded {
+        /// The call.
+        pub tool_call_id: String,
+        /// The host tool.
+        pub tool_name: String,
+        /// Whether the host answered with an error.
+        pub is_error: bool,
+    }
+}

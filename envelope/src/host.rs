@@ -1,0 +1,153 @@
+//! Vocabulary of the tools a session gets from outside the kernel: MCP servers (their
+//! specification in `session.start`, their state in `mcp.list`) and the tools the host
+//! app defines (`hostTools`, `host-tool.respond`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use ts_rs::TS;
+
+use crate::types::PermissionLevel;
+
+/// A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
+/// header (the shape ACP's `session/new` uses).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct NameValue {
+    /// The name.
+    pub name: String,
+    /// The value.
+    pub value: String,
+}
+
+/// How an MCP server's tools are treated by the permission gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTrust {
+    /// Every tool of the server needs approval in `ask` and `auto-edit` modes and is
+    /// refused in plan mode (execute level). The default.
+    #[default]
+    Ask,
+    /// The server's tools are read-level: they run without approval, also in plan mode.
+    Read,
+}
+
+/// How a session reaches an MCP server: `{name, command, args, env}` (stdio) or
+/// `{name, url, headers}` (streamable HTTP), as in ACP's `session/new`. `type` may say
+/// `"stdio"` or `"http"`; `"sse"` (the legacy transport) is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct McpServerSpec {
+    /// The server's name; its tools appear to the model as `mcp__NAME__TOOL`.
+    pub name: String,
+    /// `"stdio"`, `"http"` (default: `http` with `url`, `stdio` with `command`).
+    #[serde(default, rename = "type")]
+    pub transport: Option<String>,
+    /// The program of a stdio server.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+    /// Extra environment variables (the runtime's environment is inherited).
+    #[serde(default)]
+    pub env: Option<Vec<NameValue>>,
+    /// The endpoint of a streamable HTTP server.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers sent with every request (e.g. `Authorization`).
+    #[serde(default)]
+    pub headers: Option<Vec<NameValue>>,
+    /// How the gate treats its tools (default `ask`).
+    #[serde(default)]
+    pub trust: Option<McpTrust>,
+}
+
+/// Whether a host tool asks for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum HostToolApproval {
+    /// Asks in `ask` mode (and `auto-edit`), unless a rule allows it.
+    Always,
+    /// Never asks (an `elevated` tool asks all the same).
+    Never,
+}
+
+/// A tool the host app defines (`hostTools` of `session.start`,
+/// `session.set_host_tools`). The kernel offers it to the model like its own tools;
+/// when the model calls it and the gate allows the call, the host runs it
+/// (`host-tool.requested` → `host-tool.respond`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct HostToolSpec {
+    /// The tool name: letters, digits, `_` and `-`, at most 64 characters, unique among
+    /// the session's tools.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments (an object schema).
+    #[ts(type = "Record<string, unknown>")]
+    pub input_schema: serde_json::Value,
+    /// Its permission level: `read` runs without approval (also in plan mode); the
+    /// others ask in `ask` mode and are refused in plan mode.
+    pub level: PermissionLevel,
+    /// Overrides whether it asks (default: `never` for `read`, else `always`).
+    #[serde(default)]
+    pub approval: Option<HostToolApproval>,
+}
+
+/// The error a host answers a host-tool call with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct HostToolError {
+    /// What went wrong (the model reads it).
+    pub message: String,
+}
+
+/// The state of an MCP server of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum McpServerState {
+    /// Starting (spawning, connecting, listing tools).
+    Starting,
+    /// Connected; its tools are offered to the model.
+    Ready,
+    /// Could not start, died, or stopped answering; `reason` says why.
+    Failed,
+}
+
+/// One tool of an MCP server, as offered to the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolInfo {
+    /// The name the model sees, `mcp__SERVER__TOOL`.
+    pub name: String,
+    /// The tool's name on the server.
+    pub tool: String,
+    /// Its description.
+    pub description: String,
+}
+
+/// One MCP server of a session, in `mcp.list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct McpServerInfo {
+    /// The server's name.
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// How the gate treats its tools.
+    pub trust: McpTrust,
+    /// Where it came from: `config` or `session`.
+    pub origin: String,
+    /// Its state.
+    pub state: McpServerState,
+    /// Why it failed (only when `failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its tools (empty until it is ready; kept while a server that died can be
+    /// restarted by the next call).
+    pub tools: Vec<McpToolInfo>,
+}

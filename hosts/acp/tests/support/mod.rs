@@ -1,0 +1,104 @@
+//! The client side of the ACP tests: a kernel over a scripted model served in
+//! process, and a JSON-RPC client that records what it reads.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use keel_acp::{serve, AcpOptions};
+use keel_adapters::{build_model, Config};
+use keel_kernel::Kernel;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+pub const GUARD: Duration = Duration::from_secs(20);
+
+pub struct Client {
+    pub to_agent: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    pub from_agent: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    pub seen: Vec<Value>,
+}
+
+impl Client {
+    pub async fn send(&mut self, v: Value) {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.to_agent
+            .write_all(line.as_bytes())
+            .await
+            .expect("write");
+    }
+
+    /// Reads messages until one satisfies `done`; returns it.
+    pub async fn until(&mut self, done: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let line = tokio::time::timeout(GUARD, self.from_agent.next_line())
+                .await
+                .expect("the agent hung")
+                .expect("read")
+                .expect("the agent closed its output");
+            let v: Value = serde_json::from_str(&line).expect("every line is JSON");
+            assert_eq!(v["jsonrpc"], "2.0");
+            self.seen.push(v.clone());
+            if done(&v) {
+                return v;
+            }
+        }
+    }
+}
+
+/// A server over a scripted model with a small line limit; returns the client and the
+/// server task.
+pub fn start(
+    script: serde_json::Value,
+    max_line_bytes: Option<usize>,
+) -> (
+    Client,
+    tokio::task::JoinHandle<()>,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    std::fs::write(ws.join("README.md"), "hello\n").expect("write");
+    let path = dir.path().join("script.json");
+    std::fs::write(&path, script.to_string()).expect("write");
+    let model =
+        build_model(&format!("scripted:{}", path.display()), &Config::default()).expect("model");
+    let kernel = Kernel::builder()
+        .workspace(&ws)
+        .store_dir(dir.path().join("store"))
+        .model(model)
+        .build()
+        .expect("kernel");
+    let (client_side, agent_side) = tokio::io::duplex(1 << 20);
+    let (agent_in, agent_out) = tokio::io::split(agent_side);
+    let server = tokio::spawn(serve(
+        kernel,
+        agent_in,
+        agent_out,
+        AcpOptions { max_line_bytes },
+    ));
+    let (r, w) = tokio::io::split(client_side);
+    let c = Client {
+        to_agent: w,
+        from_agent: BufReader::new(r).lines(),
+        seen: Vec::new(),
+    };
+    (c, server, dir, ws)
+}
+
+impl Client {
+    pub async fn raw(&mut self, bytes: &[u8]) {
+        self.to_agent.write_all(bytes).await.expect("write");
+    }
+
+    /// Sends a request and waits for its answer.
+    pub async fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.until(|v| v["id"] == id && v.get("method").is_none())
+            .await
+    }
+}

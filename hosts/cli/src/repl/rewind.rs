@@ -1,0 +1,309 @@
+//! `/rewind`, `/undo`, `/fork` and `/btw`: checkpoints, rewinding files and
+//! conversation, forking the session, and side questions.
+
+use std::time::Duration;
+
+use keel_envelope::commands::{
+    CheckpointListCmd, CommandPayload, RequestSide, SessionFork, SessionRewind,
+};
+use keel_envelope::events::{CheckpointEntry, FileChangeKind, RewindAction, SessionRewound};
+use keel_envelope::Event;
+
+use super::Repl;
+
+/// How long a side question may take before the prompt comes back.
+const SIDE_WAIT: Duration = Duration::from_secs(300);
+
+fn change_mark(c: FileChangeKind) -> &'static str {
+    match c {
+        FileChangeKind::Created => "+",
+        FileChangeKind::Modified => "~",
+        FileChangeKind::Deleted => "-",
+    }
+}
+
+impl Repl {
+    fn checkpoints(&mut self) -> Option<Vec<CheckpointEntry>> {
+        let payload = CommandPayload::CheckpointList(CheckpointListCmd {});
+        let rid = match self.rt.block_on(self.session.command(payload)) {
+            Ok(rid) => rid,
+            Err(e) => {
+                self.error_line(&e.message);
+                return None;
+            }
+        };
+        match self
+            .await_reply(&rid, Duration::from_secs(30))
+            .map(|e| e.event)
+        {
+            Some(Event::CheckpointList(l)) => {
+                if let Some(why) = l.disabled_reason {
+                    self.warn_line(&format!("no checkpoints in this session: {why}"));
+                    return None;
+                }
+                Some(l.checkpoints)
+            }
+            Some(Event::Error(e)) => {
+                self.error_line(&e.message);
+                None
+            }
+            _ => {
+                self.warn_line("no answer to checkpoint.list");
+                None
+            }
+        }
+    }
+
+    /// `/rewind`: lists the points; `/rewind <n> [files|chat]` goes back to one.
+    pub(super) fn rewind(&mut self, arg: &str) {
+        let Some(points) = self.checkpoints() else {
+            return;
+        };
+        if points.is_empty() {
+            self.screen.line("no checkpoints yet");
+            return;
+        }
+        let mut words = arg.split_whitespace();
+        let Some(pick) = words.next() else {
+            let st = self.screen.style;
+            for (i, p) in points.iter().enumerate() {
+                let what = match &p.tool_name {
+                    Some(t) => format!("before {t} in {}", p.request_id),
+                    None => format!("before request {}", p.request_id),
+                };
+                let changed: Vec<String> = p
+                    .files_changed
+                    .iter()
+                    .take(4)
+                    .map(|c| format!("{}{}", change_mark(c.change), c.path))
+                    .collect();
+                let more = p.files_changed.len().saturating_sub(4);
+                let tail = if more > 0 {
+                    format!(" … {more} more")
+                } else {
+                    String::new()
+                };
+                self.screen.line(&format!(
+                    "{:>3}  {what}  {}{tail}",
+                    i + 1,
+                    st.dim(&changed.join(" "))
+                ));
+            }
+            self.screen.line(&st.dim(
+                "go back with /rewind <n> [files|chat] (both by default); later points stay listed",
+            ));
+            return;
+        };
+        let Some(point) = pick
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| points.get(i))
+        else {
+            self.warn_line(&format!("no point {pick:?}: pick a number from /rewind"));
+            return;
+        };
+        let (files, conversation) = match words.next() {
+            None | Some("both") => (true, true),
+            Some("files") => (true, false),
+            Some("chat") | Some("conversation") => (false, true),
+            Some(other) => {
+                self.warn_line(&format!("usage: /rewind <n> [files|chat], not {other:?}"));
+                return;
+            }
+        };
+        let (req, call) = match &point.tool_call_id {
+            Some(c) => (None, Some(c.clone())),
+            None => (Some(point.request_id.clone()), None),
+        };
+        self.send_rewind(req, call, files, conversation);
+    }
+
+    /// `/undo`: files and conversation back to before the last request.
+    pub(super) fn undo(&mut self) {
+        let Some(points) = self.checkpoints() else {
+            return;
+        };
+        let Some(last) = points.iter().rev().find(|p| p.tool_call_id.is_none()) else {
+            self.screen.line("nothing to undo");
+            return;
+        };
+        let rid = last.request_id.clone();
+        self.send_rewind(Some(rid), None, true, true);
+    }
+
+    fn send_rewind(
+        &mut self,
+        to_request_id: Option<String>,
+        to_tool_call_id: Option<String>,
+        files: bool,
+        conversation: bool,
+    ) {
+        let payload = CommandPayload::SessionRewind(SessionRewind {
+            to_request_id,
+            to_tool_call_id,
+            files: Some(files),
+            conversation: Some(conversation),
+        });
+        let rid = match self.rt.block_on(self.session.command(payload)) {
+            Ok(rid) => rid,
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        match self
+            .await_reply(&rid, Duration::from_secs(60))
+            .map(|e| e.event)
+        {
+            Some(Event::SessionRewound(r)) => self.show_rewound(&r),
+            Some(Event::Error(e)) => self.error_line(&e.message),
+            _ => self.warn_line("no answer to the rewind"),
+        }
+    }
+
+    fn show_rewound(&mut self, r: &SessionRewound) {
+        let st = self.screen.style;
+        for f in &r.files {
+            let what = match f.action {
+                RewindAction::Removed => "removed",
+                RewindAction::Recreated => "recreated",
+                RewindAction::Reverted => "reverted",
+            };
+            self.screen
+                .line(&format!("  {:<10} {}", st.dim(what), f.path));
+        }
+        for n in &r.not_restorable {
+            self.warn_line(&format!("  not restored: {} ({})", n.path, n.reason));
+        }
+        let convo = if r.conversation_cut {
+            "; conversation cut back"
+        } else {
+            ""
+        };
+        self.screen.line(&format!(
+            "rewound {} file{}{convo}",
+            r.files.len(),
+            if r.files.len() == 1 { "" } else { "s" }
+        ));
+    }
+
+    /// `/fork [n]`: a new session with this one's history (up to point n's request),
+    /// which the REPL switches to.
+    pub(super) fn fork(&mut self, arg: &str) {
+        let at_request_id = if arg.is_empty() {
+            None
+        } else {
+            let Some(points) = self.checkpoints() else {
+                return;
+            };
+            let found = arg
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| n.checked_sub(1))
+                .and_then(|i| points.get(i));
+            match found {
+                Some(p) => Some(p.request_id.clone()),
+                None => {
+                    self.warn_line(&format!("no point {arg:?}: pick a number from /rewind"));
+                    return;
+                }
+            }
+        };
+        let payload = CommandPayload::SessionFork(SessionFork {
+            at_request_id,
+            files: Some(false),
+        });
+        let super::link::Backend::Local(kernel) = &self.kernel else {
+            self.warn_line("/fork is not available over a daemon connection yet");
+            return;
+        };
+        let kernel = kernel.clone();
+        let mut all = kernel.subscribe();
+        let rid = match self.rt.block_on(self.session.command(payload)) {
+            Ok(rid) => rid,
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        let forked = self.rt.block_on(async {
+            loop {
+                match tokio::time::timeout(Duration::from_secs(10), all.recv()).await {
+                    Ok(Some(env)) if env.request_id == rid => return Some(env.event),
+                    Ok(Some(_)) => {}
+                    _ => return None,
+                }
+            }
+        });
+        let id = match forked {
+            Some(Event::SessionForked(f)) => f.session_id,
+            Some(Event::Error(e)) => {
+                self.error_line(&e.message);
+                return;
+            }
+            _ => {
+                self.warn_line("no answer to the fork");
+                return;
+            }
+        };
+        let Some(handle) = kernel.session_handle(&id) else {
+            self.error_line("the fork is not open");
+            return;
+        };
+        let parent = self.session.id().to_owned();
+        self.events = super::link::Events::Local(handle.subscribe());
+        self.session = super::link::Session::Local(handle);
+        self.context = None;
+        self.screen.line(&format!(
+            "forked {parent} into {id} ({} messages); the parent stays as it was (/resume {parent})",
+            self.session.state().message_count
+        ));
+    }
+
+    /// Sends a side question; returns its request id.
+    pub(super) fn btw_send(&mut self, question: &str) -> Option<String> {
+        let payload = CommandPayload::RequestSide(RequestSide {
+            message: question.to_owned(),
+        });
+        match self.rt.block_on(self.session.command(payload)) {
+            Ok(rid) => Some(rid),
+            Err(e) => {
+                self.error_line(&e.message);
+                None
+            }
+        }
+    }
+
+    /// `/btw <question>` at the prompt: asks and waits for the answer.
+    pub(super) fn btw(&mut self, question: &str) {
+        if question.is_empty() {
+            self.warn_line("usage: /btw <question>");
+            return;
+        }
+        let Some(rid) = self.btw_send(question) else {
+            return;
+        };
+        self.screen
+            .line(&self.screen.style.dim("asking on the side…"));
+        match self.await_reply(&rid, SIDE_WAIT).map(|e| e.event) {
+            Some(ev) => self.show_side(ev),
+            None => self.warn_line("no answer to the side question"),
+        }
+    }
+
+    /// Shows the answer (or error) of a side question.
+    pub(super) fn show_side(&mut self, ev: Event) {
+        match ev {
+            Event::SideAnswered(a) => {
+                let st = self.screen.style;
+                self.screen.line(&st.bold("btw:"));
+                for line in a.text.lines() {
+                    self.screen.line(&format!("  {line}"));
+                }
+            }
+            Event::Error(e) => self.error_line(&format!("side question: {}", e.message)),
+            _ => {}
+        }
+    }
+}

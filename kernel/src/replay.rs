@@ -1,0 +1,119 @@
+//! Reading a session's log when it is watched or resumed: what a host missed, the
+//! prompts still waiting, the requests a previous process never finished.
+
+use keel_envelope::commands::SessionWatch;
+use keel_envelope::events::SessionWatched;
+use keel_envelope::types::Cursor;
+use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event};
+
+/// The events of `log` after `after` (none without a cursor); a cursor that is not in
+/// the log is refused.
+pub(crate) fn after_cursor<'a>(
+    log: &'a [Envelope],
+    after: Option<&Cursor>,
+) -> Result<&'a [Envelope], ErrorPayload> {
+    let Some(c) = after else { return Ok(&[]) };
+    let pos = log
+        .iter()
+        .position(|e| e.request_id == c.request_id && e.sequence == c.sequence)
+        .ok_or_else(|| {
+            ErrorPayload::new(
+                ErrorCode::RequestInvalid,
+                format!(
+                    "cursor {}#{} is not in the session's log",
+                    c.request_id, c.sequence
+                ),
+            )
+            .with_detail("field", "payload.afterSequence")
+        })?;
+    Ok(&log[pos + 1..])
+}
+
+/// The approval, plan and question prompts of request `active` that are still waiting
+/// for an answer, in log order, leaving out those in `skip`.
+pub(crate) fn pending_prompts(log: &[Envelope], active: &str, skip: &[Envelope]) -> Vec<Envelope> {
+    let mut open: Vec<(String, &Envelope)> = Vec::new();
+    for env in log.iter().filter(|e| e.request_id == active) {
+        let (opens, key) = match &env.event {
+            Event::ApprovalRequested(p) => (true, format!("approval:{}", p.approval_id)),
+            Event::ApprovalGranted(p) => (false, format!("approval:{}", p.approval_id)),
+            Event::ApprovalDenied(p) => (false, format!("approval:{}", p.approval_id)),
+            Event::ApprovalExpired(p) => (false, format!("approval:{}", p.approval_id)),
+            Event::PlanApprovalRequired(p) => (true, format!("plan:{}", p.plan_id)),
+            Event::PlanApproved(p) => (false, format!("plan:{}", p.plan_id)),
+            Event::PlanRejected(p) => (false, format!("plan:{}", p.plan_id)),
+            Event::AskRequested(p) => (true, format!("ask:{}", p.ask_id)),
+            Event::AskAnswered(p) => (false, format!("ask:{}", p.ask_id)),
+            Event::AskExpired(p) => (false, format!("ask:{}", p.ask_id)),
+            _ => continue,
+        };
+        if opens {
+            open.push((key, env));
+        } else {
+            open.retain(|(k, _)| *k != key);
+        }
+    }
+    open.into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| !skip.iter().any(|s| s.event_id == e.event_id))
+        .cloned()
+        .collect()
+}
+
+/// Requests that were accepted in `log` but never reached a terminal event.
+pub(crate) fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
+    let mut open: Vec<String> = Vec::new();
+    for env in log {
+        match &env.event {
+            Event::RequestAccepted(_) => open.push(env.request_id.clone()),
+            Event::SessionCompleted(_)
+            | Event::SessionInterrupted(_)
+            | Event::RequestCancelled(_) => {
+                open.retain(|r| r != &env.request_id);
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
+impl crate::kernel::Kernel {
+    /// `session.watch`: under the session's emitter, so that no event slips between
+    /// the log read here and the live stream, answers with `session.watched`, replays
+    /// the events after the cursor and the running request's pending prompts.
+    pub(crate) async fn watch(
+        &self,
+        request_id: &str,
+        p: &SessionWatch,
+    ) -> Result<(), ErrorPayload> {
+        let Some(session) = self.session(&p.session_id) else {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                format!("session {:?} is not open (resume it first)", p.session_id),
+            )
+            .with_detail("sessionId", p.session_id.as_str()));
+        };
+        let mut g = session.emitter.lock().await;
+        let log = self.inner.ctx.store.load_events(&p.session_id)?.events;
+        let replay = after_cursor(&log, p.after_sequence.as_ref())?;
+        let snapshot = session.snapshot();
+        let pending = match &snapshot.active_request_id {
+            Some(active) => pending_prompts(&log, active, replay),
+            None => Vec::new(),
+        };
+        let answer = SessionWatched {
+            session: snapshot.session,
+            active_request_id: snapshot.active_request_id,
+            last_cursor: log.last().map(|e| Cursor {
+                request_id: e.request_id.clone(),
+                sequence: e.sequence,
+            }),
+            replayed: (replay.len() + pending.len()) as u32,
+        };
+        g.emit_unlogged(request_id, Event::SessionWatched(answer))
+            .await;
+        g.replay(request_id, replay).await;
+        g.replay(request_id, &pending).await;
+        Ok(())
+    }
+}

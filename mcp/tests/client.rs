@@ -1,0 +1,209 @@
+//! The MCP client against the real test server: over stdio (the
+//! `keel-mcp-test-server` binary) and over streamable HTTP on loopback.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use keel_mcp::testing::{serve_http, Journal};
+use keel_mcp::{CallError, Connection, ContentSummary, Transport};
+use serde_json::json;
+
+const SERVER: &str = env!("CARGO_BIN_EXE_keel-mcp-test-server");
+
+fn stdio(args: &[&str]) -> Transport {
+    Transport::Stdio {
+        command: SERVER.to_owned(),
+        args: args.iter().map(|s| (*s).to_owned()).collect(),
+        env: vec![("KEEL_TEST_VAR".into(), "1".into())],
+        cwd: None,
+    }
+}
+
+/// Waits (bounded) until the journal has a line; the server writes it from another
+/// process or task.
+async fn journal_has(journal: &Journal, line: &str) -> bool {
+    for _ in 0..500 {
+        if journal.lines().iter().any(|l| l == line) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn stdio_lists_and_calls_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("journal");
+    let conn = Connection::connect("t", &stdio(&["--journal", journal.to_str().unwrap()]))
+        .await
+        .unwrap();
+    let names: Vec<&str> = conn.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "echo",
+            "add",
+            "image",
+            "fail",
+            "protocol_error",
+            "dotted.name",
+            "hang",
+            "crash"
+        ]
+    );
+    assert_eq!(conn.tools()[0].input_schema["required"], json!(["text"]));
+
+    let out = conn.call("echo", &json!({"text": "hi"})).await.unwrap();
+    assert!(!out.is_error);
+    assert_eq!(out.text_for_model(), "echo: hi");
+
+    let out = conn.call("add", &json!({"a": 2, "b": 3})).await.unwrap();
+    assert_eq!(out.structured, Some(json!({"sum": 5.0})));
+
+    let out = conn.call("image", &json!({})).await.unwrap();
+    assert!(
+        matches!(&out.content[1], ContentSummary::Image { mime_type, bytes } if mime_type == "image/png" && *bytes > 60)
+    );
+    assert!(out.text_for_model().contains("[image: image/png"));
+
+    let out = conn
+        .call("fail", &json!({"message": "no rows"}))
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(out.text_for_model(), "no rows");
+
+    let err = conn.call("protocol_error", &json!({})).await.unwrap_err();
+    assert_eq!(err, CallError::Failed("the test server refuses".into()));
+    let err = conn.call("nope", &json!({})).await.unwrap_err();
+    assert!(matches!(err, CallError::Failed(m) if m.contains("nope")));
+    assert_eq!(
+        Journal::File(journal).lines(),
+        [
+            "start",
+            "call echo",
+            "call add",
+            "call image",
+            "call fail",
+            "call protocol_error",
+            "call nope"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_call_sends_the_cancellation_and_a_crash_closes_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal");
+    let journal = Journal::File(path.clone());
+    let conn = Connection::connect("t", &stdio(&["--journal", path.to_str().unwrap()]))
+        .await
+        .unwrap();
+    // The hang is abandoned once the server has it.
+    let no_args = json!({});
+    let call = conn.call("hang", &no_args);
+    tokio::select! {
+        _ = call => panic!("hang answered"),
+        ok = journal_has(&journal, "hanging") => assert!(ok),
+    }
+    assert!(
+        journal_has(&journal, "hang cancelled").await,
+        "{:?}",
+        journal.lines()
+    );
+    assert!(journal
+        .lines()
+        .iter()
+        .any(|l| l.starts_with("notifications/cancelled")));
+    // The connection still works.
+    assert_eq!(
+        conn.call("echo", &json!({"text": "again"}))
+            .await
+            .unwrap()
+            .text_for_model(),
+        "echo: again"
+    );
+    // A crash in the middle of a call: the connection is gone.
+    let err = conn.call("crash", &json!({})).await.unwrap_err();
+    assert!(matches!(err, CallError::Closed(_)), "{err:?}");
+    assert!(conn.is_closed());
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_an_error() {
+    let err = Connection::connect("t", &stdio(&["--fail-start"]))
+        .await
+        .unwrap_err();
+    assert!(err.contains("handshake"), "{err}");
+    let err = Connection::connect(
+        "t",
+        &Transport::Stdio {
+            command: "/nonexistent/keel-no-such-server".into(),
+            args: vec![],
+            env: vec![],
+            cwd: None,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("could not start"), "{err}");
+    // A server that never answers the handshake: the caller's time limit ends it.
+    let hung = tokio::time::timeout(
+        Duration::from_millis(300),
+        Connection::connect("t", &stdio(&["--hang-start"])),
+    )
+    .await;
+    assert!(hung.is_err());
+}
+
+#[tokio::test]
+async fn http_lists_and_calls_tools_with_headers() {
+    let server = serve_http(Some("Bearer s3cret")).await.unwrap();
+    let transport = Transport::Http {
+        url: server.url(),
+        headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+    };
+    let conn = Connection::connect("h", &transport).await.unwrap();
+    assert!(conn.tools().iter().any(|t| t.name == "echo"));
+    assert!(!conn.tools().iter().any(|t| t.name == "crash"));
+    let out = conn
+        .call("echo", &json!({"text": "over http"}))
+        .await
+        .unwrap();
+    assert_eq!(out.text_for_model(), "echo: over http");
+    assert!(server.journal.lines().contains(&"call echo".to_owned()));
+
+    // Without the header the server refuses the handshake.
+    let bare = Transport::Http {
+        url: server.url(),
+        headers: vec![],
+    };
+    let err = Connection::connect("h", &bare).await.unwrap_err();
+    assert!(err.contains("handshake"), "{err}");
+
+    // A cancelled HTTP call reaches the server as a cancellation.
+    let no_args = json!({});
+    let call = conn.call("hang", &no_args);
+    tokio::select! {
+        _ = call => panic!("hang answered"),
+        ok = journal_has(&server.journal, "hanging") => assert!(ok),
+    }
+    assert!(
+        journal_has(&server.journal, "hang cancelled").await,
+        "{:?}",
+        server.journal.lines()
+    );
+}
+
+#[test]
+fn urls_and_headers_are_checked() {
+    assert!(keel_mcp::check_url("http://127.0.0.1:1/mcp").is_ok());
+    assert!(keel_mcp::check_url("https://example.com/mcp").is_ok());
+    assert!(keel_mcp::check_url("ftp://example.com").is_err());
+    assert!(keel_mcp::check_url("not a url").is_err());
+    assert!(keel_mcp::check_headers(&[("X-Ok".into(), "v".into())]).is_ok());
+    assert!(keel_mcp::check_headers(&[("bad header".into(), "v".into())]).is_err());
+    assert!(keel_mcp::check_headers(&[("X".into(), "line\nbreak".into())]).is_err());
+}

@@ -1,0 +1,354 @@
+//! Bad `mcpServers` entries, name clashes, and where a server's stderr goes.
+
+use super::*;
+use keel_envelope::commands::SessionResume;
+use keel_envelope::host::HostToolSpec;
+use keel_envelope::types::PermissionLevel;
+use keel_envelope::ErrorCode;
+use serde_json::json;
+
+fn spec(name: &str) -> McpServerSpec {
+    McpServerSpec {
+        name: name.into(),
+        transport: None,
+        command: None,
+        args: None,
+        env: None,
+        url: None,
+        headers: None,
+        trust: None,
+    }
+}
+
+#[tokio::test]
+async fn bad_mcp_servers_refuse_the_session_with_the_field() {
+    let h = Harness::new(vec![], PermissionMode::Ask, vec![]);
+    let nv = |n: &str, v: &str| NameValue {
+        name: n.into(),
+        value: v.into(),
+    };
+    let cases: Vec<(McpServerSpec, &str, &str)> = vec![
+        (spec("a"), "payload.mcpServers[0]", "needs either `command`"),
+        (
+            McpServerSpec {
+                command: Some("x".into()),
+                url: Some("http://127.0.0.1:1/mcp".into()),
+                ..spec("a")
+            },
+            "payload.mcpServers[0]",
+            "not both",
+        ),
+        (
+            McpServerSpec {
+                transport: Some("sse".into()),
+                url: Some("http://127.0.0.1:1/sse".into()),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].type",
+            "SSE transport is not supported",
+        ),
+        (
+            McpServerSpec {
+                transport: Some("carrier-pigeon".into()),
+                command: Some("x".into()),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].type",
+            "unknown transport",
+        ),
+        (
+            McpServerSpec {
+                url: Some("ftp://example.com".into()),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].url",
+            "not an http",
+        ),
+        (
+            McpServerSpec {
+                url: Some("http://127.0.0.1:1/mcp".into()),
+                headers: Some(vec![nv("bad header", "v")]),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].headers",
+            "not a valid HTTP header name",
+        ),
+        (
+            McpServerSpec {
+                command: Some("x".into()),
+                headers: Some(vec![nv("A", "b")]),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].headers",
+            "for http servers",
+        ),
+        (
+            McpServerSpec {
+                url: Some("http://127.0.0.1:1/mcp".into()),
+                env: Some(vec![nv("A", "b")]),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].env",
+            "for stdio servers",
+        ),
+        (
+            McpServerSpec {
+                command: Some("x".into()),
+                env: Some(vec![nv("A=B", "c")]),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].env",
+            "not a valid environment variable name",
+        ),
+        (
+            McpServerSpec {
+                command: Some("  ".into()),
+                ..spec("a")
+            },
+            "payload.mcpServers[0].command",
+            "empty",
+        ),
+        (
+            McpServerSpec {
+                command: Some("x".into()),
+                ..spec(" ")
+            },
+            "payload.mcpServers[0].name",
+            "empty",
+        ),
+    ];
+    for (bad, field, says) in cases {
+        let err = h
+            .kernel
+            .start_session(SessionStart {
+                workspace_path: None,
+                permission_mode: None,
+                model: None,
+                title: None,
+                mcp_servers: Some(vec![bad.clone()]),
+                host_tools: None,
+                ..Default::default()
+            })
+            .await
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::RequestInvalid, "{bad:?}");
+        assert_eq!(err.details["field"], field, "{bad:?}: {err}");
+        assert!(err.message.contains(says), "{bad:?}: {}", err.message);
+    }
+    // Two servers of one name.
+    let twice = McpServerSpec {
+        command: Some("x".into()),
+        ..spec("a")
+    };
+    let err = h
+        .kernel
+        .start_session(SessionStart {
+            workspace_path: None,
+            permission_mode: None,
+            model: None,
+            title: None,
+            mcp_servers: Some(vec![twice.clone(), twice]),
+            host_tools: None,
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(err.details["field"], "payload.mcpServers[1].name");
+    // No session was made by any of them.
+    assert!(h.kernel.open_sessions().is_empty());
+    assert!(h.kernel.list_sessions().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_resume_entry_is_refused_too() {
+    let h = Harness::new(vec![], PermissionMode::Ask, vec![]);
+    let (session, _events) = h.start(vec![]).await;
+    let id = session.id().to_owned();
+    session.close().await.unwrap();
+    let rid = h.kernel.new_request_id();
+    let err = h
+        .kernel
+        .execute(Command::new(
+            rid,
+            None,
+            CommandPayload::SessionResume(SessionResume {
+                session_id: id,
+                after_sequence: None,
+                mcp_servers: Some(vec![spec("nothing")]),
+            }),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::RequestInvalid);
+    assert_eq!(err.details["field"], "payload.mcpServers[0]");
+}
+
+#[tokio::test]
+async fn a_resumed_session_starts_its_servers_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j");
+    let h = Harness::new(
+        vec![vec![("mcp__again__echo", json!({"text": "resumed"}))]],
+        PermissionMode::Auto,
+        vec![],
+    );
+    let (session, _events) = h.start(vec![]).await;
+    let id = session.id().to_owned();
+    session.close().await.unwrap();
+    let rid = h.kernel.new_request_id();
+    h.kernel
+        .execute(Command::new(
+            rid,
+            None,
+            CommandPayload::SessionResume(SessionResume {
+                session_id: id.clone(),
+                after_sequence: None,
+                mcp_servers: Some(vec![stdio_spec("again", &journal, None)]),
+            }),
+        ))
+        .await
+        .unwrap();
+    let session = h.kernel.session_handle(&id).unwrap();
+    let mut events = session.subscribe();
+    let rid = session.send("again").await.unwrap();
+    let seen = until(&mut events, end_of(&rid)).await;
+    assert!(
+        types(&seen).contains(&"tool.call.completed".to_owned()),
+        "{:?}",
+        types(&seen)
+    );
+    assert_eq!(h.model.tool_results()[0].0, "echo: resumed");
+}
+
+#[tokio::test]
+async fn an_mcp_tool_whose_name_is_taken_is_left_out_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = stdio_server("files", dir.path(), &[]);
+    let h = Harness::new(vec![], PermissionMode::Ask, vec![files]);
+    let (session, mut events) = h
+        .kernel
+        .start_session(SessionStart {
+            workspace_path: None,
+            permission_mode: None,
+            model: None,
+            title: None,
+            mcp_servers: None,
+            host_tools: Some(vec![HostToolSpec {
+                name: "mcp__files__echo".into(),
+                description: "the host's echo".into(),
+                input_schema: json!({"type": "object"}),
+                level: PermissionLevel::Read,
+                approval: None,
+            }]),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let seen = until(
+        &mut events,
+        |e| matches!(&e.event, Event::Warning(w) if w.code == ErrorCode::ToolNameConflict),
+    )
+    .await;
+    let Event::Warning(w) = &seen.last().unwrap().event else {
+        unreachable!()
+    };
+    assert_eq!(w.details["toolName"], "mcp__files__echo");
+    assert_eq!(w.details["server"], "files");
+    assert!(
+        w.message.contains("a tool of the host app")
+            && w.message.contains("a tool of an MCP server"),
+        "{}",
+        w.message
+    );
+    settled(&session).await;
+    let tools = &session.mcp_servers()[0].tools;
+    assert!(!tools.iter().any(|t| t.name == "mcp__files__echo"));
+    assert!(tools.iter().any(|t| t.name == "mcp__files__add"));
+}
+
+/// The log of this test process (one global subscriber: a scoped one misses
+/// events of callsites first hit by other tests' threads).
+fn log() -> &'static Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || Sink(buf))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        buf
+    })
+}
+
+struct Sink(&'static Mutex<Vec<u8>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_servers_stderr_goes_to_the_log() {
+    let log = log();
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = stdio_server("logged", dir.path(), &[]);
+    let h = Harness::new(vec![], PermissionMode::Ask, vec![files]);
+    let (session, _events) = h.start(vec![]).await;
+    settled(&session).await;
+    let mut found = false;
+    for _ in 0..1000 {
+        let text = String::from_utf8_lossy(&log.lock().unwrap()).to_string();
+        if text.lines().any(|l| {
+            l.contains("keel-mcp-test-server: serving on stdio") && l.contains("server=logged")
+        }) {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(found, "the server's stderr line is in the log");
+}
+
+#[tokio::test]
+async fn a_result_over_the_cap_is_cut_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = stdio_server("files", dir.path(), &[]);
+    let big = "ü".repeat(keel_mcp::RESULT_CAP); // twice the cap in bytes
+    let h = Harness::new(
+        vec![vec![("mcp__files__echo", json!({ "text": big }))]],
+        PermissionMode::Auto,
+        vec![files],
+    );
+    let (session, mut events) = h.start(vec![]).await;
+    let rid = session.send("echo").await.unwrap();
+    let seen = until(&mut events, end_of(&rid)).await;
+    let Some(Event::ToolCallCompleted(done)) = seen
+        .iter()
+        .map(|e| &e.event)
+        .find(|e| matches!(e, Event::ToolCallCompleted(_)))
+    else {
+        panic!("no completed call")
+    };
+    let message = done.result["message"].as_str().unwrap();
+    assert!(
+        message.len() < keel_mcp::RESULT_CAP + 200,
+        "{}",
+        message.len()
+    );
+    assert!(
+        message.ends_with("bytes of text]"),
+        "{}",
+        &message[message.len() - 100..]
+    );
+    let (model_text, is_error) = h.model.tool_results().remove(0);
+    assert!(!is_error);
+    assert_eq!(model_text, message, "the model reads the same capped text");
+}

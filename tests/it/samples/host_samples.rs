@@ -1,0 +1,71 @@
+//! Sample events of MCP servers and host tools.
+
+use keel_envelope::host::{
+    HostToolApproval, HostToolSpec, McpServerInfo, McpServerState, McpToolInfo, McpTrust,
+};
+
+use super::*;
+
+/// A representative event of `t`, one of the MCP and host-tool event types.
+pub fn sample_host_event(t: EventType) -> Event {
+    match t {
+        EventType::McpList => Event::McpList(ev::McpList {
+            servers: vec![
+                McpServerInfo {
+                    name: s("files"),
+                    transport: s("stdio"),
+                    trust: McpTrust::Read,
+                    origin: s("config"),
+                    state: McpServerState::Ready,
+                    reason: None,
+                    tools: vec![McpToolInfo {
+                        name: s("mcp__files__read_text"),
+                        tool: s("read_text"),
+                        description: s("Reads a text file."),
+                    }],
+                },
+                McpServerInfo {
+                    name: s("tickets"),
+                    transport: s("http"),
+                    trust: McpTrust::Ask,
+                    origin: s("session"),
+                    state: McpServerState::Failed,
+                    reason: Some(s("it did not start within 30 s (its start time limit)")),
+                    tools: vec![],
+                },
+            ],
+        }),
+        EventType::SessionHostToolsUpdated => {
+            Event::SessionHostToolsUpdated(ev::SessionHostToolsUpdated {
+                tools: vec![s("open_ticket")],
+            })
+        }
+        EventType::HostToolRequested => Event::HostToolRequested(ev::HostToolRequested {
+            tool_call_id: s("tool_0004"),
+            tool_name: s("open_ticket"),
+            arguments: json!({ "id": "KEEL-12" }),
+            expires_at: Some(T0 + 60_000),
+        }),
+        EventType::HostToolResponded => Event::HostToolResponded(ev::HostToolResponded {
+            tool_call_id: s("tool_0004"),
+            tool_name: s("open_ticket"),
+            is_error: false,
+        }),
+        other => unreachable!("{other:?} is not an MCP or host-tool event"),
+    }
+}
+
+/// A host tool of the samples.
+pub fn open_ticket() -> HostToolSpec {
+    HostToolSpec {
+        name: s("open_ticket"),
+        description: s("Opens a ticket of the team's tracker by its id."),
+        input_schema: json!({
+            "type": "object",
+            "properties": { "id": { "type": "string" } },
+            "required": ["id"]
+        }),
+        level: PermissionLevel::Read,
+        approval: Some(HostToolApproval::Never),
+    }
+}

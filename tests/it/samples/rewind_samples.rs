@@ -1,0 +1,71 @@
+//! Samples of the checkpoint, rewind, fork and side-question events.
+
+use keel_envelope::events as ev;
+use keel_envelope::Event;
+
+use super::SESSION;
+
+fn s(v: &str) -> String {
+    v.to_owned()
+}
+
+pub fn checkpoint_list() -> Event {
+    Event::CheckpointList(ev::CheckpointList {
+        checkpoints: vec![
+            ev::CheckpointEntry {
+                checkpoint_id: s("req_0002"),
+                request_id: s("req_0002"),
+                tool_call_id: None,
+                tool_name: None,
+                created_at: 1_700_000_000_000,
+                files_changed: Vec::new(),
+            },
+            ev::CheckpointEntry {
+                checkpoint_id: s("call_0001"),
+                request_id: s("req_0002"),
+                tool_call_id: Some(s("call_0001")),
+                tool_name: Some(s("run_shell")),
+                created_at: 1_700_000_001_000,
+                files_changed: vec![ev::CheckpointFileChange {
+                    path: s("src/lib.rs"),
+                    change: ev::FileChangeKind::Modified,
+                }],
+            },
+        ],
+        disabled_reason: None,
+    })
+}
+
+pub fn session_rewound() -> Event {
+    Event::SessionRewound(ev::SessionRewound {
+        files: vec![
+            ev::RewoundFile {
+                path: s("src/lib.rs"),
+                action: ev::RewindAction::Reverted,
+            },
+            ev::RewoundFile {
+                path: s("build/out.txt"),
+                action: ev::RewindAction::Removed,
+            },
+        ],
+        not_restorable: vec![ev::NotRestorableFile {
+            path: s("assets/logo.png"),
+            reason: s("not saved: a binary file (not saved in checkpoints)"),
+        }],
+        conversation_cut: true,
+    })
+}
+
+pub fn session_forked() -> Event {
+    Event::SessionForked(ev::SessionForked {
+        session_id: s("sess_0002"),
+        parent_session_id: s(SESSION),
+        at_request_id: Some(s("req_0002")),
+    })
+}
+
+pub fn side_answered() -> Event {
+    Event::SideAnswered(ev::SideAnswered {
+        text: s("The parser is in src/parse.rs."),
+    })
+}
