@@ -21,6 +21,7 @@ fn state(id: &str, history: History) -> PersistedSession {
         mode: PermissionMode::default(),
         rules: Default::default(),
         session_keys: vec![],
+        session_deny: vec![],
         history,
         plan: None,
         usage: Usage::default(),
@@ -28,6 +29,7 @@ fn state(id: &str, history: History) -> PersistedSession {
         updated_at: 2,
         closed: false,
         extensions: Default::default(),
+        request_marks: vec![],
     }
 }
 
