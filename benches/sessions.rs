@@ -49,7 +49,7 @@ fn state(i: usize) -> PersistedSession {
         rules: Default::default(),
         session_keys: vec![],
         session_deny: vec![],
-        history,
+        history: history.into(),
         plan: None,
         usage: Default::default(),
         created_at: 1_775_600_000_000 + i as u64,

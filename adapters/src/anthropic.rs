@@ -1,6 +1,7 @@
 //! The Anthropic Messages provider, streaming over server-sent events.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use keel_envelope::types::Usage;
 use keel_envelope::ErrorPayload;
@@ -16,6 +17,7 @@ use crate::convert::{
     parse_arguments,
 };
 use crate::error::{classify_stream_error, malformed, Failure};
+use crate::fragments::FragmentCache;
 use crate::http::{run, Decoder, Endpoint, HttpCall, HttpOptions};
 use crate::sse::SseEvent;
 
@@ -29,6 +31,8 @@ const PROVIDER: &str = "Anthropic";
 #[derive(Debug, Clone)]
 pub struct AnthropicModel {
     ep: Endpoint,
+    /// The wire encoding of recent histories (shared by clones of this model).
+    cache: Arc<FragmentCache>,
 }
 
 impl AnthropicModel {
@@ -43,6 +47,7 @@ impl AnthropicModel {
     ) -> Result<Self, ErrorPayload> {
         Ok(Self {
             ep: Endpoint::new(model.into(), base_url.into(), api_key, options)?,
+            cache: Arc::default(),
         })
     }
 
@@ -67,7 +72,23 @@ impl AnthropicModel {
         )
     }
 
-    /// The JSON body sent for `request`.
+    /// The bytes of the body sent for `request`: the serialisation of
+    /// [`request_body`](Self::request_body), written from the cached encoding of the
+    /// history's messages plus what is new (see [`crate::fragments`]).
+    pub fn request_bytes(&self, request: &ModelRequest) -> Vec<u8> {
+        crate::bodies::anthropic_body(
+            &self.cache,
+            &self.ep.model,
+            request
+                .max_output_tokens
+                .unwrap_or_else(|| self.default_max_output_tokens()),
+            request,
+            tools_value(request),
+        )
+    }
+
+    /// The JSON body sent for `request`, encoded whole: the reference for
+    /// [`request_bytes`](Self::request_bytes), which sends the same bytes.
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         let mut body = json!({
             "model": self.ep.model,
@@ -78,18 +99,8 @@ impl AnthropicModel {
         if !request.system.is_empty() {
             body["system"] = json!(request.system);
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "input_schema": t.parameters,
-                    })
-                })
-                .collect();
+        if let Some(tools) = tools_value(request) {
+            body["tools"] = tools;
         }
         body
     }
@@ -111,6 +122,90 @@ impl AnthropicModel {
     }
 }
 
+fn tools_value(request: &ModelRequest) -> Option<Value> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    Some(
+        request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.parameters,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The role and content blocks of one normalised history message (none for an
+/// assistant message with only blank text).
+pub(crate) fn blocks_of(m: Message) -> (&'static str, Vec<Value>) {
+    match m {
+        Message::User { text, images } => {
+            let mut blocks = Vec::new();
+            for path in &images {
+                match load_image(path) {
+                    Some(img) => blocks.push(json!({
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": img.media_type, "data": img.base64}
+                    })),
+                    None => blocks.push(json!({"type": "text", "text": missing_image_note(path)})),
+                }
+            }
+            if !text.is_empty() || blocks.is_empty() {
+                let text = if text.is_empty() {
+                    "(empty message)".to_owned()
+                } else {
+                    text
+                };
+                blocks.push(json!({"type": "text", "text": text}));
+            }
+            ("user", blocks)
+        }
+        Message::Assistant { text, tool_calls } => {
+            let mut blocks = Vec::new();
+            if !text.trim().is_empty() {
+                blocks.push(json!({"type": "text", "text": text}));
+            }
+            for c in &tool_calls {
+                let input = if invalid_json_text(&c.arguments).is_some() || !c.arguments.is_object()
+                {
+                    json!({})
+                } else {
+                    c.arguments.clone()
+                };
+                blocks.push(json!({
+                    "type": "tool_use",
+                    "id": anthropic_tool_id(&c.id),
+                    "name": c.name,
+                    "input": input,
+                }));
+            }
+            ("assistant", blocks)
+        }
+        Message::Tool {
+            tool_call_id,
+            content,
+            is_error,
+            ..
+        } => {
+            let mut block = json!({
+                "type": "tool_result",
+                "tool_use_id": anthropic_tool_id(&tool_call_id),
+                "content": content,
+            });
+            if is_error {
+                block["is_error"] = json!(true);
+            }
+            ("user", vec![block])
+        }
+    }
+}
+
 /// Converts a neutral history to Anthropic messages: roles alternate (adjacent
 /// messages of one role are merged, so consecutive tool results form one user
 /// message), the first message is a user message, and tool ids are sanitised.
@@ -126,66 +221,8 @@ fn convert_messages(messages: &[Message]) -> Vec<Value> {
         }
     };
     for m in normalize_history(messages) {
-        match m {
-            Message::User { text, images } => {
-                let mut blocks = Vec::new();
-                for path in &images {
-                    match load_image(path) {
-                        Some(img) => blocks.push(json!({
-                            "type": "image",
-                            "source": {"type": "base64", "media_type": img.media_type, "data": img.base64}
-                        })),
-                        None => blocks.push(json!({"type": "text", "text": missing_image_note(path)})),
-                    }
-                }
-                if !text.is_empty() || blocks.is_empty() {
-                    let text = if text.is_empty() {
-                        "(empty message)".to_owned()
-                    } else {
-                        text
-                    };
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                push("user", blocks);
-            }
-            Message::Assistant { text, tool_calls } => {
-                let mut blocks = Vec::new();
-                if !text.trim().is_empty() {
-                    blocks.push(json!({"type": "text", "text": text}));
-                }
-                for c in &tool_calls {
-                    let input =
-                        if invalid_json_text(&c.arguments).is_some() || !c.arguments.is_object() {
-                            json!({})
-                        } else {
-                            c.arguments.clone()
-                        };
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": anthropic_tool_id(&c.id),
-                        "name": c.name,
-                        "input": input,
-                    }));
-                }
-                push("assistant", blocks);
-            }
-            Message::Tool {
-                tool_call_id,
-                content,
-                is_error,
-                ..
-            } => {
-                let mut block = json!({
-                    "type": "tool_result",
-                    "tool_use_id": anthropic_tool_id(&tool_call_id),
-                    "content": content,
-                });
-                if is_error {
-                    block["is_error"] = json!(true);
-                }
-                push("user", vec![block]);
-            }
-        }
+        let (role, blocks) = blocks_of(m);
+        push(role, blocks);
     }
     if out.first().is_some_and(|(r, _)| *r == "assistant") {
         out.insert(
@@ -211,7 +248,7 @@ impl Model for AnthropicModel {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
-        let body = self.request_body(&request).to_string().into_bytes();
+        let body = self.cache.share(self.request_bytes(&request));
         run(
             HttpCall {
                 provider: PROVIDER,

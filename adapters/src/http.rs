@@ -135,7 +135,8 @@ pub(crate) struct HttpCall {
     pub client: reqwest::Client,
     pub url: String,
     pub headers: HeaderMap,
-    pub body: Vec<u8>,
+    /// Shared by the attempts (a retry copies no byte of it).
+    pub body: bytes::Bytes,
     pub options: HttpOptions,
     pub new_decoder: Box<dyn Fn() -> Box<dyn Decoder> + Send>,
 }

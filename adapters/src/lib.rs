@@ -18,10 +18,12 @@
 #![warn(missing_docs)]
 
 pub mod anthropic;
+mod bodies;
 pub mod config;
 pub mod config_agent;
 pub mod convert;
 mod error;
+pub mod fragments;
 pub mod http;
 pub mod openai;
 pub mod probe;

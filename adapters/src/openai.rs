@@ -2,6 +2,7 @@
 //! LM Studio, OpenRouter, …), streaming over server-sent events.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use keel_envelope::types::Usage;
 use keel_envelope::ErrorPayload;
@@ -17,6 +18,7 @@ use crate::convert::{
     parse_arguments,
 };
 use crate::error::{classify_stream_error, malformed, Failure};
+use crate::fragments::FragmentCache;
 use crate::http::{run, Decoder, Endpoint, HttpCall, HttpOptions};
 use crate::sse::SseEvent;
 
@@ -28,6 +30,8 @@ const PROVIDER: &str = "OpenAI";
 #[derive(Debug, Clone)]
 pub struct OpenAiModel {
     ep: Endpoint,
+    /// The wire encoding of recent histories (shared by clones of this model).
+    cache: Arc<FragmentCache>,
 }
 
 impl OpenAiModel {
@@ -42,6 +46,7 @@ impl OpenAiModel {
     ) -> Result<Self, ErrorPayload> {
         Ok(Self {
             ep: Endpoint::new(model.into(), base_url.into(), api_key, options)?,
+            cache: Arc::default(),
         })
     }
 
@@ -62,28 +67,25 @@ impl OpenAiModel {
         crate::select::default_max_output_tokens("openai", &self.ep.model, self.ep.context_window)
     }
 
-    /// The JSON body sent for `request`.
-    pub fn request_body(&self, request: &ModelRequest) -> Value {
-        let mut messages = Vec::new();
-        if !request.system.is_empty() {
-            messages.push(json!({"role": "system", "content": request.system}));
+    /// The bytes of the body sent for `request`: the serialisation of
+    /// [`request_body`](Self::request_body), written from the cached encoding of the
+    /// history's messages plus what is new (see [`crate::fragments`]).
+    pub fn request_bytes(&self, request: &ModelRequest) -> Vec<u8> {
+        crate::bodies::openai_body(
+            &self.cache,
+            &self.ep.model,
+            request,
+            self.tools_value(request),
+            self.max_entry(request),
+        )
+    }
+
+    fn tools_value(&self, request: &ModelRequest) -> Option<Value> {
+        if request.tools.is_empty() {
+            return None;
         }
-        for m in normalize_history(&request.messages) {
-            if let Message::Assistant { text, tool_calls } = &m {
-                if text.is_empty() && tool_calls.is_empty() {
-                    continue;
-                }
-            }
-            messages.push(convert_message(&m));
-        }
-        let mut body = json!({
-            "model": self.ep.model,
-            "messages": messages,
-            "stream": true,
-            "stream_options": {"include_usage": true},
-        });
-        if !request.tools.is_empty() {
-            body["tools"] = request
+        Some(
+            request
                 .tools
                 .iter()
                 .map(|t| {
@@ -96,10 +98,13 @@ impl OpenAiModel {
                         }
                     })
                 })
-                .collect();
-        }
-        // Every call carries a cap: a local server otherwise generates until its
-        // context is full.
+                .collect(),
+        )
+    }
+
+    /// The output cap's key and value. Every call carries a cap: a local server
+    /// otherwise generates until its context is full.
+    fn max_entry(&self, request: &ModelRequest) -> (&'static str, u32) {
         let max = request
             .max_output_tokens
             .unwrap_or_else(|| self.default_max_output_tokens());
@@ -111,6 +116,32 @@ impl OpenAiModel {
         } else {
             "max_tokens"
         };
+        (key, max)
+    }
+
+    /// The JSON body sent for `request`, encoded whole: the reference for
+    /// [`request_bytes`](Self::request_bytes), which sends the same bytes.
+    pub fn request_body(&self, request: &ModelRequest) -> Value {
+        let mut messages = Vec::new();
+        if !request.system.is_empty() {
+            messages.push(json!({"role": "system", "content": request.system}));
+        }
+        for m in normalize_history(&request.messages) {
+            if is_empty_assistant(&m) {
+                continue;
+            }
+            messages.push(convert_message(&m));
+        }
+        let mut body = json!({
+            "model": self.ep.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": {"include_usage": true},
+        });
+        if let Some(tools) = self.tools_value(request) {
+            body["tools"] = tools;
+        }
+        let (key, max) = self.max_entry(request);
         body[key] = json!(max);
         body
     }
@@ -128,7 +159,13 @@ impl OpenAiModel {
     }
 }
 
-fn convert_message(m: &Message) -> Value {
+/// An assistant message with neither text nor tool calls (not sent).
+pub(crate) fn is_empty_assistant(m: &Message) -> bool {
+    matches!(m, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.is_empty())
+}
+
+/// One history message as an OpenAI wire message.
+pub(crate) fn convert_message(m: &Message) -> Value {
     match m {
         Message::User { text, images } if images.is_empty() => {
             json!({"role": "user", "content": text})
@@ -197,7 +234,7 @@ impl Model for OpenAiModel {
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
-        let body = self.request_body(&request).to_string().into_bytes();
+        let body = self.cache.share(self.request_bytes(&request));
         run(
             HttpCall {
                 provider: PROVIDER,
@@ -503,7 +540,8 @@ mod tests {
                     content: "A".into(),
                     is_error: false,
                 },
-            ],
+            ]
+            .into(),
             tools: vec![ToolDef {
                 name: "read_file".into(),
                 description: "Reads".into(),

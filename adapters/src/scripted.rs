@@ -545,7 +545,8 @@ mod tests {
             messages: vec![Message::User {
                 text: "go".into(),
                 images: vec![],
-            }],
+            }]
+            .into(),
             tools: vec![],
             max_output_tokens: None,
         }

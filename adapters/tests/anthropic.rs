@@ -20,7 +20,8 @@ fn request() -> ModelRequest {
         messages: vec![Message::User {
             text: "Which files?".into(),
             images: vec![],
-        }],
+        }]
+        .into(),
         tools: vec![ToolDef {
             name: "list_dir".into(),
             description: "Lists a directory.".into(),

@@ -429,7 +429,8 @@ async fn the_environment_base_url_wins_over_the_config() {
         messages: vec![Message::User {
             text: "hi".into(),
             images: vec![],
-        }],
+        }]
+        .into(),
         ..ModelRequest::default()
     };
     let m = build_model_with_env("openai:local", &c, &EnvMap::default()).unwrap();
@@ -468,7 +469,8 @@ async fn the_documented_script_runs_as_described() {
         messages: vec![Message::User {
             text: "look".into(),
             images: vec![],
-        }],
+        }]
+        .into(),
         ..ModelRequest::default()
     };
     let first = collect(model.stream(req.clone(), CancellationToken::new())).await;

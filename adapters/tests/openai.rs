@@ -20,7 +20,8 @@ fn request() -> ModelRequest {
         messages: vec![Message::User {
             text: "Say hello".into(),
             images: vec![],
-        }],
+        }]
+        .into(),
         tools: vec![ToolDef {
             name: "read_file".into(),
             description: "Reads a file.".into(),

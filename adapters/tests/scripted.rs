@@ -20,7 +20,8 @@ fn ask(text: &str) -> ModelRequest {
         messages: vec![Message::User {
             text: text.into(),
             images: vec![],
-        }],
+        }]
+        .into(),
         tools: vec![],
         max_output_tokens: None,
     }

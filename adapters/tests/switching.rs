@@ -24,7 +24,7 @@ async fn turn(model: &dyn keel_kernel::model::Model, messages: Vec<Message>) -> 
     let items = collect(model.stream(
         ModelRequest {
             system: "sys".into(),
-            messages,
+            messages: messages.into(),
             tools: vec![],
             max_output_tokens: None,
         },
@@ -252,7 +252,8 @@ fn images_are_sent_inline_and_missing_ones_are_noted() {
         messages: vec![Message::User {
             text: "what is this?".into(),
             images: vec![png.display().to_string(), missing.display().to_string()],
-        }],
+        }]
+        .into(),
         ..ModelRequest::default()
     };
     let oa = keel_adapters::OpenAiModel::new(

@@ -140,10 +140,7 @@ async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToke
 pub(crate) async fn maybe(session: &Arc<Session>, rid: &str, cancel: &CancellationToken) {
     let (tokens, window) = {
         let d = session.data();
-        (
-            prompt::estimate_history(&d.state.history),
-            d.model.context_window(),
-        )
+        (d.state.history.estimated_tokens(), d.model.context_window())
     };
     let threshold = (window as f64 * session.kernel.config.compaction_threshold) as u64;
     if window > 0 && tokens > threshold {
@@ -167,7 +164,7 @@ pub(crate) async fn run(
             d.model.context_window(),
         )
     };
-    let tokens_before = prompt::estimate_history(&history);
+    let tokens_before = history.estimated_tokens();
     session
         .emitter
         .emit(
@@ -204,7 +201,8 @@ pub(crate) async fn run(
         messages: vec![Message::User {
             text: prompt::transcript(&history[..cut]),
             images: Vec::new(),
-        }],
+        }]
+        .into(),
         tools: Vec::new(),
         max_output_tokens: Some(2048),
     };
@@ -227,7 +225,8 @@ pub(crate) async fn run(
     };
     let summary = out.text;
     let fallback = failed.is_some() || summary.trim().is_empty();
-    let mut kept: Vec<Message> = history[cut..].to_vec();
+    // The kept messages keep their ids (and so any encoding cached for them).
+    let mut kept = history.slice(cut..);
     if fallback {
         let error = failed.unwrap_or_else(|| {
             ErrorPayload::new(ErrorCode::ContextCompactionFailed, "the summary was empty")
@@ -244,7 +243,7 @@ pub(crate) async fn run(
         // Truncation: drop older messages; if still too large, keep dropping whole
         // user turns from the front.
         let limit = (window as f64 * session.kernel.config.compaction_threshold) as u64;
-        while prompt::estimate_history(&kept) > limit {
+        while kept.estimated_tokens() > limit {
             let next_user = kept
                 .iter()
                 .skip(1)
@@ -265,14 +264,14 @@ pub(crate) async fn run(
             },
         );
     }
-    let tokens_after = prompt::estimate_history(&kept);
+    let tokens_after = kept.estimated_tokens();
     {
         // Messages added while the summary was written (none: a request's own
         // compaction runs between its model calls, and a compaction by hand keeps the
         // session busy) would stay after the kept ones.
         let mut d = session.data();
         let from = history.len().min(d.state.history.len());
-        let added: Vec<Message> = d.state.history.drain(from..).collect();
+        let added = d.state.history.drain(from..);
         kept.extend(added);
         d.state.history = kept;
     }

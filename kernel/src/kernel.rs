@@ -499,7 +499,7 @@ impl Kernel {
             rules: Default::default(),
             session_keys: Vec::new(),
             session_deny: Vec::new(),
-            history: Vec::new(),
+            history: Default::default(),
             plan: None,
             usage: Default::default(),
             created_at: now,

@@ -13,6 +13,8 @@ use keel_envelope::ErrorPayload;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::history::History;
+
 /// A tool as offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDef {
@@ -74,8 +76,9 @@ pub enum Message {
 pub struct ModelRequest {
     /// The system prompt (includes AGENTS.md instructions).
     pub system: String,
-    /// The conversation, oldest first.
-    pub messages: Vec<Message>,
+    /// The conversation, oldest first: shared with the session (cloning a request
+    /// copies no message), each message with its id (see [`History`]).
+    pub messages: History,
     /// Tools the model may call.
     pub tools: Vec<ToolDef>,
     /// Cap on output tokens, if any.

@@ -96,28 +96,10 @@ pub(crate) fn project_instructions(workspace: &Path) -> Result<Option<String>, E
         .map_err(|_| unreadable("it is not UTF-8 text".into()))
 }
 
-fn message_chars(m: &Message) -> usize {
-    match m {
-        Message::User { text, .. } => text.len(),
-        Message::Assistant { text, tool_calls } => {
-            text.len()
-                + tool_calls
-                    .iter()
-                    .map(|c| c.name.len() + c.arguments.to_string().len())
-                    .sum::<usize>()
-        }
-        Message::Tool { content, .. } => content.len(),
-    }
-}
-
-/// Estimated tokens of a history (4 bytes per token).
-pub(crate) fn estimate_history(history: &[Message]) -> u64 {
-    (history.iter().map(message_chars).sum::<usize>() / 4) as u64
-}
-
-/// Estimated tokens of a request.
+/// Estimated tokens of a request (kept per message in the history, so this does not
+/// grow with it).
 pub(crate) fn estimate_tokens(req: &ModelRequest) -> u64 {
-    estimate_history(&req.messages) + (req.system.len() / 4) as u64
+    req.messages.estimated_tokens() + (req.system.len() / 4) as u64
 }
 
 /// A plain-text transcript for summarisation.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use keel_envelope::events::SideAnswered;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 
-use crate::model::{Message, ModelRequest};
+use crate::model::{History, Message, ModelRequest};
 use crate::session::Session;
 use crate::turn::{self, Echo, TurnEnd};
 
@@ -16,7 +16,7 @@ const SIDE_PROMPT: &str = "You answer a side question about the conversation bel
 
 /// The history without a trailing model turn whose tool calls have no results yet (a
 /// request is running): providers refuse such a history.
-fn settled(mut history: Vec<Message>) -> Vec<Message> {
+fn settled(mut history: History) -> History {
     let Some(pos) = history.iter().rposition(
         |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
     ) else {
@@ -122,9 +122,9 @@ mod tests {
             is_error: false,
         };
         let partial = vec![user.clone(), asking.clone(), result("a")];
-        assert_eq!(settled(partial), vec![user.clone()]);
+        assert_eq!(settled(partial.into()), vec![user.clone()]);
         let full = vec![user.clone(), asking, result("a"), result("b")];
-        assert_eq!(settled(full.clone()), full);
-        assert_eq!(settled(vec![user.clone()]), vec![user]);
+        assert_eq!(settled(full.clone().into()), full);
+        assert_eq!(settled(vec![user.clone()].into()), vec![user]);
     }
 }

@@ -1,9 +1,13 @@
 //! Persistence: each session is an append-only JSON-lines event log plus a snapshot
 //! of the state needed to resume it.
 //!
-//! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl` and
-//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file + rename),
-//! with `summary.json` beside it (what `session.list` reads, see [`SessionSummary`]).
+//! Layout of [`FileStore`]: `<root>/sessions/<sessionId>/events.jsonl`,
+//! `<root>/sessions/<sessionId>/state.json` (written atomically: temp file, then the
+//! two exchanged, or the temp file renamed over where exchanging is not supported),
+//! with `summary.json` beside it (what `session.list` reads, see [`SessionSummary`],
+//! written the same way) and `<root>/sessions/<sessionId>/history.jsonl` (the
+//! conversation, one message per line, appended as it grows; `state.json` says how
+//! many lines belong to it).
 //! An event is appended before it is delivered to a host. A torn last line (a crash
 //! in the middle of a write) is detected on load, dropped, and cut from the file;
 //! nothing before it is lost.
@@ -45,7 +49,7 @@ use keel_envelope::types::{ApprovalRules, PermissionMode, Plan, Usage};
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
-use crate::model::Message;
+use crate::model::History;
 use crate::summary::SessionSummary;
 
 /// The state of a session that survives a restart.
@@ -71,7 +75,7 @@ pub struct PersistedSession {
     #[serde(default)]
     pub session_deny: Vec<String>,
     /// Conversation history.
-    pub history: Vec<Message>,
+    pub history: History,
     /// The plan.
     pub plan: Option<Plan>,
     /// Total usage.
@@ -207,6 +211,8 @@ pub struct FileStore {
     root: PathBuf,
     options: FileStoreOptions,
     logs: Mutex<Logs>,
+    /// What this process wrote of each session's history (held while saving a state).
+    written: Mutex<crate::store_history::Written>,
 }
 
 impl FileStore {
@@ -224,6 +230,7 @@ impl FileStore {
                 ..options
             },
             logs: Mutex::new(Logs::default()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -358,9 +365,14 @@ impl Store for FileStore {
         fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
         let path = dir.join("state.json");
         let tmp = dir.join("state.json.tmp");
-        let bytes =
-            serde_json::to_vec(state).map_err(|e| persist_err("cannot encode", &path, e))?;
-        if self.options.fsync_each_event {
+        let sync = self.options.fsync_each_event;
+        // The history's new messages are appended first; the state that counts them
+        // replaces the old one after.
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        crate::store_history::save(&dir, &state.session_id, &state.history, &mut written, sync)?;
+        let bytes = crate::store_history::state_bytes(state)
+            .map_err(|e| persist_err("cannot encode", &path, e))?;
+        if sync {
             let mut f = File::create(&tmp).map_err(|e| persist_err("cannot write", &tmp, e))?;
             f.write_all(&bytes)
                 .and_then(|()| f.sync_data())
@@ -368,7 +380,8 @@ impl Store for FileStore {
         } else {
             fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
         }
-        fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
+        crate::store_history::replace(&tmp, &path)
+            .map_err(|e| persist_err("cannot replace", &path, e))?;
         // The summary follows the state; a crash between the two leaves an older
         // summary, which the next save replaces (a listing is never wrong for long).
         let path = dir.join("summary.json");
@@ -376,19 +389,19 @@ impl Store for FileStore {
         let bytes = serde_json::to_vec(&SessionSummary::of(state))
             .map_err(|e| persist_err("cannot encode", &path, e))?;
         fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| persist_err("cannot replace", &path, e))?;
-        if self.options.fsync_each_event {
+        crate::store_history::replace(&tmp, &path)
+            .map_err(|e| persist_err("cannot replace", &path, e))?;
+        if sync {
             sync_dir(&dir)?;
         }
         Ok(())
     }
 
     fn load_state(&self, session_id: &str) -> Result<Option<PersistedSession>, ErrorPayload> {
-        let path = self.dir(session_id)?.join("state.json");
+        let dir = self.dir(session_id)?;
+        let path = dir.join("state.json");
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| persist_err("corrupt state file", &path, e)),
+            Ok(bytes) => crate::store_history::load(&dir, &bytes).map(Some),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(persist_err("cannot read", &path, e)),
         }
@@ -495,6 +508,10 @@ impl Store for FileStore {
         let mut logs = self.logs();
         logs.open.remove(session_id);
         logs.unsynced.remove(session_id);
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
         // Renamed first (one atomic step: a crash never leaves half a session that
         // `list` would show), then removed. The tombstone's name is not a session id.
         let tomb = self.root.join("sessions").join(format!(

@@ -171,10 +171,11 @@ async fn run_child(
     cancel: &CancellationToken,
 ) -> ChildEnd {
     let defs = session.kernel.registry.defs_of(tools);
-    let mut history = vec![Message::User {
+    let mut history = crate::model::History::new();
+    history.push(Message::User {
         text: task.to_owned(),
         images: Vec::new(),
-    }];
+    });
     let max_turns = session.kernel.config.max_turns.max(1);
     for turn in 1..=max_turns {
         if cancel.is_cancelled() {

@@ -5,6 +5,7 @@
 use super::*;
 use futures::future::BoxFuture;
 use keel_envelope::commands::ContextCompact;
+use keel_kernel::store::{FileStore, Store};
 use keel_kernel::testing::{Point, Probe};
 use tokio::sync::{mpsc, oneshot};
 
@@ -268,7 +269,13 @@ async fn shutdown_stops_a_compaction_waiting_on_the_model() {
         .unwrap(),
     )
     .unwrap();
-    assert_eq!(stored["history"].as_array().unwrap().len(), 6);
+    // The history itself sits in history.jsonl; the state counts its lines.
+    assert_eq!(stored["historyLines"], 6);
+    let loaded = FileStore::new(dir.path().join("store"))
+        .load_state(s.id())
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.history.len(), 6);
     assert_eq!(stored["closed"], true);
 }
 

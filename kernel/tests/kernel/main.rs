@@ -303,6 +303,7 @@ mod bounds;
 mod budget;
 mod compaction;
 mod context;
+mod history_store;
 mod hooks;
 mod host_tools;
 mod interrupts;
