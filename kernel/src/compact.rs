@@ -112,23 +112,8 @@ async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToke
     }
     let next = {
         let mut d = session.data();
-        d.active = None;
         d.compacting = false;
-        if d.state.closed {
-            None
-        } else {
-            d.queue.pop_front().map(|q| {
-                let cancel = session.cancel.child_token();
-                d.active = Some(Active {
-                    id: q.id.clone(),
-                    cancel: cancel.clone(),
-                    interrupt_reply: None,
-                    steer: Vec::new(),
-                    patch_preview: q.patch_preview,
-                });
-                (q, cancel)
-            })
-        }
+        crate::request::next_queued(&session, &mut d)
     };
     if let Some((q, cancel)) = next {
         let task = tokio::spawn(crate::request::run_requests(session.clone(), q, cancel));

@@ -66,25 +66,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                 turnover
             }
         };
-        let popped = {
-            let mut d = session.data();
-            d.active = None;
-            if d.state.closed {
-                None
-            } else {
-                d.queue.pop_front().map(|q| {
-                    let cancel = session.cancel.child_token();
-                    d.active = Some(Active {
-                        id: q.id.clone(),
-                        cancel: cancel.clone(),
-                        interrupt_reply: None,
-                        steer: Vec::new(),
-                        patch_preview: q.patch_preview,
-                    });
-                    (q, cancel)
-                })
-            }
-        };
+        let popped = next_queued(&session, &mut session.data());
         drop(turnover);
         next = popped.map(|(q, c)| (q, c, true));
     }
@@ -382,4 +364,27 @@ async fn release_waiters(session: &Arc<Session>, rid: &str) {
             )
             .await;
     }
+}
+
+/// Ends the session's running unit of work and, unless the session is closed, makes the
+/// next queued request the active one: returns it with its cancellation token (a child
+/// of the session's), for the caller to run.
+pub(crate) fn next_queued(
+    session: &Session,
+    d: &mut crate::session::Data,
+) -> Option<(Queued, CancellationToken)> {
+    d.active = None;
+    if d.state.closed {
+        return None;
+    }
+    let q = d.queue.pop_front()?;
+    let cancel = session.cancel.child_token();
+    d.active = Some(Active {
+        id: q.id.clone(),
+        cancel: cancel.clone(),
+        interrupt_reply: None,
+        steer: Vec::new(),
+        patch_preview: q.patch_preview,
+    });
+    Some((q, cancel))
 }
