@@ -2,8 +2,10 @@
 //! command however it is spelled, and bad rule lists refused.
 #![allow(clippy::unwrap_used)]
 
+#[path = "wire/bridge.rs"]
+mod bridge;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
 use keel_envelope::{codec, Envelope, ErrorCode, Event};
 
@@ -24,18 +26,7 @@ fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
         ]}"#,
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(["bridge", "--workspace"])
-        .arg(ws.path())
-        .arg("--model")
-        .arg(format!("scripted:{}", script.display()))
-        .env("KEEL_HOME", home.path())
-        .env_remove("KEEL_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = bridge::spawn_bridge(ws.path(), home.path(), &script);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let seen: std::cell::RefCell<Vec<Envelope>> = std::cell::RefCell::default();

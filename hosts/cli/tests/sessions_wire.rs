@@ -2,8 +2,10 @@
 //! `keel bridge`, bad input included.
 #![allow(clippy::unwrap_used)]
 
+#[path = "wire/bridge.rs"]
+mod bridge;
+
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 
 use keel_envelope::{codec, Envelope, Event, SequenceChecker};
 
@@ -13,18 +15,7 @@ fn titles_and_deletion_over_the_bridge() {
     let home = tempfile::tempdir().unwrap();
     let script = home.path().join("script.json");
     std::fs::write(&script, r#"{"turns":[{"text":"Hi."}]}"#).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
-        .args(["bridge", "--workspace"])
-        .arg(ws.path())
-        .arg("--model")
-        .arg(format!("scripted:{}", script.display()))
-        .env("KEEL_HOME", home.path())
-        .env_remove("KEEL_MODEL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = bridge::spawn_bridge(ws.path(), home.path(), &script);
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut checker = SequenceChecker::new();
