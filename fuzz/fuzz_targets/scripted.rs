@@ -25,7 +25,8 @@ fn request(tool_result: &str) -> ModelRequest {
                 content: tool_result.into(),
                 is_error: false,
             },
-        ],
+        ]
+        .into(),
         tools: Vec::new(),
         max_output_tokens: None,
     }
