@@ -184,8 +184,8 @@ impl WatchShared {
     }
 
     /// Offers a live event: queued when wanted. The answer to the owner's
-    /// `session.start`, `session.resume` or `session.watch` makes it watch that
-    /// session from this very event on; `session.unwatched` (its own) and
+    /// `session.start`, `session.resume`, `session.watch` or `session.fork` makes it
+    /// watch that session (the fork's, for `session.forked`) from this very event on; `session.unwatched` (its own) and
     /// `session.closed` stop the watch after this event.
     fn offer(&self, env: &Envelope) {
         let mut st = self.state();
@@ -196,7 +196,10 @@ impl WatchShared {
             if st.owns(&env.request_id)
                 && matches!(
                     env.event,
-                    Event::SessionStarted(_) | Event::SessionResumed(_) | Event::SessionWatched(_)
+                    Event::SessionStarted(_)
+                        | Event::SessionResumed(_)
+                        | Event::SessionWatched(_)
+                        | Event::SessionForked(_)
                 )
             {
                 st.sessions.insert(sid.clone());

@@ -55,7 +55,7 @@ pub struct Watcher {
 
 impl Watcher {
     /// Executes a command on behalf of this watcher: its answers, and the events of a
-    /// session it starts, resumes or watches, are delivered to this watcher's stream.
+    /// session it starts, resumes, forks or watches, are delivered to this watcher's stream.
     pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
         self.shared.track(&cmd.request_id);
         self.kernel.execute(cmd).await

@@ -123,7 +123,7 @@ impl Kernel {
 
     /// A watcher: a subscriber for one client connection of a daemon. It receives the
     /// answers to the commands it executes and the events of the sessions it watches
-    /// (`session.watch`, and those it starts or resumes), never waits on delivery, and
+    /// (`session.watch`, and those it starts, resumes or forks), never waits on delivery, and
     /// is cut off when `capacity` live events wait unread (see [`crate::WatchEnd`]).
     pub fn watcher(&self, capacity: usize) -> (Watcher, WatchStream) {
         let (shared, rx) = self.inner.ctx.hub.watch(capacity);

@@ -464,3 +464,55 @@ fn attach_starts_the_daemon_and_leaving_keeps_the_session_for_the_next_client() 
     t.line("/quit");
     assert_eq!(t.exit_code(), 0);
 }
+
+#[test]
+fn fork_in_an_attached_repl_switches_to_the_fork_and_the_parent_goes_on_in_the_daemon() {
+    // Each session of the daemon plays the script from its start, the fork too.
+    let d = dirs(serde_json::json!([{ "text": "Scripted answer." }]));
+    let mut t = Term::attach(&d, &[]);
+    t.expect("ask › ");
+    let mut watcher = Conn::open(&d.socket);
+    let _stop = Stop(watcher.pid());
+    t.line("hello");
+    t.expect("Scripted answer.");
+    t.expect("ask › ");
+    t.line("/fork");
+    let forked = t.expect("ask › ");
+    let ids: Vec<&str> = forked
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|w| w.starts_with("sess_"))
+        .collect();
+    assert!(
+        forked.contains("forked") && ids.len() >= 2,
+        "no fork: {forked}"
+    );
+    let (parent, fork) = (ids[0].to_owned(), ids[1].to_owned());
+    assert_ne!(parent, fork);
+    assert!(forked.contains("2 messages"), "{forked}");
+
+    // The REPL now talks to the fork: its request runs there, and the daemon holds both.
+    watcher.send(serde_json::json!({"version": "1.0", "type": "session.watch", "requestId": "w1", "payload": {"sessionId": fork}}));
+    watcher.until(|e| e.type_name() == "session.watched");
+    t.line("again");
+    t.expect("Scripted answer.");
+    let seen = watcher.until(|e| e.type_name() == "session.completed");
+    assert!(seen
+        .iter()
+        .all(|e| e.session_id.as_deref() == Some(fork.as_str())));
+    t.expect("ask › ");
+    t.line("/status");
+    let status = t.expect("ask › ");
+    assert!(status.contains(&fork), "{status}");
+    watcher.send(serde_json::json!({"version": "1.0", "type": "session.list", "requestId": "l1", "payload": {}}));
+    let answer = watcher.until(|e| e.request_id == "l1");
+    let listed: Vec<String> = match &answer.last().unwrap().event {
+        Event::SessionList(l) => l.sessions.iter().map(|s| s.session_id.clone()).collect(),
+        other => panic!("not a list: {other:?}"),
+    };
+    assert!(
+        listed.contains(&parent) && listed.contains(&fork),
+        "{listed:?}"
+    );
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "{}", t.screen());
+}

@@ -7,7 +7,7 @@
 //! by `keel-bridge`'s pieces: first line `runtime.ready`, then commands in and
 //! envelopes out, one JSON object per line. A connection receives the answers to its
 //! own commands and the events of the sessions it watches (`session.watch`, and those
-//! it starts or resumes), through a kernel [`Watcher`](keel_kernel::Watcher) that never
+//! it starts, resumes or forks), through a kernel [`Watcher`](keel_kernel::Watcher) that never
 //! holds a session back: a connection that does not read is cut off. A connection
 //! closing never stops anything the kernel runs.
 //!

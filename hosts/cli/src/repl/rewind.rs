@@ -215,7 +215,7 @@ impl Repl {
             files: Some(false),
         });
         let super::link::Backend::Local(kernel) = &self.kernel else {
-            self.warn_line("/fork is not available over a daemon connection yet");
+            self.fork_remote(payload);
             return;
         };
         let kernel = kernel.clone();
@@ -258,6 +258,54 @@ impl Repl {
         self.screen.line(&format!(
             "forked {parent} into {id} ({} messages); the parent stays as it was (/resume {parent})",
             self.session.state().message_count
+        ));
+    }
+
+    /// `/fork` over the daemon: the connection that forks watches the fork from its
+    /// `session.forked` on; the REPL switches to it and stops watching the parent,
+    /// which goes on in the daemon.
+    fn fork_remote(&mut self, payload: CommandPayload) {
+        let rid = match self.rt.block_on(self.session.command(payload)) {
+            Ok(rid) => rid,
+            Err(e) => {
+                self.error_line(&e.message);
+                return;
+            }
+        };
+        let id = match self
+            .await_reply(&rid, Duration::from_secs(30))
+            .map(|e| e.event)
+        {
+            Some(Event::SessionForked(f)) => f.session_id,
+            Some(Event::Error(e)) => {
+                self.error_line(&e.message);
+                return;
+            }
+            _ => {
+                self.warn_line("no answer to the fork");
+                return;
+            }
+        };
+        let super::link::Backend::Remote(remote) = &self.kernel else {
+            return;
+        };
+        let forked = {
+            let _guard = self.rt.enter();
+            super::link::Session::remote(remote.client.clone(), id.clone())
+        };
+        let parent = std::mem::replace(&mut self.session, forked);
+        self.context = None;
+        if let Err(e) = self.rt.block_on(parent.close()) {
+            self.warn_line(&format!(
+                "the parent session is still watched: {}",
+                e.message
+            ));
+        }
+        self.screen.line(&format!(
+            "forked {} into {id} ({} messages); the parent goes on in the daemon (/resume {})",
+            parent.id(),
+            self.session.state().message_count,
+            parent.id()
         ));
     }
 

@@ -345,3 +345,56 @@ async fn a_stopping_daemon_closes_sessions_and_tells_every_client() {
     d.task.await.unwrap();
     assert!(!d.socket.exists(), "the socket file is removed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_that_forks_a_session_watches_the_fork_and_the_others_do_not() {
+    let _load = cpu_load();
+    let d = daemon(vec![say(3), say(5), say(2)], ConnectionOptions::default()).await;
+    let (a, mut a_rx) = connect(&d.socket).await;
+    let (b, mut b_rx) = connect(&d.socket).await;
+    let sid = start_session(&a).await;
+    watch(&b, &sid, None).await;
+    let first = send(&a, &sid, "first").await;
+    until(&mut a_rx, "the first request", completed(&first)).await;
+    until(&mut b_rx, "the first request", completed(&first)).await;
+
+    let forked = a
+        .request(
+            Some(&sid),
+            CommandPayload::SessionFork(keel_envelope::commands::SessionFork {
+                at_request_id: None,
+                files: None,
+            }),
+        )
+        .await
+        .unwrap();
+    let Event::SessionForked(f) = &forked.event else {
+        panic!("not a fork: {}", forked.type_name());
+    };
+    assert_eq!(f.parent_session_id, sid);
+    let fork = f.session_id.clone();
+    assert_eq!(forked.session_id.as_deref(), Some(fork.as_str()));
+
+    // A request sent to the fork from a third connection reaches the connection that
+    // forked it (it watches the fork), not the one that watches only the parent.
+    let (c, _c_rx) = connect(&d.socket).await;
+    let second = send(&c, &fork, "second").await;
+    let seen = until(&mut a_rx, "the fork's request", completed(&second)).await;
+    assert!(seen
+        .iter()
+        .filter(|e| e.request_id == second)
+        .all(|e| e.session_id.as_deref() == Some(fork.as_str())));
+    let third = send(&a, &sid, "third").await;
+    let theirs = until(&mut b_rx, "the parent's request", completed(&third)).await;
+    assert!(
+        theirs
+            .iter()
+            .all(|e| e.session_id.as_deref() != Some(fork.as_str())),
+        "the other connection got the fork's events: {:?}",
+        types(&theirs)
+    );
+    // The forking connection still watches the parent too.
+    until(&mut a_rx, "the parent's request", completed(&third)).await;
+    d.stop.cancel();
+    d.task.await.unwrap();
+}
