@@ -462,8 +462,9 @@ impl Kernel {
             (None, Some(m)) => Ok(m.clone()),
             (None, None) => Err(ErrorPayload::new(
                 ErrorCode::ModelUnavailable,
-                "no default model",
-            )),
+                "no model: the command names none and the runtime has no default model",
+            )
+            .with_detail("field", "payload.model")),
         }
     }
 

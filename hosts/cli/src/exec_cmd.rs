@@ -66,6 +66,10 @@ async fn exec(
             return EXIT_USAGE;
         }
     };
+    if runtime.model_spec.is_none() {
+        eprintln!("keel: {}", setup::NO_MODEL);
+        return EXIT_USAGE;
+    }
     let kernel = runtime.kernel.clone();
     let (session, mut events) = match kernel
         .start_session(SessionStart {

@@ -91,9 +91,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
             return Ok((runtime, session, events));
         }
         if runtime.model_spec.is_none() {
-            eprintln!(
-                "keel: no model configured: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml"
-            );
+            eprintln!("keel: {}", setup::NO_MODEL);
             return Err(2);
         }
         let opts = SessionOptions {

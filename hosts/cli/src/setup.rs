@@ -29,6 +29,10 @@ pub struct Runtime {
     pub home: PathBuf,
 }
 
+/// What a command that needs a model says when none is selected.
+pub const NO_MODEL: &str =
+    "no model configured: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml";
+
 /// Loads configuration and builds the kernel for `common`.
 pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     let env = EnvMap::from_process();
@@ -58,12 +62,18 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         tracing::warn!("{w}");
         eprintln!("keel: {w}");
     }
-    let model_spec = resolve_model_spec(
+    // A model named but malformed (unknown provider, no `:`) stops the set-up with
+    // what is wrong and where it came from; none named leaves the runtime without a
+    // default model, which each command reports in its own way.
+    let model_spec = match resolve_model_spec(
         common.model.model.as_deref(),
         env.get("KEEL_MODEL"),
         &config,
-    )
-    .ok();
+    ) {
+        Ok(spec) => Some(spec),
+        Err(e) if e.details.get("source").is_some() => return Err(e),
+        Err(_) => None,
+    };
     tracing::info!(
         workspace = %workspace.display(),
         home = %home.display(),

@@ -185,3 +185,32 @@ fn completions_for_bash_zsh_and_fish() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("keel"));
 }
+
+#[test]
+fn a_malformed_or_missing_model_is_named_with_where_it_came_from() {
+    for (model, says) in [
+        ("nope:x", "unknown model provider \"nope\""),
+        ("gpt4", "is not of the form provider:model"),
+        ("openai:", "names no model after \"openai\""),
+    ] {
+        for command in [&["exec", "hi"][..], &["bridge"][..]] {
+            let mut args = command.to_vec();
+            args.extend(["--model", model]);
+            let out = keel(&args);
+            let err = text(&out.stderr);
+            assert_ne!(out.status.code(), Some(0), "{args:?}");
+            assert!(
+                err.contains(says) && err.contains("(from --model)"),
+                "{args:?}: {err}"
+            );
+            assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out.stdout));
+        }
+    }
+    let out = keel(&["exec", "hi"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("no model configured: pass --model provider:model"),
+        "{}",
+        text(&out.stderr)
+    );
+}
