@@ -52,13 +52,7 @@ pub(crate) async fn start_manual(session: &Arc<Session>, rid: &str) -> Result<()
             .with_detail("activeRequestId", active.id.clone()));
         }
         let cancel = session.cancel.child_token();
-        d.active = Some(Active {
-            id: rid.to_owned(),
-            cancel: cancel.clone(),
-            interrupt_reply: None,
-            steer: Vec::new(),
-            patch_preview: false,
-        });
+        d.active = Some(Active::new(rid, cancel.clone(), false));
         d.compacting = true;
         cancel
     };

@@ -237,6 +237,7 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
                     )
                     .await;
             }
+            mark_ended(session);
             session
                 .emitter
                 .emit(
@@ -255,6 +256,7 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
                 .emitter
                 .emit(rid, Event::Warning(budget::exceeded(&hit)))
                 .await;
+            mark_ended(session);
             session
                 .emitter
                 .emit(
@@ -272,6 +274,15 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
     }
 }
 
+/// Marks the running request as ended, just before its terminal event: a host that
+/// reads the session's state once it has that event sees it idle (or running the next
+/// queued request), not running the request that ended.
+fn mark_ended(session: &Session) {
+    if let Some(a) = session.data().active.as_mut() {
+        a.ended = true;
+    }
+}
+
 /// Releases every waiter and emits `session.interrupted` on the request's stream.
 async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
     release_waiters(session, rid).await;
@@ -285,6 +296,7 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
     } else {
         "user"
     };
+    mark_ended(session);
     session
         .emitter
         .emit_reply(
@@ -379,12 +391,6 @@ pub(crate) fn next_queued(
     }
     let q = d.queue.pop_front()?;
     let cancel = session.cancel.child_token();
-    d.active = Some(Active {
-        id: q.id.clone(),
-        cancel: cancel.clone(),
-        interrupt_reply: None,
-        steer: Vec::new(),
-        patch_preview: q.patch_preview,
-    });
+    d.active = Some(Active::new(&q.id, cancel.clone(), q.patch_preview));
     Some((q, cancel))
 }

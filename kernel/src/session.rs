@@ -55,6 +55,22 @@ pub(crate) struct Active {
     pub(crate) steer: Vec<String>,
     /// Whether `edit_file` / `write_file` are proposed as patches.
     pub(crate) patch_preview: bool,
+    /// Its terminal event is out: the session reads as idle (or running the next
+    /// queued request) while it turns over.
+    pub(crate) ended: bool,
+}
+
+impl Active {
+    pub(crate) fn new(id: &str, cancel: CancellationToken, patch_preview: bool) -> Active {
+        Active {
+            id: id.to_owned(),
+            cancel,
+            interrupt_reply: None,
+            steer: Vec::new(),
+            patch_preview,
+            ended: false,
+        }
+    }
 }
 
 /// An answer to a pending approval: the decision and the answering command's requestId.
@@ -271,7 +287,7 @@ impl Session {
             SessionState::Closed
         } else if !d.approvals.is_empty() || !d.asks.is_empty() || d.plan_wait.is_some() {
             SessionState::WaitingApproval
-        } else if d.active.is_some() {
+        } else if d.active.as_ref().is_some_and(|a| !a.ended) || !d.queue.is_empty() {
             SessionState::Running
         } else {
             SessionState::Idle
@@ -283,7 +299,7 @@ impl Session {
         let d = self.data();
         SessionStateSnapshot {
             session: info,
-            active_request_id: d.active.as_ref().map(|a| a.id.clone()),
+            active_request_id: d.active.as_ref().filter(|a| !a.ended).map(|a| a.id.clone()),
             queued_request_ids: d.queue.iter().map(|q| q.id.clone()).collect(),
             pending_approval_ids: {
                 let mut ids: Vec<String> = d.approvals.keys().cloned().collect();
@@ -640,13 +656,7 @@ impl Session {
             match (&mut d.active, when_busy) {
                 (None, _) => {
                     let cancel = self.cancel.child_token();
-                    d.active = Some(Active {
-                        id: q.id.clone(),
-                        cancel: cancel.clone(),
-                        interrupt_reply: None,
-                        steer: Vec::new(),
-                        patch_preview: q.patch_preview,
-                    });
+                    d.active = Some(Active::new(&q.id, cancel.clone(), q.patch_preview));
                     Outcome::Start(cancel)
                 }
                 (Some(_), WhenBusy::Steer | WhenBusy::Queue) if compacting => {

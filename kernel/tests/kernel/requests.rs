@@ -237,3 +237,47 @@ async fn allow_always_reports_the_rule_to_the_host() {
         vec!["poke".to_owned()]
     );
 }
+
+/// A host that reads the session's state as soon as it has a request's terminal event
+/// sees it idle, or running the next queued request, never still running the one
+/// that ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_read_after_a_terminal_event_is_not_the_ended_request() {
+    use keel_envelope::types::SessionState;
+    let _busy = Busy::start(2);
+    let rounds = 40;
+    let turns = (0..rounds * 2).map(|_| say("ok")).collect();
+    let f = fixture(turns, Duration::from_secs(60));
+    let (s, mut events) = start(&f).await;
+    for round in 0..rounds {
+        let first = s.send("one").await.unwrap();
+        // Every other round a second request waits behind the first.
+        let second = if round % 2 == 1 {
+            Some(s.send("two").await.unwrap())
+        } else {
+            None
+        };
+        let ends =
+            |e: &Envelope, rid: &str| e.request_id == rid && e.type_name() == "session.completed";
+        loop {
+            let env = events.recv().await.unwrap();
+            if ends(&env, &first) {
+                let want = match &second {
+                    None => SessionState::Idle,
+                    Some(_) => SessionState::Running,
+                };
+                assert_eq!(s.state().session.state, want, "round {round}");
+                break;
+            }
+        }
+        if let Some(second) = second {
+            loop {
+                let env = events.recv().await.unwrap();
+                if ends(&env, &second) {
+                    assert_eq!(s.state().session.state, SessionState::Idle, "round {round}");
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -5,8 +5,9 @@
 //! started for the request survives, and the session stays usable.
 #![allow(clippy::unwrap_used)]
 
+use super::Busy;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -381,37 +382,6 @@ async fn closing_the_session_at_every_point_leaves_no_process() {
 async fn shutting_down_at_every_point_leaves_no_process() {
     for &point in Point::ALL {
         stop_at(point, Stop::Shutdown).await;
-    }
-}
-
-/// Two threads that spin until dropped, competing with the kernel for the cores.
-struct Busy(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
-
-impl Busy {
-    fn start(n: usize) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let handles = (0..n)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                        std::hint::black_box(x);
-                    }
-                })
-            })
-            .collect();
-        Self(stop, handles)
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-        for h in self.1.drain(..) {
-            let _ = h.join();
-        }
     }
 }
 
