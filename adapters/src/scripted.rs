@@ -159,6 +159,12 @@ impl ScriptError {
     }
 }
 
+/// How many requests a scripted model keeps for [`ScriptedModel::requests`]: the
+/// first ones. Keeping every one would hold a version of the history per model call
+/// (memory growing with the square of a long session's length) and make each
+/// addition to the session's history copy it.
+pub const KEPT_REQUESTS: usize = 64;
+
 #[derive(Debug, Default)]
 struct State {
     used: Vec<bool>,
@@ -265,7 +271,7 @@ impl ScriptedModel {
         self
     }
 
-    /// The requests received so far, oldest first.
+    /// The requests received so far, oldest first (the first [`KEPT_REQUESTS`]).
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.lock().requests.clone()
     }
@@ -282,7 +288,9 @@ impl ScriptedModel {
     /// Picks and consumes the turn for `request`.
     fn take_turn(&self, request: &ModelRequest) -> Option<(usize, ScriptTurn)> {
         let mut state = self.lock();
-        state.requests.push(request.clone());
+        if state.requests.len() < KEPT_REQUESTS {
+            state.requests.push(request.clone());
+        }
         let trailing: Vec<&str> = request
             .messages
             .iter()

@@ -264,3 +264,27 @@ async fn every_shipped_script_loads_and_runs() {
     }
     assert!(count >= 3);
 }
+
+#[tokio::test]
+async fn a_long_session_keeps_only_the_first_requests() {
+    let n = keel_adapters::scripted::KEPT_REQUESTS + 36;
+    let turns: Vec<serde_json::Value> = (0..n).map(|i| json!({"text": format!("t{i}")})).collect();
+    let model = ScriptedModel::from_json(json!({ "turns": turns })).unwrap();
+    let mut history = ask("start").messages;
+    for i in 0..n {
+        let request = ModelRequest {
+            messages: history.clone(),
+            ..ask("")
+        };
+        let out = collect(model.stream(request, CancellationToken::new())).await;
+        assert_eq!(text_of(&out), format!("t{i}"));
+        history.push(Message::User {
+            text: format!("next {i}"),
+            images: vec![],
+        });
+    }
+    let kept = model.requests();
+    assert_eq!(kept.len(), keel_adapters::scripted::KEPT_REQUESTS);
+    assert_eq!(kept[0].messages.len(), 1);
+    assert_eq!(model.remaining_turns(), 0);
+}
