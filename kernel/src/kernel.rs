@@ -392,7 +392,10 @@ impl Kernel {
                     .with_detail("sessionId", sid));
                 };
                 if let CommandPayload::SessionFork(p) = &cmd.payload {
-                    return self.fork(&session, &cmd.request_id, p).await.map(|_| ());
+                    return self
+                        .fork(&session, &cmd.request_id, p, &[])
+                        .await
+                        .map(|_| ());
                 }
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;

@@ -461,7 +461,10 @@ impl Kernel {
         parent: &Arc<Session>,
         rid: &str,
         p: &SessionFork,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
     ) -> Result<Arc<Session>, ErrorPayload> {
+        // The servers given with the fork are checked before anything is done.
+        let given = crate::mcp::config::from_specs(mcp_servers)?;
         let files = p.files.unwrap_or(false);
         if files && p.at_request_id.is_none() {
             return Err(invalid(
@@ -554,8 +557,15 @@ impl Kernel {
                 }),
             )
             .await;
-        // The same MCP servers: the parent's own, then the configured ones.
-        self.start_mcp(&session, parent.mcp.session_configs(), rid);
+        // The same MCP servers: those given with the fork, the parent's own (one of the
+        // same name as a given one is left out), then the configured ones.
+        let mut servers = given;
+        for s in parent.mcp.session_configs() {
+            if !servers.iter().any(|g| g.name == s.name) {
+                servers.push(s);
+            }
+        }
+        self.start_mcp(&session, servers, rid);
         Ok(session)
     }
 
@@ -566,6 +576,19 @@ impl Kernel {
         parent_id: &str,
         p: SessionFork,
     ) -> Result<(crate::SessionHandle, crate::EventStream), ErrorPayload> {
+        self.fork_session_with_mcp(parent_id, p, &[]).await
+    }
+
+    /// [`Kernel::fork_session`], with MCP servers of its own for the fork: they come
+    /// first, and replace a server of the parent's of the same name (ACP's
+    /// `session/fork {mcpServers}`). A malformed one refuses the fork with
+    /// `REQUEST_INVALID` before anything is done.
+    pub async fn fork_session_with_mcp(
+        &self,
+        parent_id: &str,
+        p: SessionFork,
+        mcp_servers: &[keel_envelope::host::McpServerSpec],
+    ) -> Result<(crate::SessionHandle, crate::EventStream), ErrorPayload> {
         let parent = self.session(parent_id).ok_or_else(|| {
             ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -574,7 +597,7 @@ impl Kernel {
             .with_detail("sessionId", parent_id)
         })?;
         let rid = self.new_request_id();
-        let session = self.fork(&parent, &rid, &p).await?;
+        let session = self.fork(&parent, &rid, &p, mcp_servers).await?;
         let stream = self.session_stream(&session.id);
         Ok((
             crate::SessionHandle {

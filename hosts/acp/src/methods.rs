@@ -129,24 +129,21 @@ impl Host {
     }
 
     /// `session/fork`: Keel's `session.fork` of the whole conversation (same mode, model,
-    /// rules, plan, task graph, review, host tools and MCP servers), attached as a new
-    /// session. The parent must be open in this process (`session/load` it first).
+    /// rules, plan, task graph, review, host tools and MCP servers, with the request's
+    /// `mcpServers` added), attached as a new session. The parent must be open in this
+    /// process (`session/load` it first).
     async fn fork(self: &Arc<Self>, p: ForkSessionRequest) -> Result<Value, Error> {
         let parent = p.session_id.0.to_string();
-        if !p.mcp_servers.is_empty() {
-            tracing::info!(
-                "keel acp: the fork of {parent} keeps its parent's MCP servers; {} given in session/fork are not added",
-                p.mcp_servers.len()
-            );
-        }
+        let servers = mcp_specs(&p.mcp_servers)?;
         let (handle, stream) = self
             .kernel
-            .fork_session(
+            .fork_session_with_mcp(
                 &parent,
                 keel_envelope::commands::SessionFork {
                     at_request_id: None,
                     files: None,
                 },
+                &servers,
             )
             .await
             .map_err(from_keel)?;

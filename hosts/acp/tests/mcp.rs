@@ -1,4 +1,4 @@
-//! MCP servers a client gives in `session/new` and `session/load`: started with the
+//! MCP servers a client gives in `session/new`, `session/load` and `session/fork`: started with the
 //! session, their tools called through the permission flow; bad specifications
 //! refused with `-32602`.
 
@@ -178,6 +178,48 @@ async fn bad_server_specifications_are_refused_and_a_dead_one_does_not_stop_the_
             {"name": "gone", "command": "/nonexistent/keel-no-such-server", "args": [], "env": []}]}))
         .await;
     assert!(dead["result"]["sessionId"].is_string(), "{dead}");
+
+    drop(c);
+    let _ = tokio::time::timeout(support::GUARD, agent).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fork_gets_the_servers_of_session_fork() {
+    let server = serve_http(Some("Bearer t0k")).await.expect("MCP server");
+    let (mut c, agent, _dir, ws) = start(serde_json::from_str(SCRIPT).expect("script"), None);
+    let new = c
+        .call(1, "session/new", json!({"cwd": ws, "mcpServers": []}))
+        .await;
+    let parent = new["result"]["sessionId"]
+        .as_str()
+        .expect("sessionId")
+        .to_owned();
+    // A server the fork cannot have is refused, and no fork is made.
+    let sse = c
+        .call(
+            2,
+            "session/fork",
+            json!({"sessionId": parent, "cwd": ws, "mcpServers": [
+            {"type": "sse", "name": "old", "url": "http://127.0.0.1:9/sse", "headers": []}]}),
+        )
+        .await;
+    assert_eq!(sse["error"]["code"], -32602, "{sse}");
+
+    let forked = c
+        .call(
+            3,
+            "session/fork",
+            json!({"sessionId": parent, "cwd": ws, "mcpServers": [web(&server)]}),
+        )
+        .await;
+    let child = forked["result"]["sessionId"]
+        .as_str()
+        .expect("a new session")
+        .to_owned();
+    assert_ne!(child, parent);
+    let text = prompt_allowing(&mut c, 4, &child).await;
+    assert!(text.ends_with("The server echoed it."), "{text}");
+    assert!(server.journal.lines().contains(&"call echo".to_owned()));
 
     drop(c);
     let _ = tokio::time::timeout(support::GUARD, agent).await;
