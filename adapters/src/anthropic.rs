@@ -83,7 +83,9 @@ impl AnthropicModel {
                 .max_output_tokens
                 .unwrap_or_else(|| self.default_max_output_tokens()),
             request,
-            tools_value(request),
+            self.cache.tools_bytes(&request.tools, || {
+                tools_value(request).map(|v| v.to_string().into_bytes())
+            }),
         )
     }
 

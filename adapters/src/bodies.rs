@@ -49,7 +49,7 @@ pub(crate) fn openai_body(
     cache: &FragmentCache,
     model: &str,
     request: &ModelRequest,
-    tools: Option<Value>,
+    tools: Option<std::sync::Arc<Vec<u8>>>,
     max: (&str, u32),
 ) -> Vec<u8> {
     let lead = if request.system.is_empty() {
@@ -70,7 +70,7 @@ pub(crate) fn openai_body(
         ),
     ];
     if let Some(tools) = tools {
-        entries.push(("tools", Part::Raw(tools.to_string().into_bytes())));
+        entries.push(("tools", Part::Raw(tools.to_vec())));
     }
     let (key, max) = max;
     entries.push((key, Part::Raw(max.to_string().into_bytes())));
@@ -153,7 +153,7 @@ pub(crate) fn anthropic_body(
     model: &str,
     max_tokens: u32,
     request: &ModelRequest,
-    tools: Option<Value>,
+    tools: Option<std::sync::Arc<Vec<u8>>>,
 ) -> Vec<u8> {
     let messages = Part::Write(Box::new(|out: &mut Vec<u8>, after: usize| {
         cache.write_messages_array(&AnthropicFormat, &request.messages, &[], out, after)
@@ -168,7 +168,7 @@ pub(crate) fn anthropic_body(
         entries.push(("system", Part::Raw(string(&request.system))));
     }
     if let Some(tools) = tools {
-        entries.push(("tools", Part::Raw(tools.to_string().into_bytes())));
+        entries.push(("tools", Part::Raw(tools.to_vec())));
     }
     write_object(cache.buffer(), entries)
 }

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 
-use keel_kernel::model::{History, Message};
+use keel_kernel::model::{History, Message, ToolDef};
 
 /// Histories remembered per model (most recently used kept).
 const ENTRIES: usize = 8;
@@ -191,7 +191,12 @@ pub struct FragmentCache {
     /// allocated on every call, would cost the allocator a new mapping and the process
     /// a page fault per 4 KiB touched (see [`FragmentCache::share`]).
     spare: Mutex<Option<Vec<u8>>>,
+    /// The encoded tool list of the last call, with the list it encodes: a session
+    /// offers the same shared list (`ModelRequest::tools`) until its tools change.
+    tools: Mutex<Option<EncodedTools>>,
 }
+
+type EncodedTools = (Arc<[ToolDef]>, Arc<Vec<u8>>);
 
 /// A request body that goes back to its cache's spare buffer when the last handle on
 /// it (the HTTP call, its retries) is dropped.
@@ -230,6 +235,27 @@ impl std::fmt::Debug for FragmentCache {
 }
 
 impl FragmentCache {
+    /// The encoding of `tools` (`None` for no tools): the last one when `tools` is the
+    /// very list it was made from, else made by `encode` and kept.
+    pub(crate) fn tools_bytes(
+        &self,
+        tools: &Arc<[ToolDef]>,
+        encode: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Option<Arc<Vec<u8>>> {
+        if tools.is_empty() {
+            return None;
+        }
+        let mut kept = self.tools.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((list, bytes)) = kept.as_ref() {
+            if Arc::ptr_eq(list, tools) {
+                return Some(bytes.clone());
+            }
+        }
+        let bytes = Arc::new(encode()?);
+        *kept = Some((tools.clone(), bytes.clone()));
+        Some(bytes)
+    }
+
     /// Writes the wire messages of `history` as a JSON array at the end of `out`:
     /// `lead` (already encoded wire messages that come first, such as a system
     /// message) then the history's. `after` bytes more are reserved for what follows.

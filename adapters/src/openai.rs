@@ -75,7 +75,10 @@ impl OpenAiModel {
             &self.cache,
             &self.ep.model,
             request,
-            self.tools_value(request),
+            self.cache.tools_bytes(&request.tools, || {
+                self.tools_value(request)
+                    .map(|v| v.to_string().into_bytes())
+            }),
             self.max_entry(request),
         )
     }
@@ -546,7 +549,8 @@ mod tests {
                 name: "read_file".into(),
                 description: "Reads".into(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             max_output_tokens: Some(100),
         };
         let body = m.request_body(&req);

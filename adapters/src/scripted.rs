@@ -555,7 +555,7 @@ mod tests {
                 images: vec![],
             }]
             .into(),
-            tools: vec![],
+            tools: Vec::new().into(),
             max_output_tokens: None,
         }
     }

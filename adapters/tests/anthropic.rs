@@ -26,7 +26,8 @@ fn request() -> ModelRequest {
             name: "list_dir".into(),
             description: "Lists a directory.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
-        }],
+        }]
+        .into(),
         max_output_tokens: Some(1024),
     }
 }

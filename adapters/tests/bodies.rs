@@ -184,7 +184,7 @@ fn fragment_bodies_equal_the_full_encoding_over_random_histories_and_edits() {
                 "You are Keel.\n".into()
             },
             messages: History::new(),
-            tools: if seed % 4 == 0 { vec![] } else { tools() },
+            tools: if seed % 4 == 0 { Vec::new() } else { tools() }.into(),
             max_output_tokens: if seed % 2 == 0 { Some(1000) } else { None },
         };
         let mut open = Vec::new();
@@ -272,7 +272,7 @@ fn a_history_that_starts_with_an_assistant_message_or_orphans() {
         let mut req = ModelRequest {
             system: "s".into(),
             messages: History::new(),
-            tools: tools(),
+            tools: tools().into(),
             max_output_tokens: None,
         };
         for m in h {
@@ -285,6 +285,30 @@ fn a_history_that_starts_with_an_assistant_message_or_orphans() {
         });
         check(&models, &req, "then a user message");
     }
+    // The tool list's encoding is kept while a session offers the same list; a new
+    // list (the session's tools changed) or none is encoded afresh.
+    let mut req = ModelRequest {
+        system: "s".into(),
+        messages: vec![Message::User {
+            text: "hi".into(),
+            images: vec![],
+        }]
+        .into(),
+        tools: tools().into(),
+        max_output_tokens: None,
+    };
+    check(&models, &req, "a tool list");
+    check(&models, &req, "the same tool list again");
+    let mut more = tools();
+    more.push(ToolDef {
+        name: "mcp__web__echo".into(),
+        description: "Echoes \"text\".".into(),
+        parameters: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+    });
+    req.tools = more.into();
+    check(&models, &req, "a changed tool list");
+    req.tools = Vec::new().into();
+    check(&models, &req, "no tools");
 }
 
 /// Plays a conversation of `turns` tool calls through `model` against `server`, the
@@ -299,7 +323,7 @@ async fn multi_turn(
     let mut req = ModelRequest {
         system: "You are Keel.".into(),
         messages: History::new(),
-        tools: tools(),
+        tools: tools().into(),
         max_output_tokens: None,
     };
     req.messages.push(Message::User {

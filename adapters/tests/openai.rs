@@ -26,7 +26,8 @@ fn request() -> ModelRequest {
             name: "read_file".into(),
             description: "Reads a file.".into(),
             parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        }],
+        }]
+        .into(),
         max_output_tokens: None,
     }
 }

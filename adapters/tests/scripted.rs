@@ -22,7 +22,7 @@ fn ask(text: &str) -> ModelRequest {
             images: vec![],
         }]
         .into(),
-        tools: vec![],
+        tools: Vec::new().into(),
         max_output_tokens: None,
     }
 }

@@ -25,7 +25,7 @@ async fn turn(model: &dyn keel_kernel::model::Model, messages: Vec<Message>) -> 
         ModelRequest {
             system: "sys".into(),
             messages: messages.into(),
-            tools: vec![],
+            tools: Vec::new().into(),
             max_output_tokens: None,
         },
         CancellationToken::new(),

@@ -27,7 +27,7 @@ fn request(tool_result: &str) -> ModelRequest {
             },
         ]
         .into(),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         max_output_tokens: None,
     }
 }

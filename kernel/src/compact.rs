@@ -182,7 +182,7 @@ pub(crate) async fn run(
             images: Vec::new(),
         }]
         .into(),
-        tools: Vec::new(),
+        tools: Vec::new().into(),
         max_output_tokens: Some(2048),
     };
     let echo = Echo {

@@ -79,8 +79,9 @@ pub struct ModelRequest {
     /// The conversation, oldest first: shared with the session (cloning a request
     /// copies no message), each message with its id (see [`History`]).
     pub messages: History,
-    /// Tools the model may call.
-    pub tools: Vec<ToolDef>,
+    /// Tools the model may call: shared with the session's view of its tools (cloning
+    /// a request copies no schema).
+    pub tools: std::sync::Arc<[ToolDef]>,
     /// Cap on output tokens, if any.
     pub max_output_tokens: Option<u32>,
 }

@@ -35,6 +35,9 @@ struct View {
     layer: Layer,
     index: HashMap<String, (Option<String>, usize)>,
     defs: Vec<ToolDef>,
+    /// The kernel's definitions, then these: made on the first model call that needs
+    /// them, kept until the session's tools change (a new view).
+    offered: std::sync::OnceLock<Arc<[ToolDef]>>,
 }
 
 impl View {
@@ -49,7 +52,12 @@ impl View {
             }
         }
         let defs = layer.entries().map(Entry::def).collect();
-        Self { layer, index, defs }
+        Self {
+            layer,
+            index,
+            defs,
+            offered: std::sync::OnceLock::new(),
+        }
     }
 
     fn get(&self, name: &str) -> Option<&Entry> {
@@ -96,12 +104,16 @@ impl Overlay {
     }
 
     /// The definitions offered to the model: the kernel's, then the session's.
-    pub(crate) fn defs(&self, registry: &Registry) -> Vec<ToolDef> {
+    pub(crate) fn defs(&self, registry: &Registry) -> Arc<[ToolDef]> {
         let view = self.snapshot();
-        let mut defs = Vec::with_capacity(registry.defs().len() + view.defs.len());
-        defs.extend_from_slice(registry.defs());
-        defs.extend_from_slice(&view.defs);
-        defs
+        view.offered
+            .get_or_init(|| {
+                let mut defs = Vec::with_capacity(registry.defs().len() + view.defs.len());
+                defs.extend_from_slice(registry.defs());
+                defs.extend_from_slice(&view.defs);
+                defs.into()
+            })
+            .clone()
     }
 
     /// The names of the host's tools.

@@ -221,7 +221,7 @@ impl Session {
     }
 
     /// The definitions this session offers the model.
-    pub(crate) fn tool_defs(&self) -> Vec<crate::model::ToolDef> {
+    pub(crate) fn tool_defs(&self) -> Arc<[crate::model::ToolDef]> {
         self.tools.defs(&self.kernel.registry)
     }
 

@@ -67,7 +67,7 @@ pub(crate) fn spawn(session: &Arc<Session>, rid: &str, message: &str) -> Result<
         let request = ModelRequest {
             system: SIDE_PROMPT.into(),
             messages,
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             max_output_tokens: Some(2048),
         };
         let echo = Echo {

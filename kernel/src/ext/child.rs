@@ -170,7 +170,8 @@ async fn run_child(
     tools: &[String],
     cancel: &CancellationToken,
 ) -> ChildEnd {
-    let defs = session.kernel.registry.defs_of(tools);
+    let defs: std::sync::Arc<[crate::model::ToolDef]> =
+        session.kernel.registry.defs_of(tools).into();
     let mut history = crate::model::History::new();
     history.push(Message::User {
         text: task.to_owned(),

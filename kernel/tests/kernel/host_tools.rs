@@ -490,6 +490,7 @@ async fn set_host_tools_replaces_them_while_idle() {
                 delay: Some(Duration::from_millis(0)),
                 ..Turn::default()
             },
+            say("third"),
         ],
         Duration::from_secs(60),
     );
@@ -548,4 +549,21 @@ async fn set_host_tools_replaces_them_while_idle() {
         unreachable!()
     };
     assert!(u.tools.is_empty());
+    // The next model call is offered the kernel's tools only.
+    s.send("three").await.unwrap();
+    until(&mut events, "session.completed").await;
+    let seen = model.seen.lock().unwrap();
+    let offered: Vec<&str> = seen
+        .last()
+        .unwrap()
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert!(
+        !offered.contains(&"slow_tool") && offered.contains(&"read_file"),
+        "{offered:?}"
+    );
+    // Two calls of the session with the same tools share one list.
+    assert!(std::sync::Arc::ptr_eq(&seen[0].tools, &seen[1].tools));
 }
