@@ -6,7 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
+
+use common::{noop, Burst};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -20,74 +24,6 @@ use keel::kernel::model::{
 use keel::kernel::{Kernel, KernelConfig, SessionOptions};
 use keel::tools::{ApprovalRequirement, PlanBehavior, SandboxConfig, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
-
-/// Asks for `calls` no-op tool calls in its first turn, then answers.
-#[derive(Debug)]
-struct Burst {
-    calls: usize,
-    tool: &'static str,
-    args: serde_json::Value,
-}
-
-impl Model for Burst {
-    fn id(&self) -> String {
-        "bench:burst".into()
-    }
-    fn context_window(&self) -> u64 {
-        u64::MAX / 4
-    }
-    fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> ModelStream {
-        // Tool calls answer a user message; anything else gets the final answer.
-        let first = matches!(
-            request.messages.last(),
-            Some(keel::kernel::model::Message::User { .. })
-        );
-        let mut items = Vec::new();
-        if first {
-            for i in 0..self.calls {
-                items.push(Ok(ModelEvent::ToolCall(ToolCallRequest {
-                    id: format!("c{i}"),
-                    name: self.tool.into(),
-                    arguments: self.args.clone(),
-                })));
-            }
-            items.push(Ok(ModelEvent::Usage(Usage::default())));
-            items.push(Ok(ModelEvent::Finished(FinishReason::ToolUse)));
-        } else {
-            items.push(Ok(ModelEvent::TextDelta("done".into())));
-            items.push(Ok(ModelEvent::Finished(FinishReason::EndTurn)));
-        }
-        Box::pin(stream::iter(items))
-    }
-}
-
-#[derive(Debug)]
-struct Noop(ToolSpec);
-
-#[async_trait]
-impl Tool for Noop {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn run(
-        &self,
-        _args: serde_json::Value,
-        _ctx: ToolContext,
-    ) -> Result<serde_json::Value, ErrorPayload> {
-        Ok(serde_json::json!({"ok": true}))
-    }
-}
-
-fn noop() -> Arc<Noop> {
-    Arc::new(Noop(ToolSpec::custom(
-        "noop",
-        "does nothing",
-        serde_json::json!({"type": "object"}),
-        PermissionLevel::Read,
-        PlanBehavior::Allowed,
-        ApprovalRequirement::Never,
-    )))
-}
 
 fn opts() -> SessionOptions {
     SessionOptions {
@@ -103,11 +39,7 @@ async fn run_burst(calls: usize, file_store: bool) -> Duration {
     let store = tempfile::tempdir().unwrap();
     let mut b = Kernel::builder()
         .workspace(ws.path())
-        .model(Arc::new(Burst {
-            calls,
-            tool: "noop",
-            args: serde_json::json!({}),
-        }))
+        .model(Burst::new(calls, "noop", serde_json::json!({})))
         .builtin_tools(false)
         .tool(noop());
     b = if file_store {
@@ -174,11 +106,7 @@ async fn interrupt_latency(label: &str, sandbox: SandboxConfig, delay_ms: u64, b
         })
         .workspace(ws.path())
         .permission_mode(PermissionMode::Auto)
-        .model(Arc::new(Burst {
-            calls: 1,
-            tool: "run_shell",
-            args: serde_json::json!({"command": "sleep 60"}),
-        }))
+        .model(Burst::new(1, "run_shell", serde_json::json!({"command": "sleep 60"})))
         .store_dir(store.path())
         .build()
         .unwrap();
@@ -241,11 +169,7 @@ async fn resume_large_log() {
     let store = tempfile::tempdir().unwrap();
     let kernel = Kernel::builder()
         .workspace(ws.path())
-        .model(Arc::new(Burst {
-            calls: 0,
-            tool: "noop",
-            args: serde_json::json!({}),
-        }))
+        .model(Burst::new(0, "noop", serde_json::json!({})))
         .store_dir(store.path())
         .builtin_tools(false)
         .build()
@@ -290,11 +214,7 @@ async fn resume_large_log() {
     for _ in 0..3 {
         let kernel = Kernel::builder()
             .workspace(ws.path())
-            .model(Arc::new(Burst {
-                calls: 0,
-                tool: "noop",
-                args: serde_json::json!({}),
-            }))
+            .model(Burst::new(0, "noop", serde_json::json!({})))
             .store_dir(store.path())
             .builtin_tools(false)
             .build()
@@ -334,11 +254,7 @@ async fn idle_memory() {
             ..KernelConfig::default()
         })
         .workspace(ws.path())
-        .model(Arc::new(Burst {
-            calls: 0,
-            tool: "noop",
-            args: serde_json::json!({}),
-        }))
+        .model(Burst::new(0, "noop", serde_json::json!({})))
         .memory_store()
         .build()
         .unwrap();

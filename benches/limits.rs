@@ -8,8 +8,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use common::{noop, Burst};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -25,59 +29,6 @@ use keel::kernel::model::{
 use keel::kernel::{Kernel, KernelConfig, SessionOptions};
 use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
-
-/// Asks for `calls` no-op tool calls in its first turn, then answers.
-#[derive(Debug)]
-struct Burst(usize);
-
-impl Model for Burst {
-    fn id(&self) -> String {
-        "bench:burst".into()
-    }
-    fn context_window(&self) -> u64 {
-        u64::MAX / 4
-    }
-    fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> ModelStream {
-        let first = matches!(request.messages.last(), Some(Message::User { .. }));
-        let mut items = Vec::new();
-        if first {
-            for i in 0..self.0 {
-                items.push(Ok(ModelEvent::ToolCall(ToolCallRequest {
-                    id: format!("c{i}"),
-                    name: "noop".into(),
-                    arguments: serde_json::json!({}),
-                })));
-            }
-            items.push(Ok(ModelEvent::Usage(Usage {
-                input_tokens: 100,
-                output_tokens: 10,
-                cached_input_tokens: 0,
-            })));
-            items.push(Ok(ModelEvent::Finished(FinishReason::ToolUse)));
-        } else {
-            items.push(Ok(ModelEvent::TextDelta("done".into())));
-            items.push(Ok(ModelEvent::Finished(FinishReason::EndTurn)));
-        }
-        Box::pin(stream::iter(items))
-    }
-}
-
-#[derive(Debug)]
-struct Noop(ToolSpec);
-
-#[async_trait]
-impl Tool for Noop {
-    fn spec(&self) -> &ToolSpec {
-        &self.0
-    }
-    async fn run(
-        &self,
-        _args: serde_json::Value,
-        _ctx: ToolContext,
-    ) -> Result<serde_json::Value, ErrorPayload> {
-        Ok(serde_json::json!({"ok": true}))
-    }
-}
 
 #[derive(Debug)]
 struct NoopHooks;
@@ -126,17 +77,19 @@ async fn run_burst(calls: usize, setup: Setup) -> Duration {
     }
     let mut b = Kernel::builder()
         .config(config)
-        .model(Arc::new(Burst(calls)))
+        .model(Arc::new(Burst {
+            calls,
+            tool: "noop",
+            args: serde_json::json!({}),
+            usage: Usage {
+                input_tokens: 100,
+                output_tokens: 10,
+                cached_input_tokens: 0,
+            },
+        }))
         .memory_store()
         .builtin_tools(false)
-        .tool(Arc::new(Noop(ToolSpec::custom(
-            "noop",
-            "does nothing",
-            serde_json::json!({"type": "object"}),
-            PermissionLevel::Read,
-            PlanBehavior::Allowed,
-            ApprovalRequirement::Never,
-        ))));
+        .tool(noop());
     if let Setup::HostHook = setup {
         b = b.hooks(Arc::new(NoopHooks));
     }

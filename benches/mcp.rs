@@ -6,7 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
+
+use common::Burst;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -25,38 +29,6 @@ use tokio_util::sync::CancellationToken;
 
 const CALLS: usize = 200;
 const ROUNDS: usize = 5;
-
-/// Asks for `CALLS` calls of one tool in its first turn, then answers.
-#[derive(Debug)]
-struct Burst(&'static str);
-
-impl Model for Burst {
-    fn id(&self) -> String {
-        "bench:burst".into()
-    }
-    fn context_window(&self) -> u64 {
-        u64::MAX / 4
-    }
-    fn stream(&self, request: ModelRequest, _cancel: CancellationToken) -> ModelStream {
-        let first = matches!(request.messages.last(), Some(Message::User { .. }));
-        let mut items = Vec::new();
-        if first {
-            for i in 0..CALLS {
-                items.push(Ok(ModelEvent::ToolCall(ToolCallRequest {
-                    id: format!("c{i}"),
-                    name: self.0.into(),
-                    arguments: serde_json::json!({"text": "x"}),
-                })));
-            }
-            items.push(Ok(ModelEvent::Usage(Usage::default())));
-            items.push(Ok(ModelEvent::Finished(FinishReason::ToolUse)));
-        } else {
-            items.push(Ok(ModelEvent::TextDelta("done".into())));
-            items.push(Ok(ModelEvent::Finished(FinishReason::EndTurn)));
-        }
-        Box::pin(stream::iter(items))
-    }
-}
 
 #[derive(Debug)]
 struct Echo(ToolSpec);
@@ -123,7 +95,7 @@ fn kernel(tool: &'static str, dir: &std::path::Path, servers: Vec<McpServerConfi
             ..KernelConfig::default()
         })
         .memory_store()
-        .model(Arc::new(Burst(tool)))
+        .model(Burst::new(CALLS, tool, serde_json::json!({"text": "x"})))
         .tool(Arc::new(echo))
         .build()
         .unwrap()
