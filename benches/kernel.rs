@@ -13,16 +13,11 @@ use std::sync::Arc;
 use common::{noop, Burst};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use futures::stream;
 use keel::envelope::ids::IdKind;
-use keel::envelope::types::{PermissionLevel, PermissionMode, Usage};
-use keel::envelope::{codec, Envelope, ErrorPayload, Event, Source};
-use keel::kernel::model::{
-    FinishReason, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
-};
+use keel::envelope::types::PermissionMode;
+use keel::envelope::{codec, Envelope, Event, Source};
 use keel::kernel::{Kernel, KernelConfig, SessionOptions};
-use keel::tools::{ApprovalRequirement, PlanBehavior, SandboxConfig, Tool, ToolContext, ToolSpec};
+use keel::tools::{SandboxConfig, Tool, ToolContext};
 use tokio_util::sync::CancellationToken;
 
 fn opts() -> SessionOptions {
@@ -106,7 +101,11 @@ async fn interrupt_latency(label: &str, sandbox: SandboxConfig, delay_ms: u64, b
         })
         .workspace(ws.path())
         .permission_mode(PermissionMode::Auto)
-        .model(Burst::new(1, "run_shell", serde_json::json!({"command": "sleep 60"})))
+        .model(Burst::new(
+            1,
+            "run_shell",
+            serde_json::json!({"command": "sleep 60"}),
+        ))
         .store_dir(store.path())
         .build()
         .unwrap();

@@ -16,19 +16,11 @@ use std::sync::Arc;
 use common::{noop, Burst};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use futures::stream;
 use keel::envelope::budget::BudgetLimits;
-use keel::envelope::types::{PermissionLevel, Usage};
-use keel::envelope::ErrorPayload;
+use keel::envelope::types::Usage;
 use keel::kernel::config::{BudgetConfig, CommandHookConfig, HooksConfig};
 use keel::kernel::hooks::Hooks;
-use keel::kernel::model::{
-    FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
-};
 use keel::kernel::{Kernel, KernelConfig, SessionOptions};
-use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug)]
 struct NoopHooks;

@@ -14,18 +14,13 @@ use common::Burst;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use futures::stream;
 use keel::envelope::commands::SessionStart;
 use keel::envelope::host::HostToolSpec;
-use keel::envelope::types::{PermissionLevel, PermissionMode, Usage};
+use keel::envelope::types::{PermissionLevel, PermissionMode};
 use keel::envelope::{ErrorPayload, Event};
 use keel::kernel::mcp::{McpServerConfig, McpTransport};
-use keel::kernel::model::{
-    FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
-};
 use keel::kernel::{Kernel, KernelConfig};
 use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
-use tokio_util::sync::CancellationToken;
 
 const CALLS: usize = 200;
 const ROUNDS: usize = 5;
