@@ -25,13 +25,7 @@ fn change_mark(c: FileChangeKind) -> &'static str {
 impl Repl {
     fn checkpoints(&mut self) -> Option<Vec<CheckpointEntry>> {
         let payload = CommandPayload::CheckpointList(CheckpointListCmd {});
-        let rid = match self.rt.block_on(self.session.command(payload)) {
-            Ok(rid) => rid,
-            Err(e) => {
-                self.error_line(&e.message);
-                return None;
-            }
-        };
+        let rid = self.send_command(payload)?;
         match self
             .await_reply(&rid, Duration::from_secs(30))
             .map(|e| e.event)
@@ -145,12 +139,8 @@ impl Repl {
             files: Some(files),
             conversation: Some(conversation),
         });
-        let rid = match self.rt.block_on(self.session.command(payload)) {
-            Ok(rid) => rid,
-            Err(e) => {
-                self.error_line(&e.message);
-                return;
-            }
+        let Some(rid) = self.send_command(payload) else {
+            return;
         };
         match self
             .await_reply(&rid, Duration::from_secs(60))
@@ -220,12 +210,8 @@ impl Repl {
         };
         let kernel = kernel.clone();
         let mut all = kernel.subscribe();
-        let rid = match self.rt.block_on(self.session.command(payload)) {
-            Ok(rid) => rid,
-            Err(e) => {
-                self.error_line(&e.message);
-                return;
-            }
+        let Some(rid) = self.send_command(payload) else {
+            return;
         };
         let forked = self.rt.block_on(async {
             loop {
@@ -236,16 +222,8 @@ impl Repl {
                 }
             }
         });
-        let id = match forked {
-            Some(Event::SessionForked(f)) => f.session_id,
-            Some(Event::Error(e)) => {
-                self.error_line(&e.message);
-                return;
-            }
-            _ => {
-                self.warn_line("no answer to the fork");
-                return;
-            }
+        let Some(id) = self.forked_id(forked) else {
+            return;
         };
         let Some(handle) = kernel.session_handle(&id) else {
             self.error_line("the fork is not open");
@@ -261,30 +239,33 @@ impl Repl {
         ));
     }
 
+    /// The fork's id from the answer to `session.fork`; otherwise says what went wrong.
+    fn forked_id(&mut self, answer: Option<Event>) -> Option<String> {
+        match answer {
+            Some(Event::SessionForked(f)) => Some(f.session_id),
+            Some(Event::Error(e)) => {
+                self.error_line(&e.message);
+                None
+            }
+            _ => {
+                self.warn_line("no answer to the fork");
+                None
+            }
+        }
+    }
+
     /// `/fork` over the daemon: the connection that forks watches the fork from its
     /// `session.forked` on; the REPL switches to it and stops watching the parent,
     /// which goes on in the daemon.
     fn fork_remote(&mut self, payload: CommandPayload) {
-        let rid = match self.rt.block_on(self.session.command(payload)) {
-            Ok(rid) => rid,
-            Err(e) => {
-                self.error_line(&e.message);
-                return;
-            }
+        let Some(rid) = self.send_command(payload) else {
+            return;
         };
-        let id = match self
+        let answer = self
             .await_reply(&rid, Duration::from_secs(30))
-            .map(|e| e.event)
-        {
-            Some(Event::SessionForked(f)) => f.session_id,
-            Some(Event::Error(e)) => {
-                self.error_line(&e.message);
-                return;
-            }
-            _ => {
-                self.warn_line("no answer to the fork");
-                return;
-            }
+            .map(|e| e.event);
+        let Some(id) = self.forked_id(answer) else {
+            return;
         };
         let super::link::Backend::Remote(remote) = &self.kernel else {
             return;
@@ -309,11 +290,8 @@ impl Repl {
         ));
     }
 
-    /// Sends a side question; returns its request id.
-    pub(super) fn btw_send(&mut self, question: &str) -> Option<String> {
-        let payload = CommandPayload::RequestSide(RequestSide {
-            message: question.to_owned(),
-        });
+    /// Sends a session command; returns its request id, or says why it was refused.
+    fn send_command(&mut self, payload: CommandPayload) -> Option<String> {
         match self.rt.block_on(self.session.command(payload)) {
             Ok(rid) => Some(rid),
             Err(e) => {
@@ -321,6 +299,13 @@ impl Repl {
                 None
             }
         }
+    }
+
+    /// Sends a side question; returns its request id.
+    pub(super) fn btw_send(&mut self, question: &str) -> Option<String> {
+        self.send_command(CommandPayload::RequestSide(RequestSide {
+            message: question.to_owned(),
+        }))
     }
 
     /// `/btw <question>` at the prompt: asks and waits for the answer.
