@@ -23,6 +23,9 @@ pub const CONFIG_FILE: &str = "config.toml";
 /// The workspace folder holding project configuration.
 pub const PROJECT_DIR: &str = ".keel";
 
+/// Largest configuration file read (a larger one is an error that says so).
+pub const CONFIG_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
 /// One model offered to hosts.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -381,7 +384,7 @@ impl Config {
         }
         for (i, file) in files.into_iter().enumerate() {
             // Regular files only: a FIFO or device would block or never end.
-            let text = match keel_tools::jail::read_regular(&file).and_then(|b| {
+            let text = match keel_tools::jail::read_regular(&file, CONFIG_MAX_BYTES).and_then(|b| {
                 String::from_utf8(b)
                     .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
             }) {

@@ -85,12 +85,8 @@ pub(crate) fn project_instructions(workspace: &Path) -> Result<Option<String>, E
         )
         .with_detail("path", "AGENTS.md")
     };
-    let bytes = keel_tools::jail::read_regular(&r.abs).map_err(|e| unreadable(e.to_string()))?;
-    if bytes.len() > INSTRUCTIONS_CAP {
-        return Err(unreadable(format!(
-            "it is larger than {INSTRUCTIONS_CAP} bytes"
-        )));
-    }
+    let bytes = keel_tools::jail::read_regular(&r.abs, INSTRUCTIONS_CAP as u64)
+        .map_err(|e| unreadable(e.to_string()))?;
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| unreadable("it is not UTF-8 text".into()))

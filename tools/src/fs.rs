@@ -278,7 +278,7 @@ fn read_text_for_edit(r: &ResolvedPath, raw: &str) -> Result<String, ErrorPayloa
             raw,
         ));
     }
-    let bytes = jail::read_regular(&r.abs)
+    let bytes = jail::read_regular(&r.abs, EDIT_MAX_BYTES)
         .map_err(|e| exec_failed(format!("cannot read `{raw}`: {e}"), raw))?;
     if bytes.contains(&0) {
         return Err(exec_failed(
@@ -405,7 +405,7 @@ pub fn plan_write(
         if md.len() > EDIT_MAX_BYTES {
             Some(String::new())
         } else {
-            let bytes = jail::read_regular(&r.abs).map_err(|e| {
+            let bytes = jail::read_regular(&r.abs, EDIT_MAX_BYTES).map_err(|e| {
                 exec_failed(format!("cannot read `{}`: {e}", args.path), &args.path)
             })?;
             Some(String::from_utf8_lossy(&bytes).into_owned())

@@ -220,11 +220,21 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Reads a whole regular file (see [`open_regular`]).
-pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+/// Reads a whole regular file (see [`open_regular`]) of at most `max` bytes: a larger
+/// one (also one that grows past `max` while it is read) is an `InvalidData` error
+/// that says so, after reading no more than `max + 1` bytes.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut buf = Vec::new();
-    open_regular(path)?.read_to_end(&mut buf)?;
+    let file = open_regular(path)?;
+    let hint = file.metadata().map(|m| m.len()).unwrap_or(0).min(max);
+    let mut buf = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("it is larger than {max} bytes"),
+        ));
+    }
     Ok(buf)
 }
 
@@ -318,8 +328,12 @@ mod tests {
             .expect("test");
         assert!(st.success());
         assert!(open_regular(&fifo).is_err());
-        assert!(read_regular(&fifo).is_err());
+        assert!(read_regular(&fifo, 10).is_err());
         std::fs::write(dir.path().join("f"), "x").expect("test");
-        assert_eq!(read_regular(&dir.path().join("f")).expect("test"), b"x");
+        assert_eq!(read_regular(&dir.path().join("f"), 1).expect("test"), b"x");
+        std::fs::write(dir.path().join("big"), b"xyz").expect("test");
+        let err = read_regular(&dir.path().join("big"), 2).expect_err("over the cap");
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("larger than 2 bytes"), "{err}");
     }
 }

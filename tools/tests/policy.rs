@@ -457,6 +457,25 @@ fn previews_show_the_command_and_real_diffs() {
         (RiskLevel::High, "file.overwrite")
     );
     assert!(v.preview.contains("-    1\n+    3\n"), "{}", v.preview);
+    // Over a file too large to show a diff of, the preview says so (the file is not
+    // read whole; this one is sparse, 8 GiB long).
+    std::fs::File::create(ws.join("huge.bin"))
+        .and_then(|f| f.set_len(8 << 30))
+        .expect("sparse file");
+    let v = d(
+        &ws,
+        "write_file",
+        json!({"path": "huge.bin", "content": "small\n"}),
+        Ask,
+        &none(),
+    );
+    assert_eq!(v.verdict.action_type, "file.overwrite");
+    assert!(
+        v.preview
+            .starts_with("(no preview: the existing `huge.bin` was not read: it is larger than"),
+        "{}",
+        v.preview
+    );
     let v = d(
         &ws,
         "write_file",

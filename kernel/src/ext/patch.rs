@@ -192,7 +192,7 @@ pub(crate) fn read_current(
         .with_detail("path", raw));
     }
     let text = if r.exists {
-        let bytes = jail::read_regular(&r.abs).map_err(|e| {
+        let bytes = jail::read_regular(&r.abs, keel_tools::fs::EDIT_MAX_BYTES).map_err(|e| {
             ErrorPayload::new(
                 ErrorCode::RequestInvalid,
                 format!("cannot read `{raw}`: {e}"),

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Largest existing file read to show what `write_file` replaces: an approval dialog
+/// shows a diff a person reads, and a larger file is named instead.
+const PREVIEW_MAX_BYTES: u64 = 1024 * 1024;
+
 pub(super) fn parse<T: serde::de::DeserializeOwned>(
     args: &serde_json::Value,
 ) -> Result<T, ErrorPayload> {
@@ -141,10 +145,18 @@ pub(super) fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
             &["filesystem:workspace:write"],
             path_key("write_file", &r),
         );
-        let old = jail::read_regular(&r.abs)
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default();
-        a.preview = crate::edit::unified_diff(&r.display, &old, &args.content).0;
+        // The diff of what it replaces; a file too large (or unreadable) for one is
+        // named instead of read whole.
+        a.preview = match jail::read_regular(&r.abs, PREVIEW_MAX_BYTES) {
+            Ok(b) => {
+                let old = String::from_utf8_lossy(&b);
+                crate::edit::unified_diff(&r.display, &old, &args.content).0
+            }
+            Err(e) => format!(
+                "(no preview: the existing `{}` was not read: {e})",
+                r.display
+            ),
+        };
         a
     } else {
         let mut a = Assessment::new(
