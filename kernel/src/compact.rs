@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::model::{Message, ModelRequest};
 use crate::probe::Point;
 use crate::prompt;
-use crate::session::{Active, Session};
+use crate::request::Active;
+use crate::session::Session;
 use crate::turn::{self, Echo, TurnEnd};
 
 /// Messages kept verbatim at the end of the history.

@@ -22,7 +22,7 @@ use crate::budget::{self, Budget};
 use crate::hooks;
 use crate::model::Message;
 use crate::probe::Point;
-use crate::session::{Active, Queued, Session};
+use crate::session::{Queued, Session};
 
 /// Runs `first`, then whatever is queued, until the queue is empty.
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
@@ -393,4 +393,50 @@ pub(crate) fn next_queued(
     let cancel = session.cancel.child_token();
     d.active = Some(Active::new(&q.id, cancel.clone(), q.patch_preview));
     Some((q, cancel))
+}
+
+/// The running request.
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) id: String,
+    pub(crate) cancel: CancellationToken,
+    /// The requestId of the command that interrupted it.
+    pub(crate) interrupt_reply: Option<String>,
+    /// Messages steered into the running request, not yet given to the model.
+    pub(crate) steer: Vec<String>,
+    /// Whether `edit_file` / `write_file` are proposed as patches.
+    pub(crate) patch_preview: bool,
+    /// Its terminal event is out: the session reads as idle (or running the next
+    /// queued request) while it turns over.
+    pub(crate) ended: bool,
+}
+
+impl Active {
+    pub(crate) fn new(id: &str, cancel: CancellationToken, patch_preview: bool) -> Active {
+        Active {
+            id: id.to_owned(),
+            cancel,
+            interrupt_reply: None,
+            steer: Vec::new(),
+            patch_preview,
+            ended: false,
+        }
+    }
+}
+
+/// A request's id names its stream, its checkpoints and its place in the history: one
+/// already used by a request of this session (running, queued or done) is refused.
+pub(crate) fn refuse_reused_id(d: &crate::session::Data, id: &str) -> Result<(), ErrorPayload> {
+    let reused = d.state.request_marks.iter().any(|m| m.request_id == id)
+        || d.active.as_ref().is_some_and(|a| a.id == id)
+        || d.queue.iter().any(|w| w.id == id);
+    if !reused {
+        return Ok(());
+    }
+    Err(ErrorPayload::new(
+        ErrorCode::RequestInvalid,
+        format!("requestId {id:?} was already used by a request of this session; use a new one"),
+    )
+    .with_detail("field", "requestId")
+    .with_detail("reason", "duplicate_request_id"))
 }

@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::emit::Emitter;
 use crate::kernel::KernelInner;
 use crate::model::{Message, Model};
+use crate::request::Active;
 use crate::store::PersistedSession;
 
 /// Most messages waiting on a busy session (queued requests plus steered messages not
@@ -42,35 +43,6 @@ pub(crate) struct Queued {
     pub(crate) patch_preview: bool,
     /// The request's own budget and output cap.
     pub(crate) overrides: crate::budget::RequestOverrides,
-}
-
-/// The running request.
-#[derive(Debug)]
-pub(crate) struct Active {
-    pub(crate) id: String,
-    pub(crate) cancel: CancellationToken,
-    /// The requestId of the command that interrupted it.
-    pub(crate) interrupt_reply: Option<String>,
-    /// Messages steered into the running request, not yet given to the model.
-    pub(crate) steer: Vec<String>,
-    /// Whether `edit_file` / `write_file` are proposed as patches.
-    pub(crate) patch_preview: bool,
-    /// Its terminal event is out: the session reads as idle (or running the next
-    /// queued request) while it turns over.
-    pub(crate) ended: bool,
-}
-
-impl Active {
-    pub(crate) fn new(id: &str, cancel: CancellationToken, patch_preview: bool) -> Active {
-        Active {
-            id: id.to_owned(),
-            cancel,
-            interrupt_reply: None,
-            steer: Vec::new(),
-            patch_preview,
-            ended: false,
-        }
-    }
 }
 
 /// An answer to a pending approval: the decision and the answering command's requestId.
@@ -639,6 +611,7 @@ impl Session {
                     "the session is closed",
                 ));
             }
+            crate::request::refuse_reused_id(&d, &q.id)?;
             let compacting = d.compacting;
             let waiting = d.queue.len() + d.active.as_ref().map_or(0, |a| a.steer.len());
             if d.active.is_some()

@@ -281,3 +281,59 @@ async fn the_state_read_after_a_terminal_event_is_not_the_ended_request() {
         }
     }
 }
+
+/// A request id names the request's stream, checkpoints and place in the history: a
+/// second `request.send` with one already used by this session (running, queued or
+/// done) is refused, and nothing runs for it.
+#[tokio::test]
+async fn a_request_id_used_before_in_the_session_is_refused() {
+    let f = fixture(
+        vec![
+            Turn {
+                text: vec!["slow"],
+                delay: Some(Duration::from_millis(300)),
+                ..Turn::default()
+            },
+            say("queued one"),
+            say("fresh"),
+        ],
+        Duration::from_secs(60),
+    );
+    let (s, mut events) = start(&f).await;
+    let send = |rid: &str, text: &str| {
+        Command::new(
+            rid,
+            Some(s.id().to_owned()),
+            CommandPayload::RequestSend(RequestSend {
+                message: text.into(),
+                ..RequestSend::default()
+            }),
+        )
+    };
+    f.kernel.execute(send("r_one", "first")).await.unwrap();
+    f.kernel.execute(send("r_two", "second")).await.unwrap();
+    // Running, queued, then done: refused each time.
+    for (rid, when) in [("r_one", "running"), ("r_two", "queued")] {
+        let err = f.kernel.execute(send(rid, "again")).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::RequestInvalid, "{when}");
+        assert_eq!(err.details["field"], "requestId", "{when}");
+        assert_eq!(err.details["reason"], "duplicate_request_id", "{when}");
+    }
+    loop {
+        let env = events.recv().await.unwrap();
+        if env.request_id == "r_two" && env.type_name() == "session.completed" {
+            break;
+        }
+    }
+    let err = f.kernel.execute(send("r_one", "again")).await.unwrap_err();
+    assert_eq!(err.details["reason"], "duplicate_request_id");
+    // A new id runs; the model was called for the three accepted requests only.
+    f.kernel.execute(send("r_three", "third")).await.unwrap();
+    loop {
+        let env = events.recv().await.unwrap();
+        if env.request_id == "r_three" && env.type_name() == "session.completed" {
+            break;
+        }
+    }
+    assert_eq!(f.model.seen.lock().unwrap().len(), 3);
+}
