@@ -27,13 +27,7 @@ async fn a_forked_session_has_the_parents_conversation_and_goes_on_alone() {
         init["result"]["agentCapabilities"]["sessionCapabilities"]["fork"].is_object(),
         "{init}"
     );
-    let new = c
-        .call(2, "session/new", json!({"cwd": ws, "mcpServers": []}))
-        .await;
-    let parent = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_owned();
+    let parent = c.new_session(2, &ws, json!([])).await;
     let first = c
         .call(
             3,
@@ -50,10 +44,7 @@ async fn a_forked_session_has_the_parents_conversation_and_goes_on_alone() {
             json!({"sessionId": parent, "cwd": ws, "mcpServers": []}),
         )
         .await;
-    let child = forked["result"]["sessionId"]
-        .as_str()
-        .expect("a new session")
-        .to_owned();
+    let child = support::session_id(&forked);
     assert_ne!(child, parent);
     assert_eq!(
         forked["result"]["modes"]["currentModeId"], "ask",

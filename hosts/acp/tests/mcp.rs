@@ -76,10 +76,7 @@ async fn a_server_from_session_new_is_started_and_its_tool_called() {
             json!({"cwd": ws, "mcpServers": [web(&server)]}),
         )
         .await;
-    let sid = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_owned();
+    let sid = support::session_id(&new);
     let text = prompt_allowing(&mut c, 3, &sid).await;
     assert!(text.ends_with("The server echoed it."), "{text}");
     assert!(server.journal.lines().contains(&"call echo".to_owned()));
@@ -92,13 +89,7 @@ async fn a_server_from_session_new_is_started_and_its_tool_called() {
 async fn a_loaded_session_gets_the_servers_of_session_load() {
     let server = serve_http(Some("Bearer t0k")).await.expect("MCP server");
     let (mut c, agent, _dir, ws) = start(serde_json::from_str(SCRIPT).expect("script"), None);
-    let new = c
-        .call(1, "session/new", json!({"cwd": ws, "mcpServers": []}))
-        .await;
-    let sid = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_owned();
+    let sid = c.new_session(1, &ws, json!([])).await;
     let closed = c.call(2, "session/close", json!({"sessionId": sid})).await;
     assert!(closed.get("error").is_none(), "{closed}");
     assert!(
@@ -187,13 +178,7 @@ async fn bad_server_specifications_are_refused_and_a_dead_one_does_not_stop_the_
 async fn a_fork_gets_the_servers_of_session_fork() {
     let server = serve_http(Some("Bearer t0k")).await.expect("MCP server");
     let (mut c, agent, _dir, ws) = start(serde_json::from_str(SCRIPT).expect("script"), None);
-    let new = c
-        .call(1, "session/new", json!({"cwd": ws, "mcpServers": []}))
-        .await;
-    let parent = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_owned();
+    let parent = c.new_session(1, &ws, json!([])).await;
     // A server the fork cannot have is refused, and no fork is made.
     let sse = c
         .call(
@@ -212,10 +197,7 @@ async fn a_fork_gets_the_servers_of_session_fork() {
             json!({"sessionId": parent, "cwd": ws, "mcpServers": [web(&server)]}),
         )
         .await;
-    let child = forked["result"]["sessionId"]
-        .as_str()
-        .expect("a new session")
-        .to_owned();
+    let child = support::session_id(&forked);
     assert_ne!(child, parent);
     let text = prompt_allowing(&mut c, 4, &child).await;
     assert!(text.ends_with("The server echoed it."), "{text}");

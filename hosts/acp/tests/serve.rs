@@ -3,23 +3,13 @@
 
 mod support;
 
-use keel_acp::{serve, AcpOptions};
-use keel_adapters::{build_model, Config};
-use keel_kernel::Kernel;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-use support::{start, Client, GUARD};
+use support::{start, GUARD};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prompt_tool_call_and_session_deny() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("mkdir");
-    std::fs::write(ws.join("README.md"), "hello\n").expect("write");
-    let script = dir.path().join("script.json");
-    std::fs::write(
-        &script,
+    let (mut c, server, _dir, ws) = start(
         json!({"turns": [
             {"toolCalls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
             {"text": "It says hello."},
@@ -27,46 +17,10 @@ async fn prompt_tool_call_and_session_deny() {
             {"whenLastToolResultContains": "did not approve", "text": "Not run."},
             {"toolCalls": [{"name": "run_shell", "arguments": {"command": "FOO=1 touch  x"}}]},
             {"whenLastToolResultContains": "run_shell(touch x)", "text": "Not run again."}
-        ]})
-        .to_string(),
-    )
-    .expect("write");
-    let model = build_model(
-        &format!("scripted:{}", script.display()),
-        &Config::default(),
-    )
-    .expect("model");
-    let store = dir.path().join("store");
-    let kernel = Kernel::builder()
-        .workspace(&ws)
-        .store_dir(&store)
-        .model(model)
-        .build()
-        .expect("kernel");
-    let (client_side, agent_side) = tokio::io::duplex(1 << 20);
-    let (agent_in, agent_out) = tokio::io::split(agent_side);
-    let server = tokio::spawn(serve(
-        kernel,
-        agent_in,
-        agent_out,
-        AcpOptions {
-            max_line_bytes: None,
-        },
-    ));
-    let (r, w) = tokio::io::split(client_side);
-    let mut c = Client {
-        to_agent: w,
-        from_agent: BufReader::new(r).lines(),
-        seen: Vec::new(),
-    };
-
-    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": ws, "mcpServers": []}}))
-        .await;
-    let new = c.until(|v| v["id"] == 1).await;
-    let sid = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_owned();
+        ]}),
+        None,
+    );
+    let sid = c.new_session(1, &ws, json!([])).await;
 
     c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "read"}]}}))
         .await;
@@ -183,10 +137,7 @@ async fn config_options_titles_and_delete() {
     let new = c
         .call(1, "session/new", json!({"cwd": ws, "mcpServers": []}))
         .await;
-    let sid = new["result"]["sessionId"]
-        .as_str()
-        .expect("sessionId")
-        .to_owned();
+    let sid = support::session_id(&new);
     let opts = &new["result"]["configOptions"];
     assert_eq!(opts[0]["id"], "mode");
     assert_eq!(opts[0]["currentValue"], "ask");

@@ -102,3 +102,21 @@ impl Client {
             .await
     }
 }
+
+/// The `sessionId` of an answer to `session/new` or `session/fork`.
+pub fn session_id(answer: &Value) -> String {
+    answer["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no sessionId in {answer}"))
+        .to_owned()
+}
+
+impl Client {
+    /// `session/new` in `ws` with `servers` as its `mcpServers`; returns its id.
+    pub async fn new_session(&mut self, id: u64, ws: &std::path::Path, servers: Value) -> String {
+        let answer = self
+            .call(id, "session/new", json!({"cwd": ws, "mcpServers": servers}))
+            .await;
+        session_id(&answer)
+    }
+}
