@@ -188,13 +188,7 @@ async fn a_session_of_many_turns_resumes_with_its_whole_history() {
     assert_eq!(lines(&file).len() as u32, before);
 
     let model = TestModel::new(vec![say("resumed answer")]);
-    let kernel = Kernel::builder()
-        .workspace(&ws)
-        .model(model.clone())
-        .store_dir(&store_path)
-        .builtin_tools(false)
-        .build()
-        .unwrap();
+    let kernel = reopen(&ws, &store_path, model.clone());
     let (s2, mut ev2) = kernel.resume_session(&sid, None).await.unwrap();
     assert_eq!(s2.state().message_count, before);
     s2.send("and now?").await.unwrap();

@@ -233,6 +233,18 @@ async fn start(f: &Fixture) -> (SessionHandle, EventStream) {
         .unwrap()
 }
 
+/// A new kernel (no built-in tools) over the store of an earlier one, as after a
+/// restart.
+fn reopen(ws: &std::path::Path, store: &std::path::Path, model: Arc<TestModel>) -> Kernel {
+    Kernel::builder()
+        .workspace(ws)
+        .model(model)
+        .store_dir(store)
+        .builtin_tools(false)
+        .build()
+        .unwrap()
+}
+
 /// Reads envelopes until one of type `ty` arrives; returns all read (inclusive).
 async fn until(events: &mut EventStream, ty: &str) -> Vec<Envelope> {
     let mut out = Vec::new();

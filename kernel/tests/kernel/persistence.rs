@@ -36,13 +36,7 @@ async fn resume_after_restart_restores_history_and_replays_from_a_cursor() {
 
     // A fresh kernel over the same store.
     let model = TestModel::new(vec![say("second answer")]);
-    let kernel = Kernel::builder()
-        .workspace(&ws)
-        .model(model.clone())
-        .store_dir(&store_path)
-        .builtin_tools(false)
-        .build()
-        .unwrap();
+    let kernel = reopen(&ws, &store_path, model.clone());
     let (s2, mut ev2) = kernel
         .resume_session(
             &sid,
@@ -114,13 +108,7 @@ async fn a_torn_log_tail_is_dropped_and_nothing_before_it_is_lost() {
     let lines_before = bytes.iter().filter(|b| **b == b'\n').count();
     bytes.extend_from_slice(br#"{"version":"1.0","sessionId":"#);
     std::fs::write(&log, &bytes).unwrap();
-    let kernel = Kernel::builder()
-        .workspace(&ws)
-        .model(TestModel::new(vec![]))
-        .store_dir(&store_path)
-        .builtin_tools(false)
-        .build()
-        .unwrap();
+    let kernel = reopen(&ws, &store_path, TestModel::new(vec![]));
     let (_s2, mut ev2) = kernel.resume_session(&sid, None).await.unwrap();
     let warn = ev2.recv().await.unwrap();
     assert!(
@@ -194,13 +182,7 @@ async fn a_request_cut_off_by_a_dead_process_ends_on_resume() {
         .unwrap()
         .sequence;
     std::fs::write(&log, kept.join("\n") + "\n").unwrap();
-    let kernel = Kernel::builder()
-        .workspace(&ws)
-        .model(TestModel::new(vec![]))
-        .store_dir(&store_path)
-        .builtin_tools(false)
-        .build()
-        .unwrap();
+    let kernel = reopen(&ws, &store_path, TestModel::new(vec![]));
     let (_s2, mut ev2) = kernel.resume_session(&sid, None).await.unwrap();
     let resumed = ev2.recv().await.unwrap();
     assert_eq!(resumed.type_name(), "session.resumed");
