@@ -45,5 +45,5 @@ pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
 pub use scripted::{ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
 pub use select::{
     build_model, build_model_with_env, context_window_for, default_max_output_tokens,
-    parse_model_spec, resolve_model_spec, EnvMap, DEFAULT_CONTEXT_WINDOW,
+    parse_model_spec, resolve_model_spec, selected_model_spec, EnvMap, DEFAULT_CONTEXT_WINDOW,
 };

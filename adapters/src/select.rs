@@ -97,6 +97,21 @@ pub fn resolve_model_spec(
     env: Option<&str>,
     config: &Config,
 ) -> Result<String, ErrorPayload> {
+    selected_model_spec(cli, env, config)?.ok_or_else(|| {
+        model_unavailable(
+            "no model is selected: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml",
+        )
+        .hint(ErrorHint::CheckLlmConfig)
+    })
+}
+
+/// As [`resolve_model_spec`], with `Ok(None)` when no model is set anywhere; a set but
+/// malformed one is `MODEL_UNAVAILABLE` naming where it came from (`details.source`).
+pub fn selected_model_spec(
+    cli: Option<&str>,
+    env: Option<&str>,
+    config: &Config,
+) -> Result<Option<String>, ErrorPayload> {
     let chosen = if let Some(v) = nonempty(cli) {
         Some((v, "--model"))
     } else if let Some(v) = nonempty(env) {
@@ -110,16 +125,13 @@ pub fn resolve_model_spec(
             .map(|m| (m.id.as_str(), "the configuration's `availableModels`"))
     };
     let Some((spec, source)) = chosen else {
-        return Err(model_unavailable(
-            "no model is selected: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml",
-        )
-        .hint(ErrorHint::CheckLlmConfig));
+        return Ok(None);
     };
     parse_model_spec(spec).map_err(|mut e| {
         e.message = format!("{} (from {source})", e.message);
         e.with_detail("source", source)
     })?;
-    Ok(spec.to_owned())
+    Ok(Some(spec.to_owned()))
 }
 
 /// Builds the model named by `spec`, reading provider settings from the process

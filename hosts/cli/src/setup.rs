@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{build_model, resolve_model_spec, Config};
+use keel_adapters::{build_model, selected_model_spec, Config};
 use keel_adapters::{default_keel_home, EnvMap};
 use keel_envelope::ErrorPayload;
 use keel_kernel::{Kernel, KernelConfig};
@@ -65,15 +65,11 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     // A model named but malformed (unknown provider, no `:`) stops the set-up with
     // what is wrong and where it came from; none named leaves the runtime without a
     // default model, which each command reports in its own way.
-    let model_spec = match resolve_model_spec(
+    let model_spec = selected_model_spec(
         common.model.model.as_deref(),
         env.get("KEEL_MODEL"),
         &config,
-    ) {
-        Ok(spec) => Some(spec),
-        Err(e) if e.details.get("source").is_some() => return Err(e),
-        Err(_) => None,
-    };
+    )?;
     tracing::info!(
         workspace = %workspace.display(),
         home = %home.display(),
