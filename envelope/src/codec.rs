@@ -29,6 +29,11 @@ use crate::error::{ErrorCategory, ErrorCode, ErrorPayload};
 /// Default maximum size of one line: 4 MiB.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
+/// Longest `requestId` accepted, in bytes. The id is repeated in every event of its
+/// request and kept in the session's log and history marks; a longer one is refused
+/// (`invalid_value`) and not echoed.
+pub const MAX_REQUEST_ID_BYTES: usize = 256;
+
 /// Decoder limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -154,7 +159,7 @@ pub fn scan_request_id(bytes: &[u8]) -> Option<String> {
     let rest = rest[start..].strip_prefix(b"\"")?;
     let end = rest
         .iter()
-        .take(256)
+        .take(MAX_REQUEST_ID_BYTES)
         .position(|b| *b == b'"' || *b == b'\\')?;
     if end == 0 || rest.get(end) != Some(&b'"') {
         return None;
@@ -277,7 +282,24 @@ fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
         request_id: None,
         session_id: None,
     })?;
-    // An empty requestId cannot correlate anything: it is refused and not echoed.
+    // An empty requestId cannot correlate anything, and an over-long one would be
+    // repeated in every event: both are refused and not echoed.
+    if let Some(id) = request_id.as_deref().filter(|id| id.len() > MAX_REQUEST_ID_BYTES) {
+        return Err(CodecError {
+            error: field_error(
+                "invalid_value",
+                "requestId",
+                format!(
+                    "field `requestId` is {} bytes long; the limit is {MAX_REQUEST_ID_BYTES}",
+                    id.len()
+                ),
+            )
+            .with_detail("limit", MAX_REQUEST_ID_BYTES as u64)
+            .with_detail("size", id.len() as u64),
+            request_id: None,
+            session_id: string_field(fields, "sessionId").ok().flatten(),
+        });
+    }
     let empty_request_id = request_id.as_deref() == Some("");
     let request_id = request_id.filter(|id| !id.is_empty());
     let session_id = string_field(fields, "sessionId").ok().flatten();

@@ -238,6 +238,30 @@ fn empty_request_id_is_not_echoed() {
 }
 
 #[test]
+fn over_long_request_id_is_refused_and_not_echoed() {
+    let longest = "r".repeat(keel_envelope::codec::MAX_REQUEST_ID_BYTES);
+    let line = format!(r#"{{"version":"1.0","type":"session.list","requestId":"{longest}"}}"#);
+    assert!(decode(line.as_bytes()).is_ok(), "an id at the limit is accepted");
+
+    let too_long = format!("{longest}r");
+    let line = format!(r#"{{"version":"1.0","type":"session.list","requestId":"{too_long}"}}"#);
+    check(
+        line.as_bytes(),
+        invalid("invalid_value", Some("requestId"), None),
+    );
+    let err = decode(line.as_bytes()).unwrap_err();
+    assert_eq!(err.error.details["limit"], 256);
+    assert_eq!(err.error.details["size"], 257);
+    // Multi-byte characters count as their bytes.
+    let wide = "é".repeat(129);
+    let line = format!(r#"{{"version":"1.0","type":"session.list","requestId":"{wide}"}}"#);
+    check(
+        line.as_bytes(),
+        invalid("invalid_value", Some("requestId"), None),
+    );
+}
+
+#[test]
 fn missing_version() {
     check(
         br#"{"type":"session.list","requestId":"r2"}"#,
