@@ -284,7 +284,10 @@ fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
     })?;
     // An empty requestId cannot correlate anything, and an over-long one would be
     // repeated in every event: both are refused and not echoed.
-    if let Some(id) = request_id.as_deref().filter(|id| id.len() > MAX_REQUEST_ID_BYTES) {
+    if let Some(id) = request_id
+        .as_deref()
+        .filter(|id| id.len() > MAX_REQUEST_ID_BYTES)
+    {
         return Err(CodecError {
             error: field_error(
                 "invalid_value",

@@ -66,19 +66,23 @@ pub(crate) async fn start_manual(session: &Arc<Session>, rid: &str) -> Result<()
 /// reached it, then hands the session to the first queued request (or leaves it idle).
 async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToken) {
     let work = std::panic::AssertUnwindSafe(run(&session, &rid, "manual", &cancel));
-    if let Err(panic) = futures::FutureExt::catch_unwind(work).await {
-        let what = panic
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        let error = ErrorPayload::new(
-            ErrorCode::RuntimeInternalError,
-            format!("the compaction failed inside the runtime: {what}"),
-        )
-        .with_detail("panic", what);
-        session.emitter.emit(&rid, Event::Error(error)).await;
-    }
+    let outcome = match futures::FutureExt::catch_unwind(work).await {
+        Ok(done) => Event::CompactionCompleted(done),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let error = ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                format!("the compaction failed inside the runtime: {what}"),
+            )
+            .with_detail("panic", what);
+            Event::Error(error)
+        }
+    };
+    // Saved before the outcome is told, so a host that has it can rely on the log.
     session.persist(&rid).await;
     let _turnover = session.turnover.lock().await;
     let reply = session
@@ -86,24 +90,34 @@ async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToke
         .active
         .as_ref()
         .and_then(|a| a.interrupt_reply.clone());
-    if let Some(reply) = reply {
-        let reason = if session.cancel.is_cancelled() {
-            "shutdown"
-        } else {
-            "user"
-        };
-        session
-            .emitter
-            .emit_reply(
-                &rid,
-                Some(&reply),
-                Event::SessionInterrupted(SessionInterrupted {
-                    interrupted_request_id: Some(rid.clone()),
-                    reason: reason.into(),
-                    was_running: true,
-                }),
-            )
-            .await;
+    match reply {
+        // The last event the compaction sends is its terminal event: the session's
+        // state read after it no longer shows the compaction running.
+        None => {
+            crate::request::mark_ended(&session);
+            session.emitter.emit(&rid, outcome).await;
+        }
+        Some(reply) => {
+            session.emitter.emit(&rid, outcome).await;
+            let reason = if session.cancel.is_cancelled() {
+                "shutdown"
+            } else {
+                "user"
+            };
+            crate::request::mark_ended(&session);
+            session
+                .emitter
+                .emit_reply(
+                    &rid,
+                    Some(&reply),
+                    Event::SessionInterrupted(SessionInterrupted {
+                        interrupted_request_id: Some(rid.clone()),
+                        reason: reason.into(),
+                        was_running: true,
+                    }),
+                )
+                .await;
+        }
     }
     let next = {
         let mut d = session.data();
@@ -124,18 +138,23 @@ pub(crate) async fn maybe(session: &Arc<Session>, rid: &str, cancel: &Cancellati
     };
     let threshold = (window as f64 * session.kernel.config.compaction_threshold) as u64;
     if window > 0 && tokens > threshold {
-        run(session, rid, "auto", cancel).await;
+        let done = run(session, rid, "auto", cancel).await;
+        session
+            .emitter
+            .emit(rid, Event::CompactionCompleted(done))
+            .await;
     }
 }
 
 /// Summarises older turns through the model; falls back to truncation on failure.
-/// An interrupt stops it and leaves the history as it was.
+/// An interrupt stops it and leaves the history as it was. Returns the
+/// `context.compaction.completed` for the caller to emit.
 pub(crate) async fn run(
     session: &Arc<Session>,
     rid: &str,
     trigger: &str,
     cancel: &CancellationToken,
-) {
+) -> CompactionCompleted {
     let (history, model, window) = {
         let d = session.data();
         (
@@ -161,20 +180,14 @@ pub(crate) async fn run(
     while cut > 0 && !matches!(history[cut], Message::User { .. }) {
         cut -= 1;
     }
-    let done = |after: u64, compacted: usize, fallback: bool| {
-        Event::CompactionCompleted(CompactionCompleted {
-            tokens_before,
-            tokens_after: after,
-            messages_compacted: compacted as u32,
-            fallback,
-        })
+    let done = |after: u64, compacted: usize, fallback: bool| CompactionCompleted {
+        tokens_before,
+        tokens_after: after,
+        messages_compacted: compacted as u32,
+        fallback,
     };
     if cut == 0 {
-        session
-            .emitter
-            .emit(rid, done(tokens_before, 0, false))
-            .await;
-        return;
+        return done(tokens_before, 0, false);
     }
     let request = ModelRequest {
         system: SUMMARY_PROMPT.into(),
@@ -193,13 +206,7 @@ pub(crate) async fn run(
     };
     let out = turn::stream(&model, request, cancel, echo).await;
     let failed = match out.end {
-        TurnEnd::Interrupted => {
-            session
-                .emitter
-                .emit(rid, done(tokens_before, 0, false))
-                .await;
-            return;
-        }
+        TurnEnd::Interrupted => return done(tokens_before, 0, false),
         TurnEnd::Failed(e) => Some(e),
         TurnEnd::Finished(_) => None,
     };
@@ -255,8 +262,5 @@ pub(crate) async fn run(
         kept.extend(added);
         d.state.history = kept;
     }
-    session
-        .emitter
-        .emit(rid, done(tokens_after, cut, fallback))
-        .await;
+    done(tokens_after, cut, fallback)
 }

@@ -277,7 +277,7 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
 /// Marks the running request as ended, just before its terminal event: a host that
 /// reads the session's state once it has that event sees it idle (or running the next
 /// queued request), not running the request that ended.
-fn mark_ended(session: &Session) {
+pub(crate) fn mark_ended(session: &Session) {
     if let Some(a) = session.data().active.as_mut() {
         a.ended = true;
     }

@@ -5,6 +5,7 @@
 use super::*;
 use futures::future::BoxFuture;
 use keel_envelope::commands::ContextCompact;
+use keel_envelope::types::SessionState;
 use keel_kernel::store::{FileStore, Store};
 use keel_kernel::testing::{Point, Probe};
 use tokio::sync::{mpsc, oneshot};
@@ -210,10 +211,61 @@ async fn an_interrupt_answers_a_running_compaction_and_keeps_the_history() {
         .expect("context.compaction.completed");
     assert_eq!(done.messages_compacted, 0);
     assert_eq!(s.state().message_count, 6, "the history is unchanged");
+    // Its terminal event out, the compaction no longer shows in the state.
+    assert_eq!(s.state().session.state, SessionState::Idle);
+    assert_eq!(s.state().active_request_id, None);
     // The session goes on.
     s.send("four").await.unwrap();
     until(&mut events, "session.completed").await;
     assert_eq!(s.state().message_count, 8);
+}
+
+/// A host that has a compaction's `context.compaction.completed` reads the session as
+/// idle, or as running the request queued behind it: never the compaction that ended.
+#[tokio::test]
+async fn the_state_read_after_a_compaction_ended_is_not_the_compaction() {
+    let _busy = Busy::start(2);
+    let rounds = 20;
+    let turns = (0..rounds).flat_map(|_| [say("ok"), say("SUMMARY"), say("after")]);
+    let f = fixture(turns.collect(), Duration::from_secs(60));
+    let (s, mut events) = start(&f).await;
+    for m in ["one", "two", "three"] {
+        s.send(m).await.unwrap();
+        until(&mut events, "session.completed").await;
+    }
+    for round in 0..rounds {
+        let (crid, task) = compact(&f.kernel, s.id());
+        answered(task).await;
+        // Every other round a request waits behind the compaction.
+        let queued = if round % 2 == 1 {
+            Some(s.send("behind").await.unwrap())
+        } else {
+            None
+        };
+        loop {
+            let env = events.recv().await.unwrap();
+            if env.request_id == crid && env.type_name() == "context.compaction.completed" {
+                let state = s.state();
+                match &queued {
+                    None => {
+                        assert_eq!(state.session.state, SessionState::Idle, "round {round}");
+                        assert_eq!(state.active_request_id, None, "round {round}");
+                    }
+                    Some(q) => {
+                        assert_eq!(state.session.state, SessionState::Running, "round {round}");
+                        assert_eq!(state.active_request_id.as_ref(), Some(q), "round {round}");
+                    }
+                }
+                break;
+            }
+        }
+        if queued.is_some() {
+            until(&mut events, "session.completed").await;
+        } else {
+            s.send("more").await.unwrap();
+            until(&mut events, "session.completed").await;
+        }
+    }
 }
 
 #[tokio::test]

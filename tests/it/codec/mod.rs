@@ -241,7 +241,10 @@ fn empty_request_id_is_not_echoed() {
 fn over_long_request_id_is_refused_and_not_echoed() {
     let longest = "r".repeat(keel_envelope::codec::MAX_REQUEST_ID_BYTES);
     let line = format!(r#"{{"version":"1.0","type":"session.list","requestId":"{longest}"}}"#);
-    assert!(decode(line.as_bytes()).is_ok(), "an id at the limit is accepted");
+    assert!(
+        decode(line.as_bytes()).is_ok(),
+        "an id at the limit is accepted"
+    );
 
     let too_long = format!("{longest}r");
     let line = format!(r#"{{"version":"1.0","type":"session.list","requestId":"{too_long}"}}"#);
