@@ -394,34 +394,81 @@ impl TypedValueParser for ModeParser {
 }
 
 impl Cli {
-    /// Refuses the REPL's flags before a command (`keel --model m exec …`): they
-    /// would be ignored, since each command takes its own.
-    pub fn check(&self) -> Result<(), clap::Error> {
-        if self.command.is_none() {
-            return Ok(());
+    /// Hands the session flags given before a command (`keel --model m exec …`, as
+    /// with git's `-C`) to the command, when it takes them and was not given the same
+    /// flag with another value; refuses them, saying why, where they would be ignored
+    /// (`keel --model m sessions list`) or contradicted.
+    pub fn resolve(mut self) -> Result<Cli, clap::Error> {
+        let Some(command) = self.command.as_mut() else {
+            return Ok(self);
+        };
+        let before = std::mem::take(&mut self.repl);
+        let name = command.name();
+        let refuse = |message: String| {
+            use clap::CommandFactory;
+            Cli::command().error(clap::error::ErrorKind::ArgumentConflict, message)
+        };
+        if before.resume.is_some() {
+            return Err(refuse(format!(
+                "--resume opens a session in the REPL and means nothing before `keel {name}`; \
+                 use `keel resume SESSION_ID`"
+            )));
         }
-        let r = &self.repl;
-        let given: Vec<&str> = [
-            ("--workspace", r.session.workspace.workspace.is_some()),
-            ("--model", r.session.model.model.is_some()),
-            ("--mode", r.session.mode.mode.is_some()),
-            ("--resume", r.resume.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(flag, set)| set.then_some(flag))
-        .collect();
-        match given.first() {
-            None => Ok(()),
-            Some(flag) => {
-                use clap::CommandFactory;
-                Err(Cli::command().error(
-                    clap::error::ErrorKind::ArgumentConflict,
-                    format!(
-                        "{flag} is given before the command; put it after the command's name (e.g. `keel exec --model M \"prompt\"`)"
-                    ),
-                ))
+        let (workspace, model, mode) = match command {
+            Command::Exec(ExecArgs { session, .. })
+            | Command::Resume(ResumeArgs { session, .. })
+            | Command::Serve(ServeArgs { session, .. })
+            | Command::Attach(AttachArgs { session, .. })
+            | Command::Bridge(BridgeArgs { session, .. })
+            | Command::Acp(AcpArgs { session }) => (
+                Some(&mut session.workspace),
+                Some(&mut session.model),
+                Some(&mut session.mode),
+            ),
+            Command::Doctor(a) => (Some(&mut a.workspace), Some(&mut a.model), None),
+            _ => (None, None, None),
+        };
+        let given = before.session;
+        forward(
+            "--workspace",
+            name,
+            given.workspace.workspace,
+            workspace.map(|w| &mut w.workspace),
+        )
+        .map_err(refuse)?;
+        forward(
+            "--model",
+            name,
+            given.model.model,
+            model.map(|m| &mut m.model),
+        )
+        .map_err(refuse)?;
+        forward("--mode", name, given.mode.mode, mode.map(|m| &mut m.mode)).map_err(refuse)?;
+        Ok(self)
+    }
+}
+
+/// Moves one flag given before the command into the command's own, or says why not.
+fn forward<T: PartialEq>(
+    flag: &str,
+    command: &str,
+    before: Option<T>,
+    after: Option<&mut Option<T>>,
+) -> Result<(), String> {
+    let Some(value) = before else {
+        return Ok(());
+    };
+    match after {
+        None => Err(format!("{flag} means nothing for `keel {command}`, which does not take it")),
+        Some(slot) => match slot {
+            Some(own) if *own != value => Err(format!(
+                "{flag} is given twice, before and after `{command}`, with different values; give it once"
+            )),
+            _ => {
+                *slot = Some(value);
+                Ok(())
             }
-        }
+        },
     }
 }
 

@@ -28,7 +28,7 @@ fn main() {
     let cli = match Cli::command()
         .try_get_matches_from(&args)
         .and_then(|m| Cli::from_arg_matches(&m))
-        .and_then(|cli| cli.check().map(|()| cli))
+        .and_then(Cli::resolve)
     {
         Ok(cli) => cli,
         Err(e) => std::process::exit(usage_error(&args, e)),

@@ -112,8 +112,10 @@ fn unknown_flags_and_commands_get_suggestions_and_exit_2() {
         vec!["completions"],
         vec!["completions", "tcsh"],
         vec!["doctor", "--timeout", "-1"],
-        // A sub-command's flags are not the REPL's.
-        vec!["--model", "scripted:x", "exec", "hi"],
+        // Session flags before a command that does not take them.
+        vec!["--model", "scripted:x", "completions", "bash"],
+        vec!["--mode", "plan", "doctor"],
+        vec!["--resume", "sess_x", "exec", "hi"],
     ] {
         let out = keel(&bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", text(&out.stderr));
@@ -156,10 +158,14 @@ fn shared_flags_are_spelt_the_same_everywhere() {
         assert_eq!(text(&out.stdout).trim(), "[]");
         assert!(text(&out.stderr).contains("keel started"), "{args:?}");
     }
-    // The REPL's flags before a command are refused, not ignored.
+    // Session flags before a command that does not take them are refused, not ignored.
     let out = keel(&["--model", "scripted:x", "sessions", "list"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--model is given before the command"));
+    assert!(
+        text(&out.stderr).contains("--model means nothing for `keel sessions`"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

@@ -138,6 +138,67 @@ fn exec_denies_what_needs_approval_in_ask_mode() {
     assert!(!ws.path().join("out.txt").exists());
 }
 
+/// The session flags go before the command too (`keel -w DIR -m M --mode auto-edit exec
+/// …`), as with git's `-C`; a flag given on both sides with two values is refused.
+#[test]
+fn session_flags_before_the_command_are_the_commands_own() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let model = write_script(home.path());
+    let ws_arg = ws.path().to_str().unwrap();
+    let out = keel()
+        .args([
+            "-w",
+            ws_arg,
+            "-m",
+            &model,
+            "--mode",
+            "auto-edit",
+            "exec",
+            "write it",
+        ])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "hi\n"
+    );
+
+    // The same flag on both sides: the same value is fine, two values are refused.
+    std::fs::remove_file(ws.path().join("out.txt")).unwrap();
+    let out = keel()
+        .args([
+            "-w",
+            ws_arg,
+            "--mode",
+            "ask",
+            "exec",
+            "write it",
+            "--mode",
+            "auto-edit",
+        ])
+        .args(["-m", &model])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--mode is given twice"), "{stderr}");
+    assert!(!ws.path().join("out.txt").exists());
+    let out = keel()
+        .args(["-m", &model, "exec", "write it", "-w", ws_arg, "-m", &model])
+        .args(["--mode", "auto-edit"])
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(ws.path().join("out.txt").exists());
+}
+
 #[test]
 fn exec_in_auto_edit_mode_writes() {
     let ws = tempfile::tempdir().unwrap();
