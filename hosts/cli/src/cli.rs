@@ -303,8 +303,7 @@ pub enum PolicyCommand {
 /// A tool call given on the command line.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("workspace", |a| a
-    .required(true)
-    .help("The workspace the call runs in or is checked against (required)")))]
+    .help("The workspace the call runs in or is checked against (required; also before the command)")))]
 pub struct CallArgs {
     /// The tool's name (read_file, list_dir, search_files, edit_file, write_file, run_shell, git).
     #[arg(value_name = "TOOL")]
@@ -426,6 +425,10 @@ impl Cli {
                 Some(&mut session.mode),
             ),
             Command::Doctor(a) => (Some(&mut a.workspace), Some(&mut a.model), None),
+            Command::Tool(ToolArgs { call }) => (Some(&mut call.workspace), None, None),
+            Command::Policy(PolicyArgs {
+                command: PolicyCommand::Check { call, mode },
+            }) => (Some(&mut call.workspace), None, Some(mode)),
             _ => (None, None, None),
         };
         let given = before.session;
@@ -444,6 +447,34 @@ impl Cli {
         )
         .map_err(refuse)?;
         forward("--mode", name, given.mode.mode, mode.map(|m| &mut m.mode)).map_err(refuse)?;
+        // A tool call names its workspace, before or after the command's name.
+        if let Some(
+            Command::Tool(ToolArgs { call })
+            | Command::Policy(PolicyArgs {
+                command: PolicyCommand::Check { call, .. },
+            }),
+        ) = &self.command
+        {
+            if call.workspace.workspace.is_none() {
+                use clap::error::{ContextKind, ContextValue, ErrorKind};
+                use clap::CommandFactory;
+                let mut cmd = Cli::command();
+                cmd.build();
+                let mut e = clap::Error::new(ErrorKind::MissingRequiredArgument);
+                e.insert(
+                    ContextKind::InvalidArg,
+                    ContextValue::Strings(vec!["--workspace <DIR>".into()]),
+                );
+                if let Some(sub) = cmd.find_subcommand_mut(name) {
+                    e = e.with_cmd(sub);
+                    e.insert(
+                        ContextKind::Usage,
+                        ContextValue::StyledStr(sub.render_usage()),
+                    );
+                }
+                return Err(e);
+            }
+        }
         Ok(self)
     }
 }
@@ -476,12 +507,29 @@ fn forward<T: PartialEq>(
 /// (`{ok: false, error}`), because their output is JSON.
 pub const JSON_ERROR_COMMANDS: &[&str] = &["policy", "tool"];
 
-/// The command named on a command line (the first word that is not a flag), if any.
+/// The flags before a command that take a value as the next word.
+const VALUE_FLAGS: &[&str] = &[
+    "-w",
+    "--workspace",
+    "-m",
+    "--model",
+    "--mode",
+    "--permission-mode",
+    "--resume",
+];
+
+/// The command named on a command line (the first word that is neither a flag nor a
+/// flag's value), if any.
 pub fn command_name(args: &[String]) -> Option<&str> {
-    args.iter()
-        .skip(1)
-        .map(String::as_str)
-        .find(|a| !a.starts_with('-'))
+    let mut words = args.iter().skip(1).map(String::as_str);
+    while let Some(word) = words.next() {
+        if VALUE_FLAGS.contains(&word) {
+            words.next();
+        } else if !word.starts_with('-') {
+            return Some(word);
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -502,6 +550,18 @@ mod tests {
             Some("tool")
         );
         assert_eq!(command_name(&args(&["keel", "--help"])), None);
+        assert_eq!(
+            command_name(&args(&[
+                "keel",
+                "-w",
+                "tool",
+                "--model=x",
+                "policy",
+                "check"
+            ])),
+            Some("policy")
+        );
+        assert_eq!(command_name(&args(&["keel", "--mode"])), None);
     }
 }
 

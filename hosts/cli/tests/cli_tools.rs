@@ -201,6 +201,48 @@ fn policy_check_rejects_bad_input_with_exit_2() {
     }
 }
 
+/// The workspace (and `policy check`'s mode) may come before the command's name; the
+/// errors stay one JSON object on stdout, naming the field.
+#[test]
+fn the_workspace_may_come_before_the_command() {
+    let dir = workspace();
+    let w = ws(&dir);
+    let (code, v, _) = keel(&["-w", w, "tool", "read_file", r#"{"path":"src/a.rs"}"#]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["result"]["content"], "fn a() {}\n");
+    let (code, v, _) = keel(&[
+        "--workspace",
+        w,
+        "--mode",
+        "plan",
+        "policy",
+        "check",
+        "write_file",
+        r#"{"path":"src/a.rs","content":"x"}"#,
+    ]);
+    assert_eq!((code, v["decision"].as_str()), (0, Some("deny")), "{v}");
+    for (args, field) in [
+        (vec!["tool", "read_file", "{}"], Some("workspace")),
+        (
+            vec!["--mode", "plan", "-w", w, "tool", "read_file", "{}"],
+            None,
+        ),
+        (
+            vec!["-w", "/elsewhere", "tool", "read_file", "{}", "-w", w],
+            None,
+        ),
+    ] {
+        let (code, v, _) = keel(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert_eq!(v["error"]["code"], "REQUEST_INVALID", "{args:?}: {v}");
+        assert_eq!(
+            v["error"]["details"]["field"].as_str(),
+            field,
+            "{args:?}: {v}"
+        );
+    }
+}
+
 #[test]
 fn tool_runs_allowed_calls_and_refuses_what_needs_approval() {
     let dir = workspace();
