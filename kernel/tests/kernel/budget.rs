@@ -39,12 +39,7 @@ fn peeks(n: usize) -> Vec<Turn> {
 }
 
 fn budget_warnings(envs: &[Envelope]) -> Vec<BudgetStatus> {
-    envs.iter()
-        .filter_map(|e| match &e.event {
-            Event::BudgetWarning(b) => Some(b.clone()),
-            _ => None,
-        })
-        .collect()
+    all_events!(envs, BudgetWarning)
 }
 
 /// Checks the end of a request stopped by `limit`: `budget.warning` for it, then the

@@ -202,13 +202,7 @@ async fn an_interrupt_answers_a_running_compaction_and_keeps_the_history() {
     );
     assert!(i.was_running, "{i:?}");
     assert_eq!(i.interrupted_request_id.as_deref(), Some(crid.as_str()));
-    let done = all
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::CompactionCompleted(c) => Some(c.clone()),
-            _ => None,
-        })
-        .expect("context.compaction.completed");
+    let done = first_event!(all, CompactionCompleted).expect("context.compaction.completed");
     assert_eq!(done.messages_compacted, 0);
     assert_eq!(s.state().message_count, 6, "the history is unchanged");
     // Its terminal event out, the compaction no longer shows in the state.

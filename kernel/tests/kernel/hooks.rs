@@ -104,12 +104,7 @@ fn hooked(turns: Vec<Turn>, hooks: HooksConfig) -> Hooked {
 }
 
 fn warnings(envs: &[Envelope]) -> Vec<ErrorPayload> {
-    envs.iter()
-        .filter_map(|e| match &e.event {
-            Event::Warning(w) => Some(w.clone()),
-            _ => None,
-        })
-        .collect()
+    all_events!(envs, Warning)
 }
 
 fn skipped(envs: &[Envelope]) -> Vec<ErrorPayload> {

@@ -43,12 +43,7 @@ fn with_tools(tools: Vec<HostToolSpec>, mode: Option<PermissionMode>) -> Session
 }
 
 fn requested(envs: &[Envelope]) -> keel_envelope::events::HostToolRequested {
-    envs.iter()
-        .find_map(|e| match &e.event {
-            Event::HostToolRequested(r) => Some(r.clone()),
-            _ => None,
-        })
-        .expect("host-tool.requested")
+    first_event!(envs, HostToolRequested).expect("host-tool.requested")
 }
 
 fn last_tool_result(model: &TestModel) -> (String, bool) {
@@ -87,13 +82,7 @@ async fn a_read_host_tool_runs_on_the_host_without_approval() {
     assert_eq!(req.tool_name, "lookup");
     assert_eq!(req.arguments, json!({"q": "answer"}));
     assert!(req.expires_at.is_some());
-    let started = seen
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolCallStarted(t) => Some(t.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let started = first_event!(seen, ToolCallStarted).unwrap();
     assert_eq!(started.tool_call_id, req.tool_call_id);
     assert_eq!(started.permission_level, PermissionLevel::Read);
     assert_eq!(seen.last().unwrap().request_id, rid);
@@ -157,22 +146,10 @@ async fn an_error_answer_fails_the_call_and_a_structured_result_reaches_the_mode
     .await
     .unwrap();
     let seen = until(&mut events, "host-tool.requested").await;
-    let failed = seen
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolCallFailed(f) => Some(f.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let failed = first_event!(seen, ToolCallFailed).unwrap();
     assert_eq!(failed.error.code, ErrorCode::ToolExecutionFailed);
     assert_eq!(failed.error.message, "the index is offline");
-    let responded = seen
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::HostToolResponded(r) => Some(r.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let responded = first_event!(seen, HostToolResponded).unwrap();
     assert!(responded.is_error);
     s.respond_host_tool(&requested(&seen).tool_call_id, Ok(json!({"rows": [1, 2]})))
         .await
@@ -255,13 +232,7 @@ async fn levels_decide_approval_and_plan_mode() {
         .unwrap();
     s.send("plan").await.unwrap();
     let seen = until(&mut events, "session.completed").await;
-    let skipped = seen
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolCallSkipped(t) => Some(t.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let skipped = first_event!(seen, ToolCallSkipped).unwrap();
     assert_eq!(skipped.error.code, ErrorCode::PlanApprovalRequired);
     assert!(!types(&seen).contains(&"host-tool.requested".to_owned()));
 }
@@ -283,13 +254,7 @@ async fn an_unanswered_call_times_out_and_a_late_answer_is_refused() {
     let seen = until(&mut events, "host-tool.requested").await;
     let id = requested(&seen).tool_call_id;
     let seen = until(&mut events, "session.completed").await;
-    let failed = seen
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolCallFailed(f) => Some(f.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let failed = first_event!(seen, ToolCallFailed).unwrap();
     assert_eq!(failed.error.code, ErrorCode::ToolTimeout);
     assert_eq!(failed.error.details["limitMs"], 150);
     assert!(last_tool_result(&model).0.starts_with("TOOL_TIMEOUT"));
@@ -322,13 +287,7 @@ async fn an_interrupt_releases_a_waiting_call() {
     assert_eq!(req.expires_at, None);
     s.interrupt().await.unwrap();
     let seen = until(&mut events, "session.interrupted").await;
-    let failed = seen
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolCallFailed(f) => Some(f.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let failed = first_event!(seen, ToolCallFailed).unwrap();
     assert_eq!(failed.error.code, ErrorCode::Interrupted);
     assert_eq!(failed.tool_call_id, req.tool_call_id);
     assert_eq!(seen.last().unwrap().request_id, rid);

@@ -312,6 +312,29 @@ fn opts() -> SessionOptions {
     }
 }
 
+/// The payload of the first event of one kind, cloned: `first_event!(envs, ToolCallFailed)`.
+macro_rules! first_event {
+    ($envs:expr, $kind:ident) => {
+        $envs.iter().find_map(|e| match &e.event {
+            Event::$kind(p) => Some(p.clone()),
+            _ => None,
+        })
+    };
+}
+
+/// The payloads of every event of one kind, cloned, in order.
+macro_rules! all_events {
+    ($envs:expr, $kind:ident) => {
+        $envs
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::$kind(p) => Some(p.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+}
+
 mod bounds;
 mod budget;
 mod compaction;

@@ -128,13 +128,7 @@ async fn ask_user_waits_for_the_answer() {
     let (s, mut events) = start(&f).await;
     s.send("help").await.unwrap();
     let before = until(&mut events, "ask.requested").await;
-    let ask = before
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::AskRequested(a) => Some(a.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let ask = first_event!(before, AskRequested).unwrap();
     assert_eq!(ask.candidates, ["a", "b"]);
     s.answer_ask(&ask.ask_id, "b").await.unwrap();
     until(&mut events, "session.completed").await;

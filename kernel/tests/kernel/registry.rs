@@ -104,13 +104,7 @@ async fn kernel_tools_report_their_row_level_and_real_duration() {
             _ => None,
         })
         .unwrap();
-    let started = before
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::ToolCallStarted(t) => Some(t.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let started = first_event!(before, ToolCallStarted).unwrap();
     let row = keel_tools::spec::kernel_specs()
         .into_iter()
         .find(|r| r.name == "ask_user")

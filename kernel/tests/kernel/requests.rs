@@ -223,13 +223,7 @@ async fn allow_always_reports_the_rule_to_the_host() {
         .await
         .unwrap();
     let after = until(&mut events, "session.completed").await;
-    let rules = after
-        .iter()
-        .find_map(|e| match &e.event {
-            Event::SessionRulesUpdated(r) => Some(r.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let rules = first_event!(after, SessionRulesUpdated).unwrap();
     assert_eq!(rules.source, "approval");
     assert_eq!(rules.rules.always_allow_project, vec!["poke".to_owned()]);
     assert_eq!(
