@@ -175,9 +175,10 @@ pub struct ReplArgs {
 /// `keel exec`.
 #[derive(Debug, Clone, Args)]
 pub struct ExecArgs {
-    /// The message to send (quote it).
+    /// The message to send (quote it); `-`, or none with standard input not a
+    /// terminal, reads it from standard input.
     #[arg(value_name = "PROMPT")]
-    pub prompt: String,
+    pub prompt: Option<String>,
     #[command(flatten)]
     pub json: JsonArg,
     /// Write every model response of the session to FILE in the scripted model's

@@ -33,6 +33,16 @@ pub fn run(args: ExecArgs) -> i32 {
         session: common,
     } = args;
     let json = json.json;
+    let prompt = match prompt.as_deref() {
+        Some("-") | None => match prompt_from_stdin(prompt.is_some()) {
+            Ok(p) => p,
+            Err(why) => {
+                eprintln!("keel exec: {why}");
+                return EXIT_USAGE;
+            }
+        },
+        Some(p) => p.to_owned(),
+    };
     if prompt.trim().is_empty() {
         eprintln!("keel exec: the prompt is empty");
         return EXIT_USAGE;
@@ -48,6 +58,38 @@ pub fn run(args: ExecArgs) -> i32 {
         }
     };
     rt.block_on(exec(common, prompt, json, record))
+}
+
+/// The longest prompt read from standard input, in bytes (the bridge's line limit).
+pub const MAX_STDIN_PROMPT_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Reads the prompt from standard input (`keel exec -`, or no prompt with input piped
+/// in). Without a prompt argument a terminal is not read: it is a usage error.
+fn prompt_from_stdin(asked: bool) -> Result<String, String> {
+    use std::io::{IsTerminal, Read};
+    let stdin = std::io::stdin();
+    if !asked && stdin.is_terminal() {
+        return Err(
+            "no prompt: give one (`keel exec \"…\"`), or pipe it in (`… | keel exec -`)".into(),
+        );
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .take(MAX_STDIN_PROMPT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the prompt from standard input: {e}"))?;
+    if bytes.len() as u64 > MAX_STDIN_PROMPT_BYTES {
+        return Err(format!(
+            "the prompt on standard input is over {MAX_STDIN_PROMPT_BYTES} bytes"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "the prompt on standard input is not UTF-8 text (at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 async fn exec(

@@ -138,6 +138,66 @@ fn exec_denies_what_needs_approval_in_ask_mode() {
     assert!(!ws.path().join("out.txt").exists());
 }
 
+/// `keel exec -` (or no prompt, with input piped in) reads the prompt from standard
+/// input; empty, non-UTF-8 or over-long input is a usage error (status 2), and nothing
+/// runs.
+#[test]
+fn exec_reads_the_prompt_from_standard_input() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let model = script(
+        home.path(),
+        serde_json::json!({"turns": [{"text": "Read you."}]}),
+    );
+    let run = |args: &[&str], input: Vec<u8>| {
+        let mut child = keel()
+            .args(["exec", "--json", "-m", &model, "-w"])
+            .arg(ws.path())
+            .args(args)
+            .env("KEEL_HOME", home.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        // keel may stop reading early (over the limit): a broken pipe is expected then.
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        out
+    };
+    for args in [&["-"][..], &[]] {
+        let out = run(args, b"what is in\nthis project?\n".to_vec());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let answer = stdout
+            .lines()
+            .map(|l| codec::decode_envelope(l.as_bytes()).unwrap())
+            .find_map(|e| match e.event {
+                Event::AssistantFinal(f) => Some(f.text),
+                _ => None,
+            });
+        assert_eq!(answer.as_deref(), Some("Read you."), "{args:?}");
+    }
+    // The scripted model had one turn: a request that ran would fail the next run.
+    let over = vec![b'a'; 4 * 1024 * 1024 + 1];
+    for (input, why) in [
+        (b" \n".to_vec(), "the prompt is empty"),
+        (vec![b'h', b'i', 0xff], "not UTF-8 text (at byte 2)"),
+        (over, "over 4194304 bytes"),
+    ] {
+        let out = run(&["-"], input);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{why}: {stderr}");
+        assert!(stderr.contains(why), "{stderr}");
+        assert!(out.stdout.is_empty(), "{why}");
+    }
+}
+
 /// The session flags go before the command too (`keel -w DIR -m M --mode auto-edit exec
 /// …`), as with git's `-C`; a flag given on both sides with two values is refused.
 #[test]
