@@ -13,6 +13,7 @@ mod rewind;
 mod rules;
 mod rules_cmd;
 mod slash;
+mod switch;
 mod turn;
 
 use std::path::PathBuf;

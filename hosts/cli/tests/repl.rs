@@ -359,6 +359,50 @@ fn always_allow_is_kept_for_the_project() {
     assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
 }
 
+/// `/new` starts a fresh session in the same workspace with the same mode and model;
+/// the one left stays stored and `/resume` goes back to it.
+#[test]
+fn new_starts_a_fresh_session_and_keeps_the_old_one() {
+    let d = dirs(&serde_json::json!({
+        "turns": [{ "text": "First answer." }, { "text": "Second answer." }]
+    }));
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["--mode", "auto-edit"]);
+    t.expect("auto-edit › ");
+    t.line("hello");
+    t.expect("First answer.");
+    t.expect("auto-edit › ");
+    t.line("/status");
+    let status = t.expect("auto-edit › ");
+    let id_of = |status: &str| {
+        status
+            .split_whitespace()
+            .find(|w| w.starts_with("sess_"))
+            .unwrap()
+            .to_owned()
+    };
+    let first = id_of(&status);
+    assert!(status.contains("messages   2"), "{status}");
+    t.line("/new");
+    let switched = t.expect(&format!("/resume {first}"));
+    assert!(switched.contains("new session sess_"), "{switched}");
+    assert!(switched.contains("auto-edit mode"), "{switched}");
+    t.expect("auto-edit › ");
+    t.line("/status");
+    let status = t.expect("auto-edit › ");
+    let second = id_of(&status);
+    assert_ne!(second, first, "{status}");
+    assert!(status.contains("messages   0"), "{status}");
+    assert!(
+        status.contains(&d.workspace.display().to_string()),
+        "{status}"
+    );
+    t.line(&format!("/resume {first}"));
+    let resumed = t.expect("auto-edit › ");
+    assert!(resumed.contains(&format!("resumed {first}")), "{resumed}");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
 #[test]
 fn lines_typed_during_a_request_steer_or_queue() {
     let d = dirs(&serde_json::json!({

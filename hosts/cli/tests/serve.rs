@@ -465,6 +465,8 @@ fn attach_starts_the_daemon_and_leaving_keeps_the_session_for_the_next_client() 
     assert_eq!(t.exit_code(), 0);
 }
 
+/// `/fork` in `keel attach` switches to the fork while the parent goes on in the
+/// daemon; `/new` then starts a fresh session there.
 #[test]
 fn fork_in_an_attached_repl_switches_to_the_fork_and_the_parent_goes_on_in_the_daemon() {
     // Each session of the daemon plays the script from its start, the fork too.
@@ -512,6 +514,32 @@ fn fork_in_an_attached_repl_switches_to_the_fork_and_the_parent_goes_on_in_the_d
     assert!(
         listed.contains(&parent) && listed.contains(&fork),
         "{listed:?}"
+    );
+
+    // `/new` starts a fresh session in the daemon, and the REPL's requests go there.
+    t.line("/new");
+    let switched = t.expect(&format!("/resume {fork}"));
+    let fresh = switched
+        .split_whitespace()
+        .find(|w| w.starts_with("sess_") && *w != fork && *w != parent)
+        .unwrap_or_else(|| panic!("no new session: {switched}"))
+        .to_owned();
+    t.expect("ask › ");
+    watcher.send(serde_json::json!({"version": "1.0", "type": "session.watch", "requestId": "w2", "payload": {"sessionId": fresh}}));
+    watcher.until(|e| e.request_id == "w2");
+    t.line("fresh start");
+    t.expect("Scripted answer.");
+    let seen = watcher.until(|e| e.type_name() == "session.completed");
+    assert_eq!(
+        seen.last().unwrap().session_id.as_deref(),
+        Some(fresh.as_str())
+    );
+    t.expect("ask › ");
+    t.line("/status");
+    let status = t.expect("ask › ");
+    assert!(
+        status.contains(&fresh) && status.contains("messages   2"),
+        "{status}"
     );
     t.line("/quit");
     assert_eq!(t.exit_code(), 0, "{}", t.screen());

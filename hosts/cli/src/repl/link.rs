@@ -197,6 +197,45 @@ impl Backend {
         }
     }
 
+    /// Starts a new session in `workspace` with `mode` and `model` (`provider:model`).
+    pub(crate) async fn start(
+        &self,
+        workspace: &str,
+        mode: PermissionMode,
+        model: &str,
+    ) -> Result<Opened, ErrorPayload> {
+        let options = keel_kernel::SessionOptions {
+            workspace_path: Some(workspace.to_owned()),
+            permission_mode: Some(mode),
+            model: Some(model.to_owned()),
+            title: None,
+        };
+        match self {
+            Backend::Local(k) => {
+                let (handle, events) = k.start_session(options).await?;
+                Ok(Opened {
+                    session: Session::Local(handle),
+                    events: Some(Events::Local(events)),
+                    resumed: None,
+                    running: None,
+                })
+            }
+            Backend::Remote(r) => {
+                let start = CommandPayload::SessionStart(options.into());
+                let env = r.client.request(None, start).await?;
+                let Event::SessionStarted(s) = env.event else {
+                    return Err(unexpected(&env));
+                };
+                Ok(Opened {
+                    session: Session::remote(r.client.clone(), s.session_id),
+                    events: None,
+                    resumed: None,
+                    running: None,
+                })
+            }
+        }
+    }
+
     /// Stops the local kernel; closes the connection to the daemon (whose sessions go
     /// on).
     pub(crate) async fn shutdown(&self) {

@@ -145,9 +145,14 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "switch to a stored session (a unique prefix of its id is enough)",
     },
     SlashCommand {
+        name: "/new",
+        args: "",
+        help: "start a new session here (same mode and model); this one stays stored",
+    },
+    SlashCommand {
         name: "/clear",
         args: "",
-        help: "clear the screen (history is kept)",
+        help: "clear the screen (the conversation is kept; /new starts afresh)",
     },
     SlashCommand {
         name: "/quit",
@@ -264,6 +269,7 @@ impl Repl {
             "/mcp" => self.mcp(),
             "/sessions" => self.sessions(),
             "/resume" => self.resume(arg),
+            "/new" => self.new_session(),
             "/clear" => {
                 if self.editor.clear_screen().is_err() {
                     self.warn_line("could not clear the screen");
@@ -694,83 +700,6 @@ impl Repl {
                 .line(&st.dim(&format!("… and {} older", list.len() - 30)));
         }
         self.screen.line(&st.dim("resume one with /resume <id>"));
-    }
-
-    fn resume(&mut self, arg: &str) {
-        if arg.is_empty() {
-            self.warn_line("usage: /resume <session id> (see /sessions)");
-            return;
-        }
-        let ids: Vec<String> = match self.rt.block_on(self.kernel.list_sessions()) {
-            Ok(l) => l.into_iter().map(|s| s.session_id).collect(),
-            Err(e) => {
-                self.error_line(&e.message);
-                return;
-            }
-        };
-        let id = if ids.iter().any(|i| i == arg) {
-            arg.to_owned()
-        } else {
-            let found: Vec<&String> = ids.iter().filter(|i| i.starts_with(arg)).collect();
-            match found.as_slice() {
-                [one] => (*one).clone(),
-                [] => {
-                    self.warn_line(&format!("no session {arg:?} (see /sessions)"));
-                    return;
-                }
-                _ => {
-                    self.warn_line(&format!(
-                        "{arg:?} matches {} sessions; give more of the id",
-                        found.len()
-                    ));
-                    return;
-                }
-            }
-        };
-        if id == self.session.id() {
-            self.screen.line("already in this session");
-            return;
-        }
-        let opened = match self.rt.block_on(self.kernel.open(&id)) {
-            Ok(x) => x,
-            Err(e) => {
-                self.error_line(&e.message);
-                return;
-            }
-        };
-        let resumed = opened.resumed;
-        let old = std::mem::replace(&mut self.session, opened.session);
-        if let Some(events) = opened.events {
-            self.events = events;
-        }
-        self.context = None;
-        if let Err(e) = self.rt.block_on(old.close()) {
-            self.warn_line(&format!(
-                "the previous session did not close cleanly: {}",
-                e.message
-            ));
-        }
-        let st = self.screen.style;
-        match resumed {
-            Some(p) => {
-                self.screen.line(&format!(
-                    "resumed {} ({} messages, {} mode, {})",
-                    p.session.session_id,
-                    p.message_count,
-                    p.session.permission_mode.as_str(),
-                    p.session.model
-                ));
-                if !p.summary.is_empty() {
-                    self.screen.line(&st.dim(&format!("  {}", p.summary)));
-                }
-                if let Some(plan) = p.plan {
-                    let body = render::plan(st, &plan.steps);
-                    self.screen.line(&body);
-                }
-                self.apply_saved_rules(Some(p.rules));
-            }
-            None => self.screen.line(&format!("resumed {id}")),
-        }
     }
 }
 
