@@ -192,9 +192,10 @@ pub struct ExecArgs {
 /// `keel resume`.
 #[derive(Debug, Clone, Args)]
 pub struct ResumeArgs {
-    /// The stored session's id.
+    /// The stored session's id, or a unique start of it (default: the workspace's most
+    /// recent session).
     #[arg(value_name = "SESSION_ID")]
-    pub session_id: String,
+    pub session_id: Option<String>,
     #[command(flatten)]
     pub session: SessionArgs,
 }

@@ -71,7 +71,7 @@ fn run(cli: Cli) -> i32 {
 fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
     match cli.command {
         Some(Command::Exec(a)) => exec_cmd::run(a),
-        Some(Command::Resume(a)) => repl::run(a.session, Some(a.session_id)),
+        Some(Command::Resume(a)) => repl::run(a.session, repl::Open::Stored(a.session_id)),
         Some(Command::Demo) => demo_cmd::run(),
         Some(Command::Sessions(a)) => sessions_cmd::run(a),
         Some(Command::Bridge(a)) => bridge_cmd::run(a),
@@ -82,6 +82,11 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
         Some(Command::Tool(a)) => tool_cmd::run(a),
         Some(Command::Doctor(a)) => doctor_cmd::run(a, &log),
         Some(Command::Completions(_)) => 0,
-        None => repl::run(cli.repl.session, cli.repl.resume),
+        None => repl::run(
+            cli.repl.session,
+            cli.repl
+                .resume
+                .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id))),
+        ),
     }
 }

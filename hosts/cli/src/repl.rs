@@ -67,8 +67,70 @@ impl std::fmt::Debug for Repl {
     }
 }
 
-/// Runs the REPL (on a stored session with `resume`); returns the exit code.
-pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
+/// The session the REPL opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Open {
+    /// A new session.
+    New,
+    /// A stored session: by id or a unique start of one, else the workspace's most
+    /// recent.
+    Stored(Option<String>),
+}
+
+/// The stored session `given` names (an id, or a unique start of one), or the most
+/// recently active session of `workspace` when none is given.
+fn stored_session(
+    kernel: &keel_kernel::Kernel,
+    workspace: &std::path::Path,
+    given: Option<&str>,
+) -> Result<String, keel_envelope::ErrorPayload> {
+    use keel_envelope::{ErrorCode, ErrorPayload};
+    let sessions = kernel.list_sessions()?;
+    let Some(given) = given else {
+        let here = |w: &str| {
+            let w = std::path::Path::new(w);
+            w == workspace || std::fs::canonicalize(w).is_ok_and(|c| c == workspace)
+        };
+        return sessions
+            .into_iter()
+            .filter(|s| here(&s.workspace))
+            .max_by_key(|s| s.updated_at)
+            .map(|s| s.session_id)
+            .ok_or_else(|| {
+                ErrorPayload::new(
+                    ErrorCode::SessionNotFound,
+                    format!(
+                        "no stored session in {}; start one with `keel`, or list them all with `keel sessions list`",
+                        workspace.display()
+                    ),
+                )
+            });
+    };
+    if sessions.iter().any(|s| s.session_id == given) {
+        return Ok(given.to_owned());
+    }
+    let starts: Vec<&str> = sessions
+        .iter()
+        .map(|s| s.session_id.as_str())
+        .filter(|id| id.starts_with(given))
+        .collect();
+    match starts.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Ok(given.to_owned()),
+        many => Err(ErrorPayload::new(
+            ErrorCode::SessionNotFound,
+            format!(
+                "{given:?} starts {} sessions ({}{}); give more of the id",
+                many.len(),
+                many[..many.len().min(5)].join(", "),
+                if many.len() > 5 { ", …" } else { "" }
+            ),
+        )),
+    }
+}
+
+/// Runs the REPL on a new or a stored session; returns the exit code.
+pub fn run(common: SessionArgs, open: Open) -> i32 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -84,8 +146,13 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
             setup::report(&e);
             1
         })?;
-        if let Some(id) = &resume {
-            let (session, events) = runtime.kernel.resume_session(id, None).await.map_err(|e| {
+        if let Open::Stored(given) = &open {
+            let resumed =
+                match stored_session(&runtime.kernel, &runtime.workspace, given.as_deref()) {
+                    Ok(id) => runtime.kernel.resume_session(&id, None).await,
+                    Err(e) => Err(e),
+                };
+            let (session, events) = resumed.map_err(|e| {
                 setup::report(&e);
                 1
             })?;
@@ -120,7 +187,7 @@ pub fn run(common: SessionArgs, resume: Option<String>) -> i32 {
         events: Events::Local(events),
         home: runtime.home,
         workspace: runtime.workspace,
-        resumed: resume.is_some(),
+        resumed: open != Open::New,
         running: None,
     };
     run_opened(rt, opened)

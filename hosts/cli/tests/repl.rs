@@ -364,7 +364,7 @@ fn always_allow_is_kept_for_the_project() {
 #[test]
 fn new_starts_a_fresh_session_and_keeps_the_old_one() {
     let d = dirs(&serde_json::json!({
-        "turns": [{ "text": "First answer." }, { "text": "Second answer." }]
+        "turns": [{ "text": "First answer." }]
     }));
     let mut t = Term::start(&d.workspace, &d.home, &d.script, &["--mode", "auto-edit"]);
     t.expect("auto-edit › ");
@@ -399,8 +399,39 @@ fn new_starts_a_fresh_session_and_keeps_the_old_one() {
     t.line(&format!("/resume {first}"));
     let resumed = t.expect("auto-edit › ");
     assert!(resumed.contains(&format!("resumed {first}")), "{resumed}");
+    // The first session is now the workspace's most recently active one (a session
+    // opened in a new process plays the script from its start).
+    t.line("once more");
+    t.expect("First answer.");
+    t.expect("auto-edit › ");
     t.line("/quit");
     assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+
+    // `keel resume` without an id opens the workspace's most recent session; a start
+    // of an id that fits two sessions is refused, naming them.
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["resume"]);
+    t.expect("auto-edit › ");
+    t.line("/status");
+    let status = t.expect("auto-edit › ");
+    assert_eq!(id_of(&status), first, "{status}");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["resume", "sess_"]);
+    assert_eq!(t.exit_code(), 1, "screen:\n{}", t.screen());
+    let screen = t.screen();
+    assert!(screen.contains("starts 2 sessions"), "{screen}");
+    assert!(
+        screen.contains(&first) && screen.contains(&second),
+        "{screen}"
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut t = Term::start(elsewhere.path(), &d.home, &d.script, &["resume"]);
+    assert_eq!(t.exit_code(), 1, "screen:\n{}", t.screen());
+    assert!(
+        t.screen().contains("no stored session in"),
+        "{}",
+        t.screen()
+    );
 }
 
 #[test]
