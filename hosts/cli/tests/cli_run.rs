@@ -659,9 +659,34 @@ fn resume_opens_a_stored_session() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(&sid), "{stdout}");
+    // Without an id: the workspace's most recent session; none in another workspace.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = keel()
+        .args(["resume", "--workspace"])
+        .arg(elsewhere.path())
+        .env("KEEL_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no stored session in"));
+    let mut child = keel()
+        .args(["resume", "--workspace"])
+        .arg(ws.path())
+        .args(["--model", &model])
+        .env("KEEL_HOME", home.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"/status\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&sid));
     // Bad input.
     let out = keel()
-        .args(["resume"])
+        .args(["resume", "--model"])
         .env("KEEL_HOME", home.path())
         .output()
         .unwrap();
