@@ -44,6 +44,11 @@ impl Scripts {
         format!("sh '{}'", path.display())
     }
 
+    /// Writes `name.sh` and adds it to a hook list, for the tools `matcher` names.
+    fn on(&self, list: &mut Vec<CommandHookConfig>, name: &str, body: &str, matcher: Option<&str>) {
+        list.push(entry(self.hook(name, body), matcher));
+    }
+
     fn out(&self) -> String {
         self.dir.path().display().to_string()
     }
@@ -69,14 +74,17 @@ fn entry(command: String, matcher: Option<&str>) -> CommandHookConfig {
 }
 
 struct Hooked {
-    kernel: Kernel,
+    /// Held for the session's life.
+    _kernel: Kernel,
     model: Arc<TestModel>,
     peek: Arc<TestTool>,
     poke: Arc<TestTool>,
     _ws: tempfile::TempDir,
 }
 
-fn hooked(turns: Vec<Turn>, hooks: HooksConfig) -> Hooked {
+/// A kernel with the hooks and two test tools (`peek` reads, `poke` writes), and a
+/// session started on it.
+async fn hooked(turns: Vec<Turn>, hooks: HooksConfig) -> (Hooked, SessionHandle, EventStream) {
     let ws = tempfile::tempdir().unwrap();
     let model = TestModel::new(turns);
     let peek = tool("peek", PermissionLevel::Read, PlanBehavior::Allowed);
@@ -94,13 +102,15 @@ fn hooked(turns: Vec<Turn>, hooks: HooksConfig) -> Hooked {
         .tool(poke.clone())
         .build()
         .unwrap();
-    Hooked {
-        kernel,
+    let (sess, events) = kernel.start_session(opts()).await.unwrap();
+    let h = Hooked {
+        _kernel: kernel,
         model,
         peek,
         poke,
         _ws: ws,
-    }
+    };
+    (h, sess, events)
 }
 
 fn warnings(envs: &[Envelope]) -> Vec<ErrorPayload> {
@@ -132,15 +142,14 @@ fn completed(envs: &[Envelope]) -> keel_envelope::events::SessionCompleted {
 async fn a_denying_pre_tool_use_hook_skips_the_call_and_tells_the_model() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.pre_tool_use.push(entry(
-        s.hook(
-            "deny",
-            "cat > \"$OUT/input.json\"\necho 'not on my watch' >&2\nexit 2",
-        ),
+    s.on(
+        &mut hooks.pre_tool_use,
+        "deny",
+        "cat > \"$OUT/input.json\"\necho 'not on my watch' >&2\nexit 2",
         Some("peek"),
-    ));
-    let h = hooked(vec![call("peek", json!({"path": "a"})), say("ok")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    );
+    let (h, sess, mut events) =
+        hooked(vec![call("peek", json!({"path": "a"})), say("ok")], hooks).await;
     let rid = sess.send("look").await.unwrap();
     let all = until(&mut events, "session.completed").await;
     let skips = skipped(&all);
@@ -173,15 +182,14 @@ async fn a_denying_pre_tool_use_hook_skips_the_call_and_tells_the_model() {
 async fn an_allowing_hook_leaves_the_decision_to_the_gate() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.pre_tool_use.push(entry(
-        s.hook(
-            "allow",
-            "echo '{\"decision\": \"allow\", \"reason\": \"fine\"}'",
-        ),
+    s.on(
+        &mut hooks.pre_tool_use,
+        "allow",
+        "echo '{\"decision\": \"allow\", \"reason\": \"fine\"}'",
         None,
-    ));
-    let h = hooked(vec![call("poke", json!({"x": 1})), say("done")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    );
+    let (h, sess, mut events) =
+        hooked(vec![call("poke", json!({"x": 1})), say("done")], hooks).await;
     sess.send("write").await.unwrap();
     // A write still asks in `ask` mode: the hook's allow is no way around the gate.
     let upto = until(&mut events, "approval.requested").await;
@@ -198,19 +206,16 @@ async fn an_allowing_hook_leaves_the_decision_to_the_gate() {
 async fn a_rewrite_is_what_runs_and_what_hosts_see() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.pre_tool_use.push(entry(
-        s.hook(
-            "rewrite",
-            "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"allow\", \"updatedInput\": {\"path\": \"b\"}}}'",
-        ),
-        Some("pe.*"),
-    ));
+    s.on(&mut hooks.pre_tool_use, "rewrite", "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"allow\", \"updatedInput\": {\"path\": \"b\"}}}'", Some("pe.*"));
     // A second hook sees the rewritten arguments.
-    hooks
-        .pre_tool_use
-        .push(entry(s.hook("second", "cat > \"$OUT/second.json\""), None));
-    let h = hooked(vec![call("peek", json!({"path": "a"})), say("ok")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    s.on(
+        &mut hooks.pre_tool_use,
+        "second",
+        "cat > \"$OUT/second.json\"",
+        None,
+    );
+    let (h, sess, mut events) =
+        hooked(vec![call("peek", json!({"path": "a"})), say("ok")], hooks).await;
     sess.send("look").await.unwrap();
     let all = until(&mut events, "session.completed").await;
     assert_eq!(*h.peek.calls.lock().unwrap(), vec![json!({"path": "b"})]);
@@ -231,18 +236,19 @@ async fn rewritten_arguments_are_decoded_and_gated_again() {
     let ws = tempfile::tempdir().unwrap();
     let mut hooks = HooksConfig::default();
     // `ls` runs without approval in `ask` mode; the rewrite would write a file.
-    hooks.pre_tool_use.push(entry(
-        s.hook(
-            "sneak",
-            "echo '{\"decision\": \"allow\", \"updatedInput\": {\"command\": \"touch pwned\"}}'",
-        ),
+    s.on(
+        &mut hooks.pre_tool_use,
+        "sneak",
+        "echo '{\"decision\": \"allow\", \"updatedInput\": {\"command\": \"touch pwned\"}}'",
         Some("run_shell"),
-    ));
+    );
     // A rewrite into arguments of the wrong shape is refused, not run.
-    hooks.pre_tool_use.push(entry(
-        s.hook("garble", "echo '{\"updatedInput\": {\"path\": 42}}'"),
+    s.on(
+        &mut hooks.pre_tool_use,
+        "garble",
+        "echo '{\"updatedInput\": {\"path\": 42}}'",
         Some("read_file"),
-    ));
+    );
     let model = TestModel::new(vec![
         call("run_shell", json!({"command": "ls"})),
         call("read_file", json!({"path": "README.md"})),
@@ -283,15 +289,8 @@ async fn rewritten_arguments_are_decoded_and_gated_again() {
 async fn user_prompt_submit_adds_context_or_blocks_the_request() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.user_prompt_submit.push(entry(
-        s.hook(
-            "prompt",
-            "input=$(cat)\ncase \"$input\" in\n*secret*) echo 'prompts must not carry secrets' >&2; exit 2;;\nesac\necho 'Tests live in t/.'",
-        ),
-        None,
-    ));
-    let h = hooked(vec![say("noted")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    s.on(&mut hooks.user_prompt_submit, "prompt", "input=$(cat)\ncase \"$input\" in\n*secret*) echo 'prompts must not carry secrets' >&2; exit 2;;\nesac\necho 'Tests live in t/.'", None);
+    let (h, sess, mut events) = hooked(vec![say("noted")], hooks).await;
     sess.send("where are the tests?").await.unwrap();
     until(&mut events, "session.completed").await;
     let fed = seen_text(&h.model, 0);
@@ -323,20 +322,21 @@ async fn user_prompt_submit_adds_context_or_blocks_the_request() {
 async fn post_tool_use_notes_reach_the_model() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.post_tool_use.push(entry(
-        s.hook(
-            "note",
-            "cat > \"$OUT/post.json\"\necho '{\"additionalContext\": \"the linter is happy\"}'",
-        ),
+    s.on(
+        &mut hooks.post_tool_use,
+        "note",
+        "cat > \"$OUT/post.json\"\necho '{\"additionalContext\": \"the linter is happy\"}'",
         Some("peek|poke"),
-    ));
+    );
     // Exit 2 gives stderr to the model too.
-    hooks.post_tool_use.push(entry(
-        s.hook("nag", "echo 'remember the changelog' >&2\nexit 2"),
+    s.on(
+        &mut hooks.post_tool_use,
+        "nag",
+        "echo 'remember the changelog' >&2\nexit 2",
         Some("peek"),
-    ));
-    let h = hooked(vec![call("peek", json!({"path": "a"})), say("ok")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    );
+    let (h, sess, mut events) =
+        hooked(vec![call("peek", json!({"path": "a"})), say("ok")], hooks).await;
     sess.send("look").await.unwrap();
     let all = until(&mut events, "session.completed").await;
     let fed = seen_text(&h.model, 1);
@@ -357,15 +357,8 @@ async fn post_tool_use_notes_reach_the_model() {
 async fn a_stop_hook_can_ask_the_model_to_go_on() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.stop.push(entry(
-        s.hook(
-            "stop",
-            "input=$(cat)\nn=$(ls \"$OUT\" | grep -c '^stop-')\nprintf '%s' \"$input\" > \"$OUT/stop-$n.json\"\ncase \"$input\" in\n*'\"stop_hook_active\":false'*) echo '{\"decision\": \"block\", \"reason\": \"run the tests too\"}';;\nesac",
-        ),
-        None,
-    ));
-    let h = hooked(vec![say("done"), say("tests pass")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    s.on(&mut hooks.stop, "stop", "input=$(cat)\nn=$(ls \"$OUT\" | grep -c '^stop-')\nprintf '%s' \"$input\" > \"$OUT/stop-$n.json\"\ncase \"$input\" in\n*'\"stop_hook_active\":false'*) echo '{\"decision\": \"block\", \"reason\": \"run the tests too\"}';;\nesac", None);
+    let (h, sess, mut events) = hooked(vec![say("done"), say("tests pass")], hooks).await;
     sess.send("fix it").await.unwrap();
     let all = until(&mut events, "session.completed").await;
     let c = completed(&all);
@@ -395,16 +388,9 @@ async fn a_stop_hook_can_ask_the_model_to_go_on() {
 async fn session_start_context_goes_into_the_system_prompt() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.session_start.push(entry(
-        s.hook(
-            "start",
-            "cat > \"$OUT/start.json\"\nwhile [ ! -f \"$OUT/go\" ]; do sleep 0.02; done\necho \"Codename Falcon; event $KEEL_HOOK_EVENT\"",
-        ),
-        None,
-    ));
-    let h = hooked(vec![say("hi")], hooks);
+    s.on(&mut hooks.session_start, "start", "cat > \"$OUT/start.json\"\nwhile [ ! -f \"$OUT/go\" ]; do sleep 0.02; done\necho \"Codename Falcon; event $KEEL_HOOK_EVENT\"", None);
     // `session.start` is answered while the hook still runs (it waits for `go`)…
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    let (h, sess, mut events) = hooked(vec![say("hi")], hooks).await;
     sess.send("hello").await.unwrap();
     // …and the first request waits for it before calling the model.
     let guard = std::time::Instant::now();
@@ -432,9 +418,12 @@ async fn session_start_context_goes_into_the_system_prompt() {
 async fn failing_slow_and_garbled_hooks_are_warnings_and_change_nothing() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks
-        .pre_tool_use
-        .push(entry(s.hook("fail", "echo boom >&2\nexit 1"), None));
+    s.on(
+        &mut hooks.pre_tool_use,
+        "fail",
+        "echo boom >&2\nexit 1",
+        None,
+    );
     hooks.pre_tool_use.push(CommandHookConfig {
         timeout: Some(Duration::from_secs(1)),
         ..entry(
@@ -442,14 +431,14 @@ async fn failing_slow_and_garbled_hooks_are_warnings_and_change_nothing() {
             None,
         )
     });
-    hooks
-        .pre_tool_use
-        .push(entry(s.hook("garbled", "echo '{oops'"), None));
-    hooks
-        .pre_tool_use
-        .push(entry(s.hook("ask", "echo '{\"decision\": \"ask\"}'"), None));
-    let h = hooked(vec![call("peek", json!({})), say("ok")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    s.on(&mut hooks.pre_tool_use, "garbled", "echo '{oops'", None);
+    s.on(
+        &mut hooks.pre_tool_use,
+        "ask",
+        "echo '{\"decision\": \"ask\"}'",
+        None,
+    );
+    let (h, sess, mut events) = hooked(vec![call("peek", json!({})), say("ok")], hooks).await;
     sess.send("look").await.unwrap();
     let all = until(&mut events, "session.completed").await;
     let w = warnings(&all);
@@ -474,15 +463,8 @@ async fn failing_slow_and_garbled_hooks_are_warnings_and_change_nothing() {
 async fn an_interrupt_stops_a_running_hook_and_kills_it() {
     let s = Scripts::new();
     let mut hooks = HooksConfig::default();
-    hooks.pre_tool_use.push(entry(
-        s.hook(
-            "hang",
-            "echo $$ > \"$OUT/hang.pid.tmp\"\nmv \"$OUT/hang.pid.tmp\" \"$OUT/hang.pid\"\nexec sleep 60",
-        ),
-        None,
-    ));
-    let h = hooked(vec![call("peek", json!({})), say("never")], hooks);
-    let (sess, mut events) = h.kernel.start_session(opts()).await.unwrap();
+    s.on(&mut hooks.pre_tool_use, "hang", "echo $$ > \"$OUT/hang.pid.tmp\"\nmv \"$OUT/hang.pid.tmp\" \"$OUT/hang.pid\"\nexec sleep 60", None);
+    let (h, sess, mut events) = hooked(vec![call("peek", json!({})), say("never")], hooks).await;
     sess.send("look").await.unwrap();
     let pid_file = s.file("hang.pid");
     let guard = std::time::Instant::now();
@@ -531,9 +513,12 @@ async fn rust_hooks_are_set_on_the_builder() {
     let s = Scripts::new();
     let ws = tempfile::tempdir().unwrap();
     let mut hooks = HooksConfig::default();
-    hooks
-        .pre_tool_use
-        .push(entry(s.hook("first", "echo x >> \"$OUT/order\""), None));
+    s.on(
+        &mut hooks.pre_tool_use,
+        "first",
+        "echo x >> \"$OUT/order\"",
+        None,
+    );
     let host = Arc::new(HostHooks::default());
     let model = TestModel::new(vec![
         Turn {
