@@ -284,12 +284,14 @@ fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
     })?;
     // An empty requestId cannot correlate anything, and an over-long one would be
     // repeated in every event: both are refused and not echoed.
-    if let Some(id) = request_id
-        .as_deref()
-        .filter(|id| id.len() > MAX_REQUEST_ID_BYTES)
-    {
-        return Err(CodecError {
-            error: field_error(
+    let refused = match request_id.as_deref() {
+        Some("") => Some(field_error(
+            "invalid_value",
+            "requestId",
+            "field `requestId` must not be empty".into(),
+        )),
+        Some(id) if id.len() > MAX_REQUEST_ID_BYTES => Some(
+            field_error(
                 "invalid_value",
                 "requestId",
                 format!(
@@ -299,34 +301,25 @@ fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
             )
             .with_detail("limit", MAX_REQUEST_ID_BYTES as u64)
             .with_detail("size", id.len() as u64),
-            request_id: None,
-            session_id: string_field(fields, "sessionId").ok().flatten(),
-        });
-    }
-    let empty_request_id = request_id.as_deref() == Some("");
-    let request_id = request_id.filter(|id| !id.is_empty());
+        ),
+        _ => None,
+    };
+    let request_id = request_id.filter(|_| refused.is_none());
     let session_id = string_field(fields, "sessionId").ok().flatten();
     let fail = |error: ErrorPayload| CodecError {
         error,
         request_id: request_id.clone(),
         session_id: session_id.clone(),
     };
-    let request_id_value = match &request_id {
-        Some(id) => id.clone(),
-        None if empty_request_id => {
-            return Err(fail(field_error(
-                "invalid_value",
-                "requestId",
-                "field `requestId` must not be empty".into(),
-            )))
-        }
-        None => {
-            return Err(fail(field_error(
-                "missing_field",
-                "requestId",
-                "missing field `requestId`".into(),
-            )))
-        }
+    if let Some(error) = refused {
+        return Err(fail(error));
+    }
+    let Some(request_id_value) = request_id.clone() else {
+        return Err(fail(field_error(
+            "missing_field",
+            "requestId",
+            "missing field `requestId`".into(),
+        )));
     };
 
     let version = match string_field(fields, "version").map_err(&fail)? {

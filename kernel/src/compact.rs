@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use keel_envelope::events::{CompactionCompleted, CompactionStarted, SessionInterrupted};
+use keel_envelope::events::{CompactionCompleted, CompactionStarted};
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
@@ -69,11 +69,7 @@ async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToke
     let outcome = match futures::FutureExt::catch_unwind(work).await {
         Ok(done) => Event::CompactionCompleted(done),
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
+            let what = crate::request::panic_text(panic.as_ref());
             let error = ErrorPayload::new(
                 ErrorCode::RuntimeInternalError,
                 format!("the compaction failed inside the runtime: {what}"),
@@ -85,39 +81,18 @@ async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToke
     // Saved before the outcome is told, so a host that has it can rely on the log.
     session.persist(&rid).await;
     let _turnover = session.turnover.lock().await;
-    let reply = session
+    let interrupted = session
         .data()
         .active
         .as_ref()
-        .and_then(|a| a.interrupt_reply.clone());
-    match reply {
-        // The last event the compaction sends is its terminal event: the session's
-        // state read after it no longer shows the compaction running.
-        None => {
-            crate::request::mark_ended(&session);
-            session.emitter.emit(&rid, outcome).await;
-        }
-        Some(reply) => {
-            session.emitter.emit(&rid, outcome).await;
-            let reason = if session.cancel.is_cancelled() {
-                "shutdown"
-            } else {
-                "user"
-            };
-            crate::request::mark_ended(&session);
-            session
-                .emitter
-                .emit_reply(
-                    &rid,
-                    Some(&reply),
-                    Event::SessionInterrupted(SessionInterrupted {
-                        interrupted_request_id: Some(rid.clone()),
-                        reason: reason.into(),
-                        was_running: true,
-                    }),
-                )
-                .await;
-        }
+        .is_some_and(|a| a.interrupt_reply.is_some());
+    // The last event the compaction sends is its terminal event: the outcome, or the
+    // `session.interrupted` after it that answers the interrupt.
+    if interrupted {
+        session.emitter.emit(&rid, outcome).await;
+        crate::request::emit_interrupted(&session, &rid).await;
+    } else {
+        crate::request::emit_terminal(&session, &rid, None, outcome).await;
     }
     let next = {
         let mut d = session.data();

@@ -38,11 +38,7 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
             Ok(turnover) => turnover,
             Err(panic) => {
                 // A bug must not take the session down: report it and end the request.
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
+                let what = panic_text(panic.as_ref());
                 tracing::error!(session_id = %session.id, request_id = %q.id, panic = %what, "a request panicked");
                 let turnover = session.turnover.lock().await;
                 {
@@ -237,55 +233,74 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
                     )
                     .await;
             }
-            mark_ended(session);
-            session
-                .emitter
-                .emit(
-                    rid,
-                    Event::SessionCompleted(SessionCompleted {
-                        stop_reason: stop,
-                        final_text: text,
-                        telemetry,
-                        budget: None,
-                    }),
-                )
-                .await;
+            emit_terminal(
+                session,
+                rid,
+                None,
+                Event::SessionCompleted(SessionCompleted {
+                    stop_reason: stop,
+                    final_text: text,
+                    telemetry,
+                    budget: None,
+                }),
+            )
+            .await;
         }
         Outcome::Budget(hit) => {
             session
                 .emitter
                 .emit(rid, Event::Warning(budget::exceeded(&hit)))
                 .await;
-            mark_ended(session);
-            session
-                .emitter
-                .emit(
-                    rid,
-                    Event::SessionCompleted(SessionCompleted {
-                        stop_reason: StopReason::MaxTurns,
-                        final_text: None,
-                        telemetry,
-                        budget: Some(hit),
-                    }),
-                )
-                .await;
+            emit_terminal(
+                session,
+                rid,
+                None,
+                Event::SessionCompleted(SessionCompleted {
+                    stop_reason: StopReason::MaxTurns,
+                    final_text: None,
+                    telemetry,
+                    budget: Some(hit),
+                }),
+            )
+            .await;
         }
         Outcome::Interrupted | Outcome::Failed(_) => finish_interrupted(session, rid).await,
     }
 }
 
-/// Marks the running request as ended, just before its terminal event: a host that
-/// reads the session's state once it has that event sees it idle (or running the next
-/// queued request), not running the request that ended.
-pub(crate) fn mark_ended(session: &Session) {
+/// The message a panic carried (`panic!("…")`), or empty.
+pub(crate) fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+/// Emits a request's terminal event on its stream (answering `reply_to`), marking the
+/// request ended first: a host that reads the session's state once it has that event
+/// sees it idle (or running the next queued request), not running the one that ended.
+pub(crate) async fn emit_terminal(
+    session: &Session,
+    rid: &str,
+    reply_to: Option<&str>,
+    event: Event,
+) {
     if let Some(a) = session.data().active.as_mut() {
         a.ended = true;
     }
+    session.emitter.emit_reply(rid, reply_to, event).await;
 }
 
 /// Releases every waiter and emits `session.interrupted` on the request's stream.
 async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
     release_waiters(session, rid).await;
+    emit_interrupted(session, rid).await;
+}
+
+/// Emits `session.interrupted`, the terminal event of an interrupted unit of work (a
+/// request, a compaction by hand), answering the command that stopped it.
+pub(crate) async fn emit_interrupted(session: &Session, rid: &str) {
     let reply = session
         .data()
         .active
@@ -296,19 +311,12 @@ async fn finish_interrupted(session: &Arc<Session>, rid: &str) {
     } else {
         "user"
     };
-    mark_ended(session);
-    session
-        .emitter
-        .emit_reply(
-            rid,
-            reply.as_deref(),
-            Event::SessionInterrupted(SessionInterrupted {
-                interrupted_request_id: Some(rid.to_owned()),
-                reason: reason.into(),
-                was_running: true,
-            }),
-        )
-        .await;
+    let event = Event::SessionInterrupted(SessionInterrupted {
+        interrupted_request_id: Some(rid.to_owned()),
+        reason: reason.into(),
+        was_running: true,
+    });
+    emit_terminal(session, rid, reply.as_deref(), event).await;
 }
 
 /// Reports the sub-agents, approvals and questions of a stopped request that did not

@@ -106,16 +106,10 @@ fn stored_session(
                 )
             });
     };
-    if sessions.iter().any(|s| s.session_id == given) {
-        return Ok(given.to_owned());
-    }
-    let starts: Vec<&str> = sessions
-        .iter()
-        .map(|s| s.session_id.as_str())
-        .filter(|id| id.starts_with(given))
-        .collect();
-    match starts.as_slice() {
+    let ids = sessions.iter().map(|s| s.session_id.as_str());
+    match switch::named_ids(ids, given).as_slice() {
         [one] => Ok((*one).to_owned()),
+        // Resuming it says that no such session is stored.
         [] => Ok(given.to_owned()),
         many => Err(ErrorPayload::new(
             ErrorCode::SessionNotFound,

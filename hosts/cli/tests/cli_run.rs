@@ -638,28 +638,37 @@ fn resume_opens_a_stored_session() {
         .lines()
         .find_map(|l| codec::decode_envelope(l.as_bytes()).ok()?.session_id)
         .unwrap();
-    let mut child = keel()
-        .args(["resume", &sid, "--workspace"])
-        .arg(ws.path())
-        .args(["--model", &model])
-        .env("KEEL_HOME", home.path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"/status\n").unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `keel resume [ID]` in the workspace, answering `/status` at its prompt.
+    let status = |id: Option<&str>| {
+        let mut child = keel()
+            .arg("resume")
+            .args(id)
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--model", &model])
+            .env("KEEL_HOME", home.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"/status\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let stdout = status(Some(&sid));
     assert!(stdout.contains(&sid), "{stdout}");
     // Without an id: the workspace's most recent session; none in another workspace.
+    let stdout = status(None);
+    assert!(stdout.contains(&sid), "{stdout}");
     let elsewhere = tempfile::tempdir().unwrap();
     let out = keel()
         .args(["resume", "--workspace"])
@@ -669,21 +678,6 @@ fn resume_opens_a_stored_session() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no stored session in"));
-    let mut child = keel()
-        .args(["resume", "--workspace"])
-        .arg(ws.path())
-        .args(["--model", &model])
-        .env("KEEL_HOME", home.path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"/status\n").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&sid));
     // Bad input.
     let out = keel()
         .args(["resume", "--model"])

@@ -4,6 +4,17 @@
 use super::link::Opened;
 use super::{render, Repl};
 
+/// The ids `given` names among `ids`: itself when it is one, else every id it starts.
+pub(super) fn named_ids<'a>(
+    ids: impl Iterator<Item = &'a str> + Clone,
+    given: &str,
+) -> Vec<&'a str> {
+    match ids.clone().find(|id| *id == given) {
+        Some(id) => vec![id],
+        None => ids.filter(|id| id.starts_with(given)).collect(),
+    }
+}
+
 impl Repl {
     pub(super) fn resume(&mut self, arg: &str) {
         if arg.is_empty() {
@@ -17,23 +28,18 @@ impl Repl {
                 return;
             }
         };
-        let id = if ids.iter().any(|i| i == arg) {
-            arg.to_owned()
-        } else {
-            let found: Vec<&String> = ids.iter().filter(|i| i.starts_with(arg)).collect();
-            match found.as_slice() {
-                [one] => (*one).clone(),
-                [] => {
-                    self.warn_line(&format!("no session {arg:?} (see /sessions)"));
-                    return;
-                }
-                _ => {
-                    self.warn_line(&format!(
-                        "{arg:?} matches {} sessions; give more of the id",
-                        found.len()
-                    ));
-                    return;
-                }
+        let id = match named_ids(ids.iter().map(String::as_str), arg).as_slice() {
+            [one] => (*one).to_owned(),
+            [] => {
+                self.warn_line(&format!("no session {arg:?} (see /sessions)"));
+                return;
+            }
+            many => {
+                self.warn_line(&format!(
+                    "{arg:?} starts {} sessions; give more of the id",
+                    many.len()
+                ));
+                return;
             }
         };
         if id == self.session.id() {
