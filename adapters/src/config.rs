@@ -155,6 +155,7 @@ impl Default for Config {
 struct RawConfig {
     model: Option<String>,
     available_models: Option<Vec<ModelEntry>>,
+    #[serde(default, deserialize_with = "keel_envelope::wire::strict::opt")]
     permission_mode: Option<PermissionMode>,
     approval_timeout_secs: Option<u64>,
     shell: Option<RawShell>,

@@ -24,6 +24,7 @@ macro_rules! command_payloads {
 /// What `request.send` does when the session is busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum WhenBusy {
     /// Wait in the queue (the default).
     #[default]
@@ -37,6 +38,7 @@ pub enum WhenBusy {
 /// A review decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ReviewDecision {
     /// Approve.
     #[default]
@@ -56,7 +58,9 @@ command_payloads! {
         #[serde(default)]
         pub workspace_path: Option<String>,
         /// The permission mode (default: configuration, else `ask`).
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+        #[schemars(with = "Option<crate::wire::Known<PermissionMode>>")]
+        #[ts(optional = nullable, type = "KnownPermissionMode | null")]
         pub permission_mode: Option<PermissionMode>,
         /// The model, `provider:model` (default: configuration).
         #[serde(default)]
@@ -162,6 +166,9 @@ command_payloads! {
     /// `session.set_mode`.
     pub struct SetMode {
         /// The new mode.
+        #[serde(deserialize_with = "crate::wire::strict::one")]
+        #[schemars(with = "crate::wire::Known<PermissionMode>")]
+        #[ts(type = "KnownPermissionMode")]
         pub mode: PermissionMode,
     }
 
@@ -245,6 +252,9 @@ command_payloads! {
         /// The approval.
         pub approval_id: String,
         /// The decision.
+        #[serde(deserialize_with = "crate::wire::strict::one")]
+        #[schemars(with = "crate::wire::Known<ApprovalDecision>")]
+        #[ts(type = "KnownApprovalDecision")]
         pub decision: ApprovalDecision,
     }
 
@@ -253,7 +263,9 @@ command_payloads! {
         /// The plan.
         pub plan_id: String,
         /// The mode to continue in (default `ask`).
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+        #[schemars(with = "Option<crate::wire::Known<PermissionMode>>")]
+        #[ts(optional = nullable, type = "KnownPermissionMode | null")]
         pub mode: Option<PermissionMode>,
     }
 
@@ -468,7 +480,9 @@ command_payloads! {
     /// Changes in `task-graph.update-node`.
     pub struct NodeUpdates {
         /// New status.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+        #[schemars(with = "Option<crate::wire::Known<crate::ext::NodeStatus>>")]
+        #[ts(optional = nullable, type = "KnownNodeStatus | null")]
         pub status: Option<crate::ext::NodeStatus>,
         /// New title.
         #[serde(default)]
@@ -493,12 +507,14 @@ macro_rules! define_commands {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal => $payload:ty, session: $needs:literal ),* $(,)?) => {
         /// A command's type and typed payload.
         #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
         pub enum CommandPayload {
             $( $(#[$doc])* $variant($payload), )*
         }
 
         /// The type of a command.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum CommandType {
             $( $(#[$doc])* $variant, )*
         }

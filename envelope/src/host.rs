@@ -19,16 +19,21 @@ pub struct NameValue {
     pub value: String,
 }
 
-/// How an MCP server's tools are treated by the permission gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum McpTrust {
-    /// Every tool of the server needs approval in `ask` and `auto-edit` modes and is
-    /// refused in plan mode (execute level). The default.
-    #[default]
-    Ask,
-    /// The server's tools are read-level: they run without approval, also in plan mode.
-    Read,
+crate::wire::wire_enum! {
+    /// How an MCP server's tools are treated by the permission gate.
+    pub enum McpTrust {
+        /// Every tool of the server needs approval in `ask` and `auto-edit` modes and is
+        /// refused in plan mode (execute level). The default.
+        Ask = "ask",
+        /// The server's tools are read-level: they run without approval, also in plan mode.
+        Read = "read",
+    }
+}
+
+impl Default for McpTrust {
+    fn default() -> Self {
+        McpTrust::Ask
+    }
 }
 
 /// How a session reaches an MCP server: `{name, command, args, env}` (stdio) or
@@ -59,13 +64,16 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub headers: Option<Vec<NameValue>>,
     /// How the gate treats its tools (default `ask`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+    #[schemars(with = "Option<crate::wire::Known<McpTrust>>")]
+    #[ts(optional = nullable, type = "KnownMcpTrust | null")]
     pub trust: Option<McpTrust>,
 }
 
 /// Whether a host tool asks for approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HostToolApproval {
     /// Asks in `ask` mode (and `auto-edit`), unless a rule allows it.
     Always,
@@ -91,6 +99,9 @@ pub struct HostToolSpec {
     pub input_schema: serde_json::Value,
     /// Its permission level: `read` runs without approval (also in plan mode); the
     /// others ask in `ask` mode and are refused in plan mode.
+    #[serde(deserialize_with = "crate::wire::strict::one")]
+    #[schemars(with = "crate::wire::Known<PermissionLevel>")]
+    #[ts(type = "KnownPermissionLevel")]
     pub level: PermissionLevel,
     /// Overrides whether it asks (default: `never` for `read`, else `always`).
     #[serde(default)]
@@ -105,16 +116,16 @@ pub struct HostToolError {
     pub message: String,
 }
 
-/// The state of an MCP server of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum McpServerState {
-    /// Starting (spawning, connecting, listing tools).
-    Starting,
-    /// Connected; its tools are offered to the model.
-    Ready,
-    /// Could not start, died, or stopped answering; `reason` says why.
-    Failed,
+crate::wire::wire_enum! {
+    /// The state of an MCP server of a session.
+    pub enum McpServerState {
+        /// Starting (spawning, connecting, listing tools).
+        Starting = "starting",
+        /// Connected; its tools are offered to the model.
+        Ready = "ready",
+        /// Could not start, died, or stopped answering; `reason` says why.
+        Failed = "failed",
+    }
 }
 
 /// One tool of an MCP server, as offered to the model.

@@ -31,6 +31,7 @@ pub mod ids;
 pub mod kernel_tools;
 pub mod tools;
 pub mod types;
+pub mod wire;
 
 pub use commands::{Command, CommandType};
 pub use envelope::{Envelope, Meta, SequenceChecker, SequenceGap, Sequencer, Source};

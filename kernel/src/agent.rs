@@ -178,7 +178,7 @@ pub(crate) async fn run(
         }
         let (model, mut request, unread) = {
             let d = session.data();
-            let (mut system, unread) = prompt::system_prompt(session, d.state.mode);
+            let (mut system, unread) = prompt::system_prompt(session, d.state.mode.clone());
             system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             let request = ModelRequest {
                 system,
@@ -268,7 +268,8 @@ pub(crate) async fn run(
             // The Stop hooks may ask the model to go on after its answer.
             if stop == StopReason::EndTurn {
                 let active = c.stop_hook_active;
-                let more = hooks::stop(session, rid, stop, Some(&out.text), active, cancel).await;
+                let more =
+                    hooks::stop(session, rid, stop.clone(), Some(&out.text), active, cancel).await;
                 c.stop_hooks_ran = true;
                 if let Some(reason) = more {
                     c.stop_hook_active = true;

@@ -136,7 +136,7 @@ pub(crate) async fn request(
             Event::ApprovalGranted(ApprovalGranted {
                 approval_id,
                 tool_call_id: tool_call_id.to_owned(),
-                decision,
+                decision: decision.clone(),
             }),
         )
         .await;

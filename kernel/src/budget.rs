@@ -416,7 +416,7 @@ impl Budget {
             let mut push = |limit, used: f64, max: Option<f64>, tool: Option<&str>| {
                 if let Some(max) = max {
                     out.push(BudgetStatus {
-                        scope,
+                        scope: scope.clone(),
                         limit,
                         tool_name: tool.map(str::to_owned),
                         used,
@@ -471,7 +471,10 @@ impl Budget {
         figures
             .into_iter()
             .filter(|f| f.used >= f.max * WARN_AT)
-            .filter(|f| s.warned.insert((f.scope, f.limit, f.tool_name.clone())))
+            .filter(|f| {
+                s.warned
+                    .insert((f.scope.clone(), f.limit.clone(), f.tool_name.clone()))
+            })
             .collect()
     }
 
@@ -575,7 +578,7 @@ impl Budget {
                 .warned
                 .iter()
                 .filter(|(scope, _, _)| *scope == BudgetScope::Session)
-                .map(|(_, l, t)| warned_key(*l, t.as_deref()))
+                .map(|(_, l, t)| warned_key(l.clone(), t.as_deref()))
                 .collect();
             (s.session.clone(), warned)
         };
@@ -647,10 +650,10 @@ pub(crate) async fn before_tool_call(
 /// model calls (as before budgets existed), `BUDGET_EXCEEDED` for every other limit.
 pub(crate) fn exceeded(hit: &BudgetStatus) -> ErrorPayload {
     let whose = match hit.scope {
-        BudgetScope::Request => "the request",
         BudgetScope::Session => "the session",
+        _ => "the request",
     };
-    let (code, message) = match (hit.scope, hit.limit) {
+    let (code, message) = match (&hit.scope, &hit.limit) {
         (BudgetScope::Request, BudgetLimit::ModelCalls) => (
             ErrorCode::MaxTurnsExceeded,
             format!("the request reached its limit of {} model calls", hit.max),
@@ -685,16 +688,15 @@ pub(crate) fn exceeded(hit: &BudgetStatus) -> ErrorPayload {
                 hit.tool_name.as_deref().unwrap_or("a tool")
             ),
         ),
+        // The kernel reports only the limits above.
+        (_, limit) => (
+            ErrorCode::BudgetExceeded,
+            format!("{whose} reached its {limit} limit of {}", hit.max),
+        ),
     };
-    let mut e = ErrorPayload::new(code, message)
+    let mut e = ErrorPayload::new(code.clone(), message)
         .severity(keel_envelope::error::Severity::Warning)
-        .with_detail(
-            "scope",
-            match hit.scope {
-                BudgetScope::Request => "request",
-                BudgetScope::Session => "session",
-            },
-        )
+        .with_detail("scope", hit.scope.as_str())
         .with_detail("limit", hit.limit.as_str())
         .with_detail("used", hit.used)
         .with_detail("max", hit.max);

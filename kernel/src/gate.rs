@@ -24,13 +24,13 @@ impl std::ops::Deref for GateVerdict {
 
 impl GateVerdict {
     pub(crate) fn decision(&self) -> Decision {
-        self.0.verdict.decision
+        self.0.verdict.decision.clone()
     }
     pub(crate) fn level(&self) -> PermissionLevel {
-        self.0.verdict.level
+        self.0.verdict.level.clone()
     }
     pub(crate) fn risk(&self) -> RiskLevel {
-        self.0.verdict.risk_level
+        self.0.verdict.risk_level.clone()
     }
     pub(crate) fn reason(&self) -> String {
         self.0.verdict.reason.clone()
@@ -53,7 +53,11 @@ impl GateVerdict {
 
     /// The error reported when the gate denies.
     pub(crate) fn deny_error(&self, tool: &str) -> ErrorPayload {
-        let code = self.0.deny_code.unwrap_or(ErrorCode::ToolPermissionDenied);
+        let code = self
+            .0
+            .deny_code
+            .clone()
+            .unwrap_or(ErrorCode::ToolPermissionDenied);
         let mut message = self.0.verdict.reason.clone();
         if code == ErrorCode::PlanApprovalRequired {
             message.push_str(
@@ -64,7 +68,7 @@ impl GateVerdict {
             .with_detail("toolName", tool)
             .with_detail(
                 "level",
-                serde_json::to_value(self.0.verdict.level).unwrap_or_default(),
+                serde_json::to_value(self.0.verdict.level.clone()).unwrap_or_default(),
             )
     }
 
@@ -102,7 +106,7 @@ pub(crate) fn decide(
     let input = DecisionInput {
         tool: &spec.name,
         args,
-        mode: d.state.mode,
+        mode: d.state.mode.clone(),
         rules: &rules,
         workspace: &session.workspace,
         shell: &session.kernel.config.shell,

@@ -62,6 +62,11 @@ pub(crate) fn convert_history(messages: &[HistoryMessage]) -> Result<Vec<Message
                 )
                 .with_detail("field", format!("payload.messages[{i}].role")));
             }
+            // The codec decodes the known roles only.
+            _ => {
+                return Err(ErrorPayload::new(ErrorCode::RequestInvalid, "unknown role")
+                    .with_detail("field", format!("payload.messages[{i}].role")));
+            }
         }
     }
     Ok(out)

@@ -385,7 +385,7 @@ fn input(
         session_id: session.id.clone(),
         request_id: rid.map(str::to_owned),
         cwd: session.workspace.display().to_string(),
-        permission_mode: session.data().state.mode,
+        permission_mode: session.data().state.mode.clone(),
         tool_name: None,
         tool_input: None,
         tool_response: None,
@@ -721,7 +721,7 @@ pub(crate) async fn stop(
         return None;
     }
     let mut i = input(session, HookEvent::Stop, Some(rid), cancel);
-    i.stop_reason = Some(reason);
+    i.stop_reason = Some(reason.clone());
     i.final_text = final_text.map(str::to_owned);
     i.stop_hook_active = Some(stop_hook_active);
     let mut reasons = Vec::new();

@@ -61,18 +61,17 @@ pub(crate) fn entries(specs: &[HostToolSpec], field: &str) -> Result<Vec<Entry>,
         } else {
             PlanBehavior::Denied
         };
-        let approval = match (t.approval, t.level) {
-            (Some(HostToolApproval::Always), _) => ApprovalRequirement::Always,
+        let approval = match (t.approval, &t.level) {
             (Some(HostToolApproval::Never), _) | (None, PermissionLevel::Read) => {
                 ApprovalRequirement::Never
             }
-            (None, _) => ApprovalRequirement::Always,
+            _ => ApprovalRequirement::Always,
         };
         let spec = ToolSpec::custom(
             t.name.clone(),
             t.description.clone(),
             t.input_schema.clone(),
-            t.level,
+            t.level.clone(),
             plan,
             approval,
         )

@@ -499,7 +499,7 @@ impl Kernel {
             model: model.id(),
             mode: opts
                 .permission_mode
-                .unwrap_or(self.inner.config.permission_mode),
+                .unwrap_or(self.inner.config.permission_mode.clone()),
             rules: Default::default(),
             session_keys: Vec::new(),
             session_deny: Vec::new(),

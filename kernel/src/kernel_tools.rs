@@ -132,18 +132,18 @@ impl KernelHandler for ProposePlan {
                     if let Some(p) = d.state.plan.as_mut() {
                         p.status = PlanStatus::Approved;
                     }
-                    std::mem::replace(&mut d.state.mode, mode)
+                    std::mem::replace(&mut d.state.mode, mode.clone())
                 };
                 let ev = PlanApproved {
                     plan_id: plan_id.clone(),
-                    mode,
+                    mode: mode.clone(),
                 };
                 session
                     .emitter
                     .emit_reply(rid, Some(&reply_to), Event::PlanApproved(ev))
                     .await;
                 let ev = SessionModeChanged {
-                    mode,
+                    mode: mode.clone(),
                     previous_mode: previous,
                 };
                 session
@@ -193,7 +193,7 @@ impl KernelHandler for UpdatePlan {
                     let id = step_id(i, s);
                     match plan.steps.iter_mut().find(|p| p.id == id) {
                         Some(step) => {
-                            if let Some(st) = s.status {
+                            if let Some(st) = s.status.clone() {
                                 step.status = st;
                             }
                             if let Some(t) = &s.title {
@@ -203,7 +203,7 @@ impl KernelHandler for UpdatePlan {
                         None => plan.steps.push(PlanStep {
                             id,
                             title: s.title.clone().unwrap_or_default(),
-                            status: s.status.unwrap_or(StepStatus::Pending),
+                            status: s.status.clone().unwrap_or(StepStatus::Pending),
                         }),
                     }
                 }

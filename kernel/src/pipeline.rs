@@ -120,15 +120,11 @@ pub(crate) async fn run_call(
     let (verdict, mode) = {
         let d = session.data();
         let v = gate::decide(session, &d, &entry.spec, &call.arguments);
-        (v, d.state.mode)
+        (v, d.state.mode.clone())
     };
     tracing::debug!(tool = %call.name, tool_call_id = %tool_call_id, decision = ?verdict.decision(), level = ?verdict.level(), risk = ?verdict.risk(), "gate");
     match verdict.decision() {
-        Decision::Deny => {
-            let error = verdict.deny_error(&call.name);
-            skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
-            return Ok((refusal_text(&error), true));
-        }
+        Decision::Allow => {}
         // 3. Approval.
         Decision::Ask => {
             let approved =
@@ -150,7 +146,12 @@ pub(crate) async fn run_call(
                 ));
             }
         }
-        Decision::Allow => {}
+        // Deny (the gate decides no other value).
+        _ => {
+            let error = verdict.deny_error(&call.name);
+            skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
+            return Ok((refusal_text(&error), true));
+        }
     }
     if cancel.is_cancelled() {
         return Err(Interrupted);

@@ -138,6 +138,7 @@ pub(crate) fn plan_section(plan: Option<&keel_envelope::types::Plan>) -> String 
             StepStatus::Pending => "[ ]",
             StepStatus::InProgress => "[>]",
             StepStatus::Completed => "[x]",
+            _ => "[?]",
         };
         s.push_str(&format!("- {mark} {} ({})\n", step.title, step.id));
     }

@@ -74,7 +74,7 @@ fn error_json(e: &ErrorPayload, retry_delay: Option<u64>) -> Value {
     let mut m = Map::new();
     m.insert("message".into(), json!(e.message));
     m.insert("code".into(), json!(e.code));
-    if let Some(h) = e.hint {
+    if let Some(h) = &e.hint {
         m.insert("hint".into(), json!(h));
     }
     m.insert("retryable".into(), json!(e.retryable));

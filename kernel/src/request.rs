@@ -121,7 +121,7 @@ async fn run_request<'s>(
     };
     if !c.stop_hooks_ran {
         let reason = match &outcome {
-            Outcome::Done { stop, .. } => Some(*stop),
+            Outcome::Done { stop, .. } => Some(stop.clone()),
             Outcome::Budget(_) => Some(StopReason::MaxTurns),
             Outcome::Failed(_) => Some(StopReason::Error),
             Outcome::Interrupted => None,

@@ -247,7 +247,7 @@ impl Session {
             created_at: d.state.created_at,
             updated_at: d.state.updated_at,
             state: Self::state_of(&d),
-            permission_mode: d.state.mode,
+            permission_mode: d.state.mode.clone(),
             model: d.state.model.clone(),
             request_count: crate::summary::request_count(&d.state),
             last_message: crate::summary::last_message(&d.state.history),
@@ -292,7 +292,7 @@ impl Session {
             SessionStarted {
                 session_id: self.id.clone(),
                 workspace: d.state.workspace.clone(),
-                permission_mode: d.state.mode,
+                permission_mode: d.state.mode.clone(),
                 model: d.state.model.clone(),
                 title: d.state.title.clone(),
                 created_at: d.state.created_at,
@@ -356,7 +356,7 @@ impl Session {
                     created_at: d.state.created_at,
                     updated_at: d.state.updated_at,
                     state: Self::state_of(&d),
-                    permission_mode: d.state.mode,
+                    permission_mode: d.state.mode.clone(),
                     model: d.state.model.clone(),
                     request_count: crate::summary::request_count(&d.state),
                     last_message: crate::summary::last_message(&d.state.history),
@@ -388,13 +388,13 @@ impl Session {
             CommandPayload::SessionSetMode(p) => {
                 let previous = {
                     let mut d = self.data();
-                    std::mem::replace(&mut d.state.mode, p.mode)
+                    std::mem::replace(&mut d.state.mode, p.mode.clone())
                 };
                 self.emitter
                     .emit(
                         rid,
                         Event::SessionModeChanged(SessionModeChanged {
-                            mode: p.mode,
+                            mode: p.mode.clone(),
                             previous_mode: previous,
                         }),
                     )
@@ -531,7 +531,7 @@ impl Session {
                         &p.approval_id,
                     ));
                 };
-                if tx.send((p.decision, rid.to_owned())).is_err() {
+                if tx.send((p.decision.clone(), rid.to_owned())).is_err() {
                     return Err(not_found(
                         ErrorCode::ApprovalNotFound,
                         "approval",
@@ -542,7 +542,7 @@ impl Session {
             CommandPayload::PlanApprove(p) => {
                 let tx = self.take_plan_wait(&p.plan_id)?;
                 let _ = tx.send(PlanAnswer::Approve {
-                    mode: p.mode.unwrap_or(PermissionMode::Ask),
+                    mode: p.mode.clone().unwrap_or(PermissionMode::Ask),
                     reply_to: rid.to_owned(),
                 });
             }
@@ -648,7 +648,8 @@ impl Session {
                     .retryable(true)
                     .with_detail("activeRequestId", active.id.clone()));
                 }
-                (Some(_), WhenBusy::Queue) => {
+                // Queue, the default (the codec accepts the known values only).
+                (Some(_), _) => {
                     d.queue.push_back(q.clone());
                     Outcome::Queued(d.queue.len() as u32)
                 }

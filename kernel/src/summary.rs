@@ -49,7 +49,7 @@ impl SessionSummary {
             title: state.title.clone(),
             workspace: state.workspace.clone(),
             model: state.model.clone(),
-            mode: state.mode,
+            mode: state.mode.clone(),
             created_at: state.created_at,
             updated_at: state.updated_at,
             closed: state.closed,
@@ -71,7 +71,7 @@ impl SessionSummary {
             } else {
                 SessionState::Idle
             },
-            permission_mode: self.mode,
+            permission_mode: self.mode.clone(),
             model: self.model.clone(),
             request_count: self.request_count,
             last_message: self.last_message.clone(),

@@ -287,6 +287,7 @@ fn verdict(
     deny_code: Option<ErrorCode>,
     elevated: bool,
 ) -> Verdict {
+    let is_deny = decision == Decision::Deny;
     Verdict {
         verdict: PolicyVerdict {
             decision,
@@ -297,7 +298,7 @@ fn verdict(
             scope: a.scope,
         },
         key: a.key,
-        deny_code: if decision == Decision::Deny {
+        deny_code: if is_deny {
             deny_code.or(Some(ErrorCode::ToolPermissionDenied))
         } else {
             None
@@ -325,7 +326,7 @@ pub fn decide_with_spec(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> V
     let allow = parse_rules(&input.rules.allow);
     let deny = parse_rules(&input.rules.deny);
     // 1. Default-deny.
-    if let Some(code) = a.hard_deny {
+    if let Some(code) = a.hard_deny.clone() {
         let reason = a.reason.clone();
         return verdict(a, Decision::Deny, reason, Some(code), false);
     }

@@ -19,6 +19,7 @@ pub(super) struct RawMcpServer {
     env: Option<BTreeMap<String, String>>,
     url: Option<String>,
     headers: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "keel_envelope::wire::strict::opt")]
     trust: Option<McpTrust>,
     startup_timeout_secs: Option<u64>,
     tool_timeout_secs: Option<u64>,

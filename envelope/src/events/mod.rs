@@ -42,6 +42,7 @@ macro_rules! define_events {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal => $payload:ty ),* $(,)?) => {
         /// An event: its type and typed payload.
         #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
         pub enum Event {
             $( $(#[$doc])* $variant($payload), )*
             /// A type this version does not know (a newer peer); consumers ignore it.
@@ -55,6 +56,7 @@ macro_rules! define_events {
 
         /// The type of an event, without its payload.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum EventType {
             $( $(#[$doc])* $variant, )*
         }

@@ -61,7 +61,8 @@ pub(crate) fn stop_reason(s: KeelStop) -> Option<StopReason> {
         KeelStop::MaxTurns => Some(StopReason::MaxTurnRequests),
         KeelStop::Refusal => Some(StopReason::Refusal),
         KeelStop::Interrupted => Some(StopReason::Cancelled),
-        KeelStop::Error => None,
+        // Error, and a reason this version does not know.
+        _ => None,
     }
 }
 

@@ -32,7 +32,7 @@ fn spawn_daemon(socket: &Path, common: &SessionArgs) -> std::io::Result<std::pro
     if let Some(m) = &common.model.model {
         cmd.arg("--model").arg(m);
     }
-    if let Some(m) = common.mode.mode {
+    if let Some(m) = &common.mode.mode {
         cmd.arg("--mode").arg(m.as_str());
     }
     cmd.stdin(std::process::Stdio::null())
@@ -140,7 +140,7 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
         None => {
             let start = CommandPayload::SessionStart(SessionStart {
                 workspace_path: Some(workspace.display().to_string()),
-                permission_mode: args.session.mode.mode,
+                permission_mode: args.session.mode.mode.clone(),
                 model: args.session.model.model.clone(),
                 ..SessionStart::default()
             });

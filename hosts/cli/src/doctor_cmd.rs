@@ -288,7 +288,7 @@ fn sandbox_check(config: &keel_tools::SandboxConfig) -> Check {
         ),
         SandboxKind::Bubblewrap => Check::ok("sandbox", format!("bubblewrap: {}{network}", r.reason)),
         SandboxKind::Landlock => Check::ok("sandbox", format!("landlock: {}{network}", r.reason)),
-        SandboxKind::None => Check::warn(
+        _ => Check::warn(
             "sandbox",
             format!(
                 "none: {}; shell commands run unsandboxed in ask and auto-edit modes and are refused in auto mode",

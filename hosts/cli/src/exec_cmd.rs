@@ -202,6 +202,7 @@ async fn exec(
                     StopReason::EndTurn | StopReason::Refusal => EXIT_OK,
                     StopReason::Interrupted => EXIT_INTERRUPTED,
                     StopReason::MaxTurns | StopReason::Error => EXIT_FAILED,
+                    _ => EXIT_FAILED,
                 };
                 break;
             }

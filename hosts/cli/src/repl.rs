@@ -310,7 +310,8 @@ impl Repl {
     }
 
     fn prompt(&self) -> (String, String) {
-        let mode = self.session.state().session.permission_mode.as_str();
+        let mode = self.session.state().session.permission_mode;
+        let mode = mode.as_str();
         let raw = format!("{mode} › ");
         let st = self.screen.style;
         let styled = format!("{} {} ", st.cyan(mode), st.bold("›"));

@@ -83,7 +83,11 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     };
     let mut kernel_config = KernelConfig {
         workspace: Some(workspace.clone()),
-        permission_mode: common.mode.mode.unwrap_or(config.permission_mode),
+        permission_mode: common
+            .mode
+            .mode
+            .clone()
+            .unwrap_or(config.permission_mode.clone()),
         approval_timeout: Duration::from_secs(config.approval_timeout_secs),
         max_turns: config.max_turns,
         compaction_threshold: config.compaction_threshold,

@@ -159,7 +159,7 @@ fn hooks_and_budgets_through_the_bridge() {
     let skipped: Vec<(String, ErrorCode)> = mine
         .iter()
         .filter_map(|e| match &e.event {
-            Event::ToolCallSkipped(s) => Some((s.tool_name.clone(), s.error.code)),
+            Event::ToolCallSkipped(s) => Some((s.tool_name.clone(), s.error.code.clone())),
             _ => None,
         })
         .collect();
@@ -181,7 +181,11 @@ fn hooks_and_budgets_through_the_bridge() {
     assert_eq!(c.stop_reason, StopReason::MaxTurns);
     let hit = c.budget.as_ref().unwrap();
     assert_eq!(
-        (hit.scope, hit.limit, hit.tool_name.as_deref()),
+        (
+            hit.scope.clone(),
+            hit.limit.clone(),
+            hit.tool_name.as_deref()
+        ),
         (
             BudgetScope::Request,
             BudgetLimit::ToolCalls,

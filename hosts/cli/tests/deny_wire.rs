@@ -83,7 +83,7 @@ fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
         .iter()
         .filter(|e| e.request_id == "r6")
         .filter_map(|e| match &e.event {
-            Event::ToolCallSkipped(s) => Some((s.error.code, s.error.message.clone())),
+            Event::ToolCallSkipped(s) => Some((s.error.code.clone(), s.error.message.clone())),
             _ => None,
         })
         .collect();

@@ -148,7 +148,7 @@ mod tests {
                 for old in &before.tasks {
                     let now = b.get(&old.task_id).unwrap();
                     if old.status != BackgroundStatus::Running {
-                        prop_assert_eq!((now.status, now.ended_at, now.exit_code), (old.status, old.ended_at, old.exit_code));
+                        prop_assert_eq!((now.status, now.ended_at, now.exit_code), (old.status.clone(), old.ended_at, old.exit_code));
                     }
                 }
                 for t in &b.tasks {

@@ -184,7 +184,7 @@ async fn run_child(
         }
         let (model, system) = {
             let d = session.data();
-            let (mut system, _) = prompt::system_prompt(session, d.state.mode);
+            let (mut system, _) = prompt::system_prompt(session, d.state.mode.clone());
             system.push_str(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",

@@ -260,7 +260,7 @@ fn waiting_for(g: &TaskGraph, id: &str) -> Vec<String> {
         .map(|n| {
             n.depends_on
                 .iter()
-                .filter(|d| g.nodes.get(*d).is_none_or(|dn| !is_done(dn.status)))
+                .filter(|d| g.nodes.get(*d).is_none_or(|dn| !is_done(dn.status.clone())))
                 .cloned()
                 .collect()
         })
@@ -277,17 +277,18 @@ pub(crate) fn update_node(
     let Some(current) = g.nodes.get(id) else {
         return Err(node_not_found(id));
     };
-    let from = current.status;
-    if let Some(to) = updates.status {
+    let from = current.status.clone();
+    if let Some(to) = updates.status.clone() {
         if to != from {
-            if is_done(from) {
-                return Err(
-                    invalid(format!("node {id:?} is {} and stays so", status_str(from)))
-                        .with_detail("nodeId", id)
-                        .with_detail("status", status_str(from)),
-                );
+            if is_done(from.clone()) {
+                return Err(invalid(format!(
+                    "node {id:?} is {} and stays so",
+                    status_str(from.clone())
+                ))
+                .with_detail("nodeId", id)
+                .with_detail("status", status_str(from)));
             }
-            if needs_deps_done(to) {
+            if needs_deps_done(to.clone()) {
                 let waiting = waiting_for(g, id);
                 if !waiting.is_empty() {
                     return Err(invalid(format!(
@@ -304,9 +305,9 @@ pub(crate) fn update_node(
     let Some(node) = g.nodes.get_mut(id) else {
         return Err(node_not_found(id));
     };
-    if let Some(to) = updates.status {
+    if let Some(to) = updates.status.clone() {
         if to != from {
-            node.status = to;
+            node.status = to.clone();
             if to == NodeStatus::Running && node.started_at.is_none() {
                 node.started_at = Some(now);
             }
@@ -393,7 +394,8 @@ pub(crate) fn advance(g: &mut TaskGraph, now: u64) -> Vec<String> {
 /// Brings the graph status in line with its nodes. Returns `true` when the graph just
 /// became terminal (`task-graph.completed` is due).
 pub(crate) fn settle(g: &mut TaskGraph, now: u64) -> bool {
-    let all_terminal = !g.nodes.is_empty() && g.nodes.values().all(|n| is_terminal(n.status));
+    let all_terminal =
+        !g.nodes.is_empty() && g.nodes.values().all(|n| is_terminal(n.status.clone()));
     if all_terminal {
         let status = if g.nodes.values().any(|n| n.status == NodeStatus::Failed) {
             GraphStatus::Failed
@@ -418,24 +420,13 @@ pub(crate) fn settle(g: &mut TaskGraph, now: u64) -> bool {
 }
 
 /// The wire spelling of a node status.
-pub(crate) fn status_str(s: NodeStatus) -> &'static str {
-    match s {
-        NodeStatus::Pending => "pending",
-        NodeStatus::Ready => "ready",
-        NodeStatus::Running => "running",
-        NodeStatus::Completed => "completed",
-        NodeStatus::Failed => "failed",
-        NodeStatus::Skipped => "skipped",
-    }
+pub(crate) fn status_str(s: NodeStatus) -> String {
+    s.as_str().to_owned()
 }
 
 /// A short text view of the graph for the model.
 pub(crate) fn describe(g: &TaskGraph) -> String {
-    let status = match g.status {
-        GraphStatus::Active => "active",
-        GraphStatus::Completed => "completed",
-        GraphStatus::Failed => "failed",
-    };
+    let status = g.status.as_str();
     let mut s = format!("Task graph {} ({status})", g.graph_id);
     if let Some(t) = &g.title {
         s.push_str(&format!(": {t}"));
@@ -443,7 +434,11 @@ pub(crate) fn describe(g: &TaskGraph) -> String {
     s.push('\n');
     for id in &g.order {
         if let Some(n) = g.nodes.get(id) {
-            s.push_str(&format!("- {id} [{}] {}", status_str(n.status), n.title));
+            s.push_str(&format!(
+                "- {id} [{}] {}",
+                status_str(n.status.clone()),
+                n.title
+            ));
             if !n.depends_on.is_empty() {
                 s.push_str(&format!(" (after {})", n.depends_on.join(", ")));
             }
@@ -485,17 +480,18 @@ pub(crate) fn check_invariants(g: &TaskGraph) -> Result<(), String> {
             if pos.get(d.as_str()).is_none_or(|&dp| dp >= p) {
                 return Err(format!("order puts {id:?} before its dependency {d:?}"));
             }
-            let ds = g.nodes[d.as_str()].status;
-            if needs_deps_done(n.status) && !is_done(ds) {
+            let ds = g.nodes[d.as_str()].status.clone();
+            if needs_deps_done(n.status.clone()) && !is_done(ds.clone()) {
                 return Err(format!(
                     "{id:?} is {} while its dependency {d:?} is {}",
-                    status_str(n.status),
+                    status_str(n.status.clone()),
                     status_str(ds)
                 ));
             }
         }
     }
-    let all_terminal = !g.nodes.is_empty() && g.nodes.values().all(|n| is_terminal(n.status));
+    let all_terminal =
+        !g.nodes.is_empty() && g.nodes.values().all(|n| is_terminal(n.status.clone()));
     let any_failed = g.nodes.values().any(|n| n.status == NodeStatus::Failed);
     let expected = match (all_terminal, any_failed) {
         (false, _) => GraphStatus::Active,
@@ -677,8 +673,8 @@ mod tests {
                         for r in &ready {
                             // Never promote a node with a failed dependency.
                             let deps = &g.nodes[r].depends_on;
-                            prop_assert!(deps.iter().all(|d| is_done(g.nodes[d].status)));
-                            prop_assert_eq!(before.nodes[r].status, NodeStatus::Pending);
+                            prop_assert!(deps.iter().all(|d| is_done(g.nodes[d].status.clone())));
+                            prop_assert_eq!(before.nodes[r].status.clone(), NodeStatus::Pending);
                         }
                         // After an advance, nothing pending has a failed dependency.
                         for n in g.nodes.values() {
@@ -694,8 +690,8 @@ mod tests {
                 }
                 // Completed and skipped nodes stay so.
                 for (k, n) in &before.nodes {
-                    if is_done(n.status) {
-                        prop_assert_eq!(g.nodes[k].status, n.status);
+                    if is_done(n.status.clone()) {
+                        prop_assert_eq!(g.nodes[k].status.clone(), n.status.clone());
                     }
                 }
             }

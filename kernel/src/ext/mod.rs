@@ -546,6 +546,8 @@ fn graph_op_of(args: TaskGraphArgs) -> Result<GraphOp, ErrorPayload> {
         },
         TaskGraphAction::Advance => GraphOp::Advance,
         TaskGraphAction::State => GraphOp::State,
+        // The arguments decode the known actions only.
+        _ => return Err(tool_args_error("unknown action")),
     })
 }
 

@@ -327,7 +327,7 @@ mod tests {
                         match book.take(&id) {
                             Ok(p) => {
                                 let status = if kind == 1 { PatchStatus::Applied } else { PatchStatus::Rejected };
-                                let r = book.resolve(p, status, "host", None, next);
+                                let r = book.resolve(p, status.clone(), "host", None, next);
                                 prop_assert_eq!(r.status, status);
                                 prop_assert!(book.take(&id).is_err());
                             }
@@ -336,7 +336,7 @@ mod tests {
                     }
                 }
                 for p in &book.pending {
-                    prop_assert_eq!(p.status, PatchStatus::Pending);
+                    prop_assert_eq!(p.status.clone(), PatchStatus::Pending);
                     prop_assert!(!book.history.iter().any(|h| h.patch_id == p.patch_id));
                 }
                 prop_assert!(book.history.iter().all(|h| h.status != PatchStatus::Pending && h.resolved_at.is_some()));

@@ -95,7 +95,7 @@ fn start(
         .with_detail("field", "timeoutMs"));
     }
     let cwd = jail::resolve_cwd(&session.workspace, args.cwd.as_deref())?;
-    let mode = session.data().state.mode;
+    let mode = session.data().state.mode.clone();
     let sandbox = session
         .kernel
         .config
@@ -159,7 +159,7 @@ fn start(
                     format!("[timed out after {timeout_ms} ms; everything it started was killed]"),
                 );
             }
-            d.ext.background.end(&task_id, status, code, now)
+            d.ext.background.end(&task_id, status.clone(), code, now)
         };
         // Ended by itself (an exit or the time limit, not a stop): the host hears of
         // it on the stream of the request that started it. Still listed in

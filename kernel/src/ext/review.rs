@@ -151,9 +151,10 @@ pub(crate) fn resolve(
     let r = pending(review)?;
     let status = match decision {
         ReviewDecision::Approved => ReviewStatus::Approved,
-        ReviewDecision::Rejected => ReviewStatus::Rejected,
+        // Rejected (the codec accepts the known decisions only).
+        _ => ReviewStatus::Rejected,
     };
-    r.status = status;
+    r.status = status.clone();
     r.decision = Some(status);
     r.resolved_by = Some(resolved_by.to_owned());
     r.resolved_at = Some(now);

@@ -144,7 +144,7 @@ mod tests {
                 }
                 prop_assert!(r.recent.len() <= RECENT_LIMIT);
                 for a in &r.active {
-                    prop_assert_eq!(a.status, SubAgentStatus::Running);
+                    prop_assert_eq!(a.status.clone(), SubAgentStatus::Running);
                     prop_assert!(!r.recent.iter().any(|f| f.sub_agent_id == a.sub_agent_id));
                 }
                 for f in &r.recent {

@@ -160,7 +160,7 @@ pub(crate) fn from_specs(specs: &[McpServerSpec]) -> Result<Vec<McpServerConfig>
             env: pairs(&s.env),
             url: s.url.clone(),
             headers: pairs(&s.headers),
-            trust: s.trust,
+            trust: s.trust.clone(),
         };
         let config = parts.check().map_err(|(field, why)| {
             let at = if field.is_empty() {

@@ -118,7 +118,7 @@ impl Server {
         McpServerInfo {
             name: self.config.name.clone(),
             transport: self.config.transport.kind().to_owned(),
-            trust: self.config.trust,
+            trust: self.config.trust.clone(),
             origin: match self.origin {
                 ServerOrigin::Config => "config",
                 ServerOrigin::Session => "session",
@@ -158,15 +158,16 @@ impl Server {
     /// The server's row of the permission table, for one of its tools.
     fn spec(&self, name: &str, tool: &keel_mcp::McpTool) -> ToolSpec {
         let (level, plan, approval) = match self.config.trust {
-            McpTrust::Ask => (
-                PermissionLevel::Execute,
-                PlanBehavior::Denied,
-                ApprovalRequirement::Always,
-            ),
             McpTrust::Read => (
                 PermissionLevel::Read,
                 PlanBehavior::Allowed,
                 ApprovalRequirement::Never,
+            ),
+            // Ask, and a trust this version does not know.
+            _ => (
+                PermissionLevel::Execute,
+                PlanBehavior::Denied,
+                ApprovalRequirement::Always,
             ),
         };
         let description = if tool.description.trim().is_empty() {

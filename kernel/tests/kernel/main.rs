@@ -139,7 +139,7 @@ fn tool(name: &str, level: PermissionLevel, plan: PlanBehavior) -> Arc<TestTool>
             name,
             format!("test tool {name}"),
             serde_json::json!({"type": "object"}),
-            level,
+            level.clone(),
             plan,
             if level == PermissionLevel::Read {
                 ApprovalRequirement::Never

@@ -154,7 +154,7 @@ async fn a_denied_call_is_skipped_and_the_loop_goes_on() {
     assert!(!t.contains(&"tool.call.started".to_owned()));
     assert!(f.writer.calls.lock().unwrap().is_empty());
     let skipped = after.iter().find_map(|e| match &e.event {
-        Event::ToolCallSkipped(s) => Some(s.error.code),
+        Event::ToolCallSkipped(s) => Some(s.error.code.clone()),
         _ => None,
     });
     assert_eq!(skipped, Some(ErrorCode::ToolPermissionDenied));

@@ -685,6 +685,7 @@ pub fn sample_event(t: EventType) -> Event {
             b.ended_at = Some(T0 + 4_000);
             Event::BackgroundExited(ev::BackgroundEvent { task: b })
         }
+        other => panic!("no sample event for {other:?}"),
     }
 }
 

@@ -234,7 +234,7 @@ pub(super) fn assess_shell(args: &RunShellArgs, ws: &Path, policy: &ShellPolicy)
     }
     let mut a = Assessment::new(
         level,
-        an.risk,
+        an.risk.clone(),
         an.reason.clone(),
         "shell.execute",
         &scope,
@@ -349,12 +349,12 @@ pub(super) fn assess_custom(spec: &ToolSpec, args: &serde_json::Value) -> Assess
     );
     let scope = format!("tool:{}", spec.name);
     Assessment::new(
-        spec.level,
-        spec.risk,
+        spec.level.clone(),
+        spec.risk.clone(),
         format!(
             "runs the tool `{}` (level {})",
             spec.name,
-            spec::level_str(spec.level)
+            spec::level_str(&spec.level)
         ),
         &spec.action_type,
         &[scope.as_str()],
@@ -392,14 +392,14 @@ pub(super) fn apply_row(a: &mut Assessment, row: &ToolSpec) {
         return;
     }
     if row.level > a.level {
-        a.level = row.level;
+        a.level = row.level.clone();
     }
     if a.level == PermissionLevel::Elevated {
         a.elevated = true;
         a.needs_rule_in_auto = true;
     }
     if row.risk > a.risk {
-        a.risk = row.risk;
+        a.risk = row.risk.clone();
     }
     match row.plan {
         PlanBehavior::Allowed => a.plan_ok = true,
@@ -455,7 +455,7 @@ pub(super) fn analyse(input: &DecisionInput<'_>, row: &ToolSpec) -> Assessment {
                 Err(e) => {
                     return Assessment::denied(
                         ErrorCode::ToolArgumentsInvalid,
-                        row.level,
+                        row.level.clone(),
                         format!("{tool}: {}", e.message),
                         action,
                         format!("{tool}:invalid"),

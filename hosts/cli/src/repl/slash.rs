@@ -226,6 +226,7 @@ fn state_name(s: SessionState) -> &'static str {
         SessionState::Running => "running",
         SessionState::WaitingApproval => "waiting for an answer",
         SessionState::Closed => "closed",
+        _ => "unknown",
     }
 }
 
@@ -457,7 +458,7 @@ impl Repl {
             ));
             return;
         };
-        match self.rt.block_on(self.session.set_mode(mode)) {
+        match self.rt.block_on(self.session.set_mode(mode.clone())) {
             Ok(rid) => {
                 let reply = self.await_reply(&rid, Duration::from_secs(5));
                 match reply.map(|e| e.event) {
@@ -650,6 +651,7 @@ impl Repl {
                     st.red("✗"),
                     format!("failed: {}", s.reason.as_deref().unwrap_or("unknown")),
                 ),
+                _ => (st.dim("?"), s.state.as_str().to_owned()),
             };
             let trust = format!("{:?}", s.trust).to_ascii_lowercase();
             self.screen.line(&format!(
@@ -690,7 +692,7 @@ impl Repl {
                 s.session_id,
                 st.dim(&format!("{:>8}", ago(now, s.updated_at))),
                 st.dim(&format!("{:<9}", s.permission_mode.as_str())),
-                st.dim(state_name(s.state)),
+                st.dim(state_name(s.state.clone())),
                 title
             );
             self.screen.line(&line);
