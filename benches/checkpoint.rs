@@ -8,7 +8,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use keel::tools::checkpoint::{CheckpointConfig, Checkpoints, Detection};
+use keel_tools::checkpoint::{CheckpointConfig, Checkpoints, Detection};
 use serde_json::json;
 
 const ROUNDS: usize = 9;

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream;
-use keel::envelope::types::{PermissionLevel, Usage};
-use keel::envelope::ErrorPayload;
-use keel::kernel::model::{
+use keel_envelope::types::{PermissionLevel, Usage};
+use keel_envelope::ErrorPayload;
+use keel_kernel::model::{
     FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
 };
-use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
+use keel_tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
 /// Asks for `calls` calls of `tool` with `args` in its first turn (the one that

@@ -162,3 +162,72 @@ pub struct McpServerInfo {
     /// restarted by the next call).
     pub tools: Vec<McpToolInfo>,
 }
+
+impl McpServerSpec {
+    /// A stdio server: `command` started with no arguments (add them with `args`).
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: Some("stdio".to_owned()),
+            command: Some(command.into()),
+            args: None,
+            env: None,
+            url: None,
+            headers: None,
+            trust: None,
+        }
+    }
+
+    /// A streamable HTTP server at `url`.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: Some("http".to_owned()),
+            command: None,
+            args: None,
+            env: None,
+            url: Some(url.into()),
+            headers: None,
+            trust: None,
+        }
+    }
+
+    /// Sets the arguments of a stdio server.
+    #[must_use]
+    pub fn args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.args = Some(args.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets how the gate treats the server's tools.
+    #[must_use]
+    pub fn trust(mut self, trust: McpTrust) -> Self {
+        self.trust = Some(trust);
+        self
+    }
+}
+
+impl HostToolSpec {
+    /// A host tool; whether it asks follows its level (see [`HostToolSpec::approval`]).
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: serde_json::Value,
+        level: PermissionLevel,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            level,
+            approval: None,
+        }
+    }
+
+    /// Overrides whether it asks.
+    #[must_use]
+    pub fn approval(mut self, approval: HostToolApproval) -> Self {
+        self.approval = Some(approval);
+        self
+    }
+}

@@ -352,3 +352,25 @@ crate::wire::wire_enum! {
         Interrupted = "interrupted",
     }
 }
+
+impl Cursor {
+    /// The position of event `sequence` of request `request_id`.
+    pub fn new(request_id: impl Into<String>, sequence: u64) -> Self {
+        Self {
+            request_id: request_id.into(),
+            sequence,
+        }
+    }
+}
+
+impl HistoryMessage {
+    /// A message of `role` with `content` and no tool calls or results.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: None,
+            tool_results: None,
+        }
+    }
+}

@@ -12,11 +12,11 @@ import { createConnection } from "node:net";
 import {
   EVENT_TYPES,
   PROTOCOL_VERSION,
-  type ApprovalDecision,
+  type KnownApprovalDecision as ApprovalDecision,
   type CommandPayloads,
   type CommandTypeName,
   type KeelEvent,
-  type PermissionMode,
+  type KnownPermissionMode as PermissionMode,
   type RequestSend,
   type RuntimeReady,
   type SessionStart,
