@@ -53,9 +53,74 @@
 #![warn(unreachable_pub, missing_docs)]
 
 pub use keel_kernel::{
-    default_store_dir, EventStream, Kernel, KernelBuilder, KernelConfig, ModelFactory,
-    SessionHandle, SessionOptions, WatchEnd, WatchStream, Watcher,
+    default_store_dir, KernelBuilder, KernelConfig, ModelFactory, SessionOptions, WatchEnd,
+    WatchStream, Watcher,
 };
+
+/// The kernel: build one with [`Kernel::builder`], then start sessions with
+/// [`Kernel::start_session`] or drive it with wire commands through [`Kernel::execute`]
+/// (its answers arrive on [`Kernel::subscribe`]).
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use keel::protocol::commands::{CommandPayload, SessionListCmd};
+/// use keel::protocol::{Command, Event};
+///
+/// let model = keel::models::ScriptedModel::from_json(serde_json::json!({"turns": []})).unwrap();
+/// let kernel = keel::Kernel::builder()
+///     .workspace(std::env::temp_dir())
+///     .model(Arc::new(model))
+///     .memory_store()
+///     .build()
+///     .unwrap();
+/// let mut all = kernel.subscribe();
+/// let cmd = Command::new("req_1", None, CommandPayload::SessionList(SessionListCmd::new()));
+/// kernel.execute(cmd).await.unwrap();
+/// let answer = all.recv().await.unwrap();
+/// assert_eq!(answer.request_id, "req_1");
+/// assert!(matches!(answer.event, Event::SessionList(_)));
+/// # });
+/// ```
+#[doc(inline)]
+pub use keel_kernel::Kernel;
+
+/// One session: [`SessionHandle::send`] a message (it answers with the request id at
+/// once; the events follow on the session's [`EventStream`]), answer approvals, plans
+/// and questions, change the mode, interrupt.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use keel::protocol::{commands::SessionStart, Event};
+///
+/// let model = keel::models::ScriptedModel::from_json(serde_json::json!({
+///     "turns": [{ "text": "Done." }]
+/// }))
+/// .unwrap();
+/// let kernel = keel::Kernel::builder()
+///     .workspace(std::env::temp_dir())
+///     .model(Arc::new(model))
+///     .memory_store()
+///     .build()
+///     .unwrap();
+/// let (session, mut events) = kernel.start_session(SessionStart::new()).await.unwrap();
+/// let request_id = session.send("Go").await.unwrap();
+/// // The request's events carry its id; `session.completed` ends it.
+/// while let Some(env) = events.recv().await {
+///     if env.request_id == request_id && matches!(env.event, Event::SessionCompleted(_)) {
+///         break;
+///     }
+/// }
+/// # });
+/// ```
+#[doc(inline)]
+pub use keel_kernel::SessionHandle;
+
+/// A session's events in order, from before `session.started` on: `recv().await` each
+/// one (`None` once the session is closed and the stream drained).
+#[doc(inline)]
+pub use keel_kernel::EventStream;
 
 /// The wire contract: commands a host sends, the events it receives in envelopes, error
 /// payloads and codes, and the JSON-lines codec. Every enum here that may grow in a
@@ -82,8 +147,47 @@ pub mod protocol {
 pub mod tools {
     pub use keel_tools::{
         builtin_tools, ApprovalRequirement, CancellationToken, PlanBehavior, SandboxConfig,
-        SandboxKind, Tool, ToolContext, ToolSpec,
+        SandboxKind, ToolContext, ToolSpec,
     };
+
+    /// A tool: its row of the permission table and its handler. Register it with
+    /// [`KernelBuilder::tool`](crate::KernelBuilder::tool); the model is offered it like
+    /// the built-in tools, and every call goes through the same gate and approvals.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use keel::protocol::types::PermissionLevel;
+    /// use keel::protocol::ErrorPayload;
+    /// use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
+    ///
+    /// #[derive(Debug)]
+    /// struct Clock(ToolSpec);
+    ///
+    /// #[async_trait::async_trait]
+    /// impl Tool for Clock {
+    ///     fn spec(&self) -> &ToolSpec {
+    ///         &self.0
+    ///     }
+    ///     async fn run(&self, _: serde_json::Value, _: ToolContext) -> Result<serde_json::Value, ErrorPayload> {
+    ///         Ok(serde_json::json!({ "now": "noon" }))
+    ///     }
+    /// }
+    ///
+    /// let spec = ToolSpec::custom(
+    ///     "clock", "Tells the time.", serde_json::json!({"type": "object"}),
+    ///     PermissionLevel::Read, PlanBehavior::Allowed, ApprovalRequirement::Never,
+    /// );
+    /// let model = keel::models::ScriptedModel::from_json(serde_json::json!({"turns": []})).unwrap();
+    /// let kernel = keel::Kernel::builder()
+    ///     .workspace(std::env::temp_dir())
+    ///     .model(Arc::new(model))
+    ///     .tool(Arc::new(Clock(spec)))
+    ///     .memory_store()
+    ///     .build();
+    /// assert!(kernel.is_ok());
+    /// ```
+    #[doc(inline)]
+    pub use keel_tools::Tool;
 }
 
 /// The model port and the providers.
@@ -107,9 +211,38 @@ pub mod store {
 /// and after a tool call, stop), and the configured command hooks.
 pub mod hooks {
     pub use keel_kernel::hooks::{
-        HookError, HookEvent, HookInput, Hooks, HooksConfig, PromptVerdict, StopVerdict,
-        ToolVerdict,
+        HookError, HookEvent, HookInput, HooksConfig, PromptVerdict, StopVerdict, ToolVerdict,
     };
+
+    /// The host's hooks: every method has a default that changes nothing; implement the
+    /// points you need and give them to [`KernelBuilder::hooks`](crate::KernelBuilder::hooks).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use keel::hooks::{HookError, HookInput, Hooks};
+    ///
+    /// /// Adds the team's conventions to every session's system prompt.
+    /// #[derive(Debug)]
+    /// struct Conventions;
+    ///
+    /// #[async_trait::async_trait]
+    /// impl Hooks for Conventions {
+    ///     async fn session_start(&self, _: &HookInput) -> Result<Option<String>, HookError> {
+    ///         Ok(Some("Tests live next to the code.".into()))
+    ///     }
+    /// }
+    ///
+    /// let model = keel::models::ScriptedModel::from_json(serde_json::json!({"turns": []})).unwrap();
+    /// let kernel = keel::Kernel::builder()
+    ///     .workspace(std::env::temp_dir())
+    ///     .model(Arc::new(model))
+    ///     .hooks(Arc::new(Conventions))
+    ///     .memory_store()
+    ///     .build();
+    /// assert!(kernel.is_ok());
+    /// ```
+    #[doc(inline)]
+    pub use keel_kernel::hooks::Hooks;
 }
 
 /// Ids and time, injected into a kernel (tests use the deterministic ones).

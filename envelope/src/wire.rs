@@ -2,7 +2,7 @@
 //! may add.
 //!
 //! Every enum of the protocol that may grow (error codes, risk and permission levels,
-//! modes, stop reasons, statuses, …) is declared with [`wire_enum!`]. Such an enum:
+//! modes, stop reasons, statuses, …) is declared with the crate's `wire_enum!` macro. Such an enum:
 //!
 //! - is `#[non_exhaustive]` and has one variant per known value plus `Unknown(String)`;
 //! - decodes any string: a known one to its variant, any other to `Unknown` with the

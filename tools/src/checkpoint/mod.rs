@@ -4,14 +4,14 @@
 //! walk sees (`.gitignore`, `.ignore` and git's exclude rules apply, in a git
 //! repository or not; hidden files are included; `.git` and the checkpoint store are
 //! never read or written; links are recorded, never followed). A file's content is
-//! saved in a content-addressed object store ([`objects`]: SHA-256, each content once,
+//! saved in a content-addressed object store (`objects`: SHA-256, each content once,
 //! appended to pack files) unless it is larger than the size limit or binary: such a
 //! file is noted as not restorable.
 //!
 //! The first checkpoint is the baseline and saves the whole tree. Each later one saves
 //! only what changed since the one before, found by
 //!
-//! - the watcher (Linux inotify, [`watch`]): the changed paths are read from the queue
+//! - the watcher (Linux inotify, `watch`): the changed paths are read from the queue
 //!   when the checkpoint is taken, so its cost depends on what changed, not on the size
 //!   of the tree (changes by any process count: shell commands, builds, editors);
 //! - else a scan: every path's stat compared with the last one; only changed files are
