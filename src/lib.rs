@@ -141,7 +141,7 @@ pub mod protocol {
     }
 }
 
-/// A tool of the host: implement [`Tool`], describe it with a [`ToolSpec`] (its row of
+/// A tool of the host: implement [`Tool`](tools::Tool), describe it with a [`ToolSpec`](tools::ToolSpec) (its row of
 /// the permission table: level, plan-mode behaviour, approval), register it with
 /// [`KernelBuilder::tool`](crate::KernelBuilder::tool).
 pub mod tools {
