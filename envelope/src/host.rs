@@ -30,6 +30,8 @@ crate::wire::wire_enum! {
     }
 }
 
+// Declared by `wire_enum!`, which takes no `#[default]`.
+#[allow(clippy::derivable_impls)]
 impl Default for McpTrust {
     fn default() -> Self {
         McpTrust::Ask

@@ -281,6 +281,8 @@ crate::wire::wire_enum! {
     }
 }
 
+// Declared by `wire_enum!`, which takes no `#[default]`.
+#[allow(clippy::derivable_impls)]
 impl Default for SandboxKind {
     fn default() -> Self {
         SandboxKind::None

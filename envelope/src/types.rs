@@ -48,6 +48,8 @@ crate::wire::wire_enum! {
     }
 }
 
+// Declared by `wire_enum!`, which takes no `#[default]`.
+#[allow(clippy::derivable_impls)]
 impl Default for PermissionMode {
     fn default() -> Self {
         PermissionMode::Ask

@@ -100,10 +100,7 @@ pub(crate) fn enum_schema(doc: &str, values: &[(&str, &str)], lenient: bool) -> 
     } else {
         serde_json::json!({ "description": doc, "oneOf": branches })
     };
-    match Schema::try_from(value) {
-        Ok(schema) => schema,
-        Err(_) => Schema::default(),
-    }
+    Schema::try_from(value).unwrap_or_default()
 }
 
 struct LenientVisitor<T>(PhantomData<T>);

@@ -10,7 +10,7 @@ macro_rules! constructors {
         $(
             impl $name {
                 /// A payload with these fields and every other field at its default.
-                #[allow(clippy::new_without_default)]
+                #[allow(clippy::new_without_default, clippy::needless_update)]
                 pub fn new($( $field: impl Into<$ty> ),*) -> Self {
                     Self { $( $field: $field.into(), )* ..Default::default() }
                 }
