@@ -388,7 +388,7 @@ impl TypedValueParser for ModeParser {
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(
             PermissionMode::ALL
-                .into_iter()
+                .iter()
                 .map(|m| clap::builder::PossibleValue::new(m.as_str())),
         ))
     }

@@ -231,7 +231,7 @@ where
                 request_id,
                 error,
             }) => {
-                watcher.publish(&minter.envelope(session_id, request_id, Event::Error(error)));
+                watcher.publish(&minter.envelope(session_id, request_id, Event::Error(*error)));
             }
             Some(Incoming::Command(cmd)) => {
                 tracing::info!(
