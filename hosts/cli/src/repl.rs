@@ -32,6 +32,11 @@ use link::{Backend, Events, Session};
 use render::Screen;
 use slash::Flow;
 
+/// The names custom commands may not take: the REPL's own commands.
+pub(crate) fn reserved_commands() -> Vec<String> {
+    custom::builtins().into_iter().map(str::to_owned).collect()
+}
+
 /// The running REPL.
 pub(crate) struct Repl {
     rt: tokio::runtime::Runtime,
