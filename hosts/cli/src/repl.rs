@@ -37,6 +37,11 @@ pub(crate) fn reserved_commands() -> Vec<String> {
     custom::builtins().into_iter().map(str::to_owned).collect()
 }
 
+/// [`reserved_commands`] as the slices discovery takes.
+pub(crate) fn reserved_commands_str() -> Vec<&'static str> {
+    custom::builtins()
+}
+
 /// The running REPL.
 pub(crate) struct Repl {
     rt: tokio::runtime::Runtime,
