@@ -22,6 +22,8 @@ pub const MAX_COMPATIBILITY_CHARS: usize = 500;
 pub const MAX_LISTED_FILES: usize = 200;
 /// Folders of a skill deeper than this are not listed.
 const MAX_LIST_DEPTH: usize = 4;
+/// At most this many folders of a skill are read to list its files.
+const MAX_LISTED_DIRS: usize = 500;
 
 /// A skill as discovery found it: what goes into the model's context, and where the
 /// rest is.
@@ -65,7 +67,8 @@ pub struct Activation {
     /// [`MAX_LISTED_FILES`]; hidden files, links leading out of the folder and
     /// folders deeper than four levels are left out).
     pub files: Vec<String>,
-    /// Whether files were left out because there were more than [`MAX_LISTED_FILES`].
+    /// Whether files were left out because there were more than [`MAX_LISTED_FILES`]
+    /// (or more than 500 folders to read).
     pub more_files: bool,
 }
 
@@ -310,7 +313,14 @@ impl Skill {
         let mut out = Vec::new();
         let mut more = false;
         let mut stack = vec![(self.dir.clone(), String::new(), 0usize)];
+        let mut visited = 0usize;
         while let Some((dir, prefix, depth)) = stack.pop() {
+            // A skill with a huge tree (a vendored `node_modules`) costs a bounded walk.
+            visited += 1;
+            if more || visited > MAX_LISTED_DIRS {
+                more = true;
+                break;
+            }
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };

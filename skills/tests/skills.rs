@@ -539,3 +539,18 @@ fn activation_lists_at_most_200_files() {
     assert!(a.more_files);
     assert!(a.text().contains(", and more not listed."));
 }
+
+#[test]
+fn activation_reads_at_most_500_folders() {
+    let d = dirs();
+    let dir = d.user.join("tree");
+    write(&dir.join("SKILL.md"), skill_md("tree", "A big tree."));
+    write(&dir.join("a.txt"), "x");
+    for i in 0..600 {
+        std::fs::create_dir_all(dir.join(format!("d{i:03}"))).unwrap();
+    }
+    let skill = settings(&d, true).skills(&d.ws).items.remove(0);
+    let a = skill.activate().unwrap();
+    assert_eq!(a.files, vec!["a.txt"]);
+    assert!(a.more_files);
+}
