@@ -433,6 +433,26 @@ fn skills_and_commands_are_counted_and_skipped_files_named() {
         fix.contains("no `description`; the skill was skipped"),
         "{fix}"
     );
+    // A project trusted for its hooks is trusted for its skills too.
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[hooks]\nallowProjectHooks = [{:?}]\n",
+            canon.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = doctor(
+        home.path(),
+        &["--json", "--workspace", wsarg],
+        &[("HOME", home_env)],
+    );
+    let report = json_report(&out);
+    let fix = check(&report, "skills")["fix"].as_str().unwrap().to_owned();
+    assert!(
+        fix.contains("no `description`; the skill was skipped"),
+        "{fix}"
+    );
     // Nothing skipped: ok.
     std::fs::remove_dir_all(ws.path().join(".agents")).unwrap();
     let out = doctor(
