@@ -94,6 +94,86 @@ impl Catalog {
     pub fn warnings(&self) -> impl Iterator<Item = &Warning> {
         self.skills.warnings.iter().chain(&self.commands.warnings)
     }
+
+    /// What a prompt typed by a person becomes: `/NAME arguments` of a custom command
+    /// its expanded template, `/skill:NAME request` the skill's instructions and the
+    /// request (see [`crate::activation_prompt`]). `Ok(None)`: not one of them (send it
+    /// as typed). An unknown skill, or one whose `SKILL.md` no longer passes the
+    /// checks, is an error saying so.
+    pub fn expand_slash(&self, prompt: &str) -> Result<Option<Slash>, SlashError> {
+        let Some(rest) = prompt.strip_prefix('/') else {
+            return Ok(None);
+        };
+        let (name, args) = match rest.split_once(char::is_whitespace) {
+            Some((n, a)) => (n, a),
+            None => (rest, ""),
+        };
+        if let Some(skill) = name.strip_prefix(SKILL_COMMAND_PREFIX) {
+            let found = self
+                .skill(skill)
+                .ok_or_else(|| SlashError::UnknownSkill(skill.to_owned()))?;
+            let activation = found.activate().map_err(SlashError::Unreadable)?;
+            return Ok(Some(Slash {
+                kind: SlashKind::Skill,
+                name: found.name.clone(),
+                path: found.path.clone(),
+                files: activation.files.len(),
+                text: crate::activation_prompt(&activation, args),
+            }));
+        }
+        Ok(self.command(name).map(|c| Slash {
+            kind: SlashKind::Command,
+            name: c.name.clone(),
+            path: c.path.clone(),
+            files: 0,
+            text: c.expand(args),
+        }))
+    }
+}
+
+/// Why a `/skill:NAME` prompt could not be expanded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlashError {
+    /// No skill of that name was found.
+    UnknownSkill(String),
+    /// Its `SKILL.md` no longer passes the checks.
+    Unreadable(Warning),
+}
+
+impl std::fmt::Display for SlashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlashError::UnknownSkill(name) => write!(f, "unknown skill {name:?}"),
+            SlashError::Unreadable(w) => write!(f, "{w}"),
+        }
+    }
+}
+
+/// The prefix of a skill used as a command: `/skill:NAME`.
+pub const SKILL_COMMAND_PREFIX: &str = "skill:";
+
+/// Whether a slash prompt named a custom command or a skill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlashKind {
+    /// A custom command.
+    Command,
+    /// A skill (`/skill:NAME`).
+    Skill,
+}
+
+/// A prompt expanded by [`Catalog::expand_slash`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slash {
+    /// A command or a skill.
+    pub kind: SlashKind,
+    /// Its name.
+    pub name: String,
+    /// The file its text came from.
+    pub path: PathBuf,
+    /// For a skill, how many other files it has.
+    pub files: usize,
+    /// The prompt to send.
+    pub text: String,
 }
 
 /// One folder to look in.

@@ -31,7 +31,9 @@ mod skill;
 use std::path::PathBuf;
 
 pub use command::{expand, Command, MAX_COMMAND_BYTES};
-pub use discover::{Catalog, Discovered, ProjectTrust, Settings};
+pub use discover::{
+    Catalog, Discovered, ProjectTrust, Settings, Slash, SlashError, SlashKind, SKILL_COMMAND_PREFIX,
+};
 pub use prompt::{activation_prompt, catalog_block, MAX_CATALOG_SKILLS};
 pub use skill::{
     Activation, Skill, MAX_COMPATIBILITY_CHARS, MAX_DESCRIPTION_CHARS, MAX_LISTED_FILES,

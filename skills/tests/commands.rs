@@ -237,3 +237,53 @@ fn the_catalog_holds_both_and_finds_by_name() {
     assert!(catalog.skill("one").is_none());
     assert_eq!(catalog.warnings().count(), 0);
 }
+
+#[test]
+fn slash_prompts_expand_to_commands_and_skills() {
+    use keel_skills::{SlashError, SlashKind};
+    let d = dirs();
+    write(&d.ws.join(".keel/commands/one.md"), "One $1.");
+    let skills = d.outside.join("skills");
+    write(
+        &skills.join("pdf/SKILL.md"),
+        "---\nname: pdf\ndescription: PDFs.\n---\nUse pdftotext.\n",
+    );
+    let s = Settings {
+        user_skill_dirs: vec![skills.clone()],
+        ..Settings::default()
+    };
+    let catalog = s.catalog(&d.ws, BUILTINS);
+    let one = catalog.expand_slash("/one a b").unwrap().unwrap();
+    assert_eq!(
+        (one.kind, one.name.as_str(), one.text.as_str()),
+        (SlashKind::Command, "one", "One a.")
+    );
+    let pdf = catalog
+        .expand_slash("/skill:pdf  read x.pdf")
+        .unwrap()
+        .unwrap();
+    assert_eq!(pdf.kind, SlashKind::Skill);
+    assert!(
+        pdf.text
+            .contains("<skill_content name=\"pdf\">\nUse pdftotext.\n</skill_content>"),
+        "{}",
+        pdf.text
+    );
+    assert!(
+        pdf.text.ends_with("The request: read x.pdf\n"),
+        "{}",
+        pdf.text
+    );
+    for typed in ["/two", "one", "/etc/hosts", "//one"] {
+        assert_eq!(catalog.expand_slash(typed), Ok(None), "{typed}");
+    }
+    assert_eq!(
+        catalog.expand_slash("/skill:nope x"),
+        Err(SlashError::UnknownSkill("nope".into()))
+    );
+    std::fs::write(skills.join("pdf/SKILL.md"), "broken").unwrap();
+    match catalog.expand_slash("/skill:pdf") {
+        Err(SlashError::Unreadable(w)) => assert_eq!(w.kind, WarningKind::Malformed),
+        other => panic!("{other:?}"),
+    }
+}

@@ -12,8 +12,7 @@ use serde_json::json;
 
 use crate::error::invalid_params;
 
-/// The prefix of a skill's command name.
-pub(crate) const SKILL_PREFIX: &str = "skill:";
+use keel_skills::SKILL_COMMAND_PREFIX as SKILL_PREFIX;
 
 /// Where a session's commands come from.
 #[derive(Debug, Clone)]
@@ -80,31 +79,18 @@ pub(crate) fn update(catalog: &Catalog) -> SessionUpdate {
 /// The prompt for the kernel: a prompt whose text starts with `/NAME` of a custom
 /// command becomes its expanded template, one that starts with `/skill:NAME` the
 /// skill's instructions and the rest as the request; any other text is kept as it is.
-/// A skill that can no longer be read is an error (`-32602`) naming the file.
+/// An unknown skill, or one that can no longer be read, is an error (`-32602`).
 pub(crate) fn expand(catalog: &Catalog, text: String) -> Result<String, Error> {
-    let Some(rest) = text.strip_prefix('/') else {
-        return Ok(text);
-    };
-    let (name, args) = match rest.split_once(char::is_whitespace) {
-        Some((n, a)) => (n, a),
-        None => (rest, ""),
-    };
-    if let Some(skill) = name.strip_prefix(SKILL_PREFIX) {
-        let Some(found) = catalog.skill(skill) else {
-            return Err(invalid_params(format!(
-                "unknown skill {skill:?}: the session's skills are in its available commands"
-            )));
-        };
-        let activation = found
-            .activate()
-            .map_err(|w| invalid_params(w.to_string()))?;
-        tracing::info!(skill = skill, path = %found.path.display(), "keel acp: skill activated by the person");
-        return Ok(keel_skills::activation_prompt(&activation, args));
-    }
-    match catalog.command(name) {
-        Some(c) => {
-            tracing::info!(command = name, path = %c.path.display(), "keel acp: custom command");
-            Ok(c.expand(args))
+    let expanded = catalog.expand_slash(&text).map_err(|e| match e {
+        keel_skills::SlashError::UnknownSkill(_) => invalid_params(format!(
+            "{e}: the session's skills are in its available commands (`skill:NAME`)"
+        )),
+        e => invalid_params(e.to_string()),
+    })?;
+    match expanded {
+        Some(s) => {
+            tracing::info!(kind = ?s.kind, name = %s.name, path = %s.path.display(), "keel acp: slash command expanded");
+            Ok(s.text)
         }
         None => Ok(text),
     }

@@ -12,7 +12,7 @@ use super::slash::COMMANDS;
 use super::Repl;
 
 /// The prefix of a skill typed as a command: `/skill:NAME`.
-pub(crate) const SKILL_PREFIX: &str = "/skill:";
+const SKILL_PREFIX: &str = "/skill:";
 
 /// The names a command may not take: the REPL's own commands and their aliases.
 pub(crate) fn builtins() -> Vec<&'static str> {
@@ -197,50 +197,40 @@ impl Repl {
     /// Runs `/name` as a custom command or `/skill:NAME` as a skill, if it is one:
     /// the prompt is built and sent. Returns whether it was one.
     pub(super) fn run_custom(&mut self, name: &str, arg: &str) -> bool {
-        let st = self.screen.style;
-        if let Some(skill) = name.strip_prefix(SKILL_PREFIX) {
-            let Some(found) = self.catalog_now(false).skill(skill).cloned() else {
-                let line = format!("unknown skill {skill:?}; /skills lists them");
-                self.warn_line(&line);
+        use keel_skills::{SlashError, SlashKind};
+        let typed = format!("{name} {arg}");
+        let expanded = self.catalog_now(false).expand_slash(&typed);
+        let slash = match expanded {
+            Ok(Some(s)) => s,
+            Ok(None) => return false,
+            Err(e @ SlashError::UnknownSkill(_)) => {
+                self.warn_line(&format!("{e}; /skills lists them"));
                 return true;
-            };
-            match found.activate() {
-                Ok(a) => {
-                    let line = st.dim(&format!(
-                        "skill {} ({}, {} other file{})",
-                        a.name,
-                        a.path.display(),
-                        a.files.len(),
-                        if a.files.len() == 1 { "" } else { "s" }
-                    ));
-                    self.screen.line(&line);
-                    let prompt = keel_skills::activation_prompt(&a, arg);
-                    self.send(&prompt, None);
-                }
-                Err(w) => {
-                    let line = format!("⚠ {}", render::sanitize(&w.to_string()));
-                    self.warn_line(&line);
-                }
             }
-            return true;
-        }
-        let Some(cmd) = name
-            .strip_prefix('/')
-            .and_then(|n| self.catalog_now(false).command(n))
-            .cloned()
-        else {
-            return false;
+            Err(e) => {
+                self.warn_line(&format!("⚠ {}", render::sanitize(&e.to_string())));
+                return true;
+            }
         };
-        let prompt = cmd.expand(arg);
-        let line = st.dim(&format!(
-            "/{} → {} line{} from {}",
-            cmd.name,
-            prompt.lines().count(),
-            if prompt.lines().count() == 1 { "" } else { "s" },
-            cmd.path.display()
-        ));
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let line = match slash.kind {
+            SlashKind::Skill => format!(
+                "skill {} ({}, {})",
+                slash.name,
+                slash.path.display(),
+                plural(slash.files, "other file", "other files")
+            ),
+            SlashKind::Command => format!(
+                "/{} → {} from {}",
+                slash.name,
+                plural(slash.text.lines().count(), "line", "lines"),
+                slash.path.display()
+            ),
+        };
+        let line = self.screen.style.dim(&render::sanitize(&line));
         self.screen.line(&line);
-        self.send(&prompt, None);
+        self.send(&slash.text, None);
         true
     }
 }

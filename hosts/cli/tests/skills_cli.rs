@@ -1,7 +1,7 @@
-//! Skills and custom commands in the REPL as a person uses them: the real `keel`
-//! binary in a pseudo-terminal, files in temporary folders, a scripted model that
-//! checks the prompt it receives. `HOME` is a temporary folder too, so the user's own
-//! `~/.agents/skills` is not read.
+//! Skills and custom commands in the REPL as a person uses them (the real `keel`
+//! binary in a pseudo-terminal) and in `keel exec`: files in temporary folders, a
+//! scripted model that checks the prompt it receives. `HOME` is a temporary folder
+//! too, so the user's own `~/.agents/skills` is not read.
 #![allow(clippy::unwrap_used)]
 
 #[path = "repl/support.rs"]
@@ -180,4 +180,67 @@ fn an_untrusted_projects_skills_are_not_loaded_and_its_commands_are() {
     t.expect("ask › ");
     t.keys("\x04");
     assert_eq!(t.exit_code(), 0, "screen:\n{}", t.screen());
+}
+
+/// `keel exec PROMPT` in the project: exit code, stdout, stderr.
+fn exec(d: &Dirs, user_home: &Path, prompt: &str) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("exec")
+        .arg("--workspace")
+        .arg(&d.workspace)
+        .arg("--model")
+        .arg(format!("scripted:{}", d.script.display()))
+        .arg(prompt)
+        .env("KEEL_HOME", &d.home)
+        .env("HOME", user_home)
+        .env_remove("KEEL_MODEL")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn exec_expands_commands_and_skills_too() {
+    let (d, user_home) = project(
+        serde_json::json!({
+            "turns": [{ "expectLastMessageContains": "Fix issue #9 carefully.", "text": "Fixed issue 9." }]
+        }),
+        true,
+    );
+    let (code, stdout, stderr) = exec(&d, &user_home, "/fix-issue 9");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Fixed issue 9."), "{stdout}");
+    assert!(stderr.contains("keel exec: /fix-issue from "), "{stderr}");
+    assert!(stderr.contains(".keel/commands/fix-issue.md"), "{stderr}");
+
+    let (d, user_home) = project(
+        serde_json::json!({
+            "turns": [{ "expectLastMessageContains": "<skill_content name=\"notes\">\nAppend to NOTES.md.\n</skill_content>", "text": "Noted." }]
+        }),
+        true,
+    );
+    let (code, stdout, stderr) = exec(&d, &user_home, "/skill:notes add a line");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Noted."), "{stdout}");
+
+    // An unknown skill is a usage error and reaches no model; other slash text is
+    // sent as typed.
+    let (code, _, stderr) = exec(&d, &user_home, "/skill:nope");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("keel exec: unknown skill \"nope\""),
+        "{stderr}"
+    );
+    let (d, user_home) = project(
+        serde_json::json!({
+            "turns": [{ "expectLastMessageContains": "/etc/hosts is odd", "text": "As typed." }]
+        }),
+        true,
+    );
+    let (code, stdout, stderr) = exec(&d, &user_home, "/etc/hosts is odd");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
 }
