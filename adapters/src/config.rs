@@ -15,8 +15,10 @@ use crate::config_agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
 use crate::http::RetryPolicy;
 
 mod mcp;
+mod skills;
 use crate::select::{parse_model_spec, EnvMap};
 use crate::toml_keys::key_line;
+pub use skills::SkillsConfig;
 
 /// The configuration file name.
 pub const CONFIG_FILE: &str = "config.toml";
@@ -115,6 +117,8 @@ pub struct Config {
     /// Seconds the kernel waits for the host to answer a host-tool call
     /// (`hostToolTimeoutSecs`; 0 = wait forever).
     pub host_tool_timeout_secs: u64,
+    /// `[skills]`: configured skill folders.
+    pub skills: SkillsConfig,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -144,6 +148,7 @@ impl Default for Config {
             mcp_startup_timeout_secs: 30,
             mcp_tool_timeout_secs: 120,
             host_tool_timeout_secs: 60,
+            skills: SkillsConfig::default(),
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -177,6 +182,7 @@ struct RawConfig {
     mcp_startup_timeout_secs: Option<u64>,
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
+    skills: Option<skills::RawSkills>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -602,6 +608,9 @@ impl Config {
         }
         if let Some(t) = raw.host_tool_timeout_secs {
             self.host_tool_timeout_secs = t;
+        }
+        if let Some(sk) = raw.skills {
+            self.skills.apply(sk, project.is_some(), &invalid)?;
         }
         if let Some(servers) = raw.mcp_servers {
             mcp::merge(&mut self.mcp_servers, servers, &invalid)?;

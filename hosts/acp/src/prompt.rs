@@ -81,7 +81,10 @@ impl Host {
         p: PromptRequest,
     ) -> Result<(Arc<Sess>, String, Wait), Error> {
         let sess = self.session(&p.session_id.0)?;
-        let text = prompt_text(&p.prompt)?;
+        let mut text = prompt_text(&p.prompt)?;
+        if let Some(catalog) = &sess.catalog {
+            text = crate::commands::expand(catalog, text)?;
+        }
         let rid = sess.handle.send(text).await.map_err(from_keel)?;
         let wait = {
             let mut st = sess.st();

@@ -154,6 +154,7 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
             (Session::remote(client.clone(), s.session_id), false, None)
         }
     };
+    let skills = crate::setup::skill_settings(&config, &home);
     Ok(Opened {
         backend,
         session,
@@ -162,5 +163,6 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
         workspace,
         resumed,
         running,
+        skills,
     })
 }

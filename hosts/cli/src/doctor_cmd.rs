@@ -170,6 +170,13 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
         checks.extend(model_checks(args, config, &env).await);
         let limit = Duration::from_secs(args.timeout.max(1));
         checks.extend(crate::doctor_mcp::mcp_checks(config, workspace.as_deref(), limit).await);
+        if let Some(h) = &home {
+            checks.push(crate::doctor_skills::skills_check(
+                config,
+                h,
+                workspace.as_deref(),
+            ));
+        }
     }
     checks.push(session_check().await);
     Report {

@@ -7,6 +7,7 @@ mod cli;
 mod demo_cmd;
 mod doctor_cmd;
 mod doctor_mcp;
+mod doctor_skills;
 mod exec_cmd;
 mod interrupt;
 mod logging;

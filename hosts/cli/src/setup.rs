@@ -27,6 +27,8 @@ pub struct Runtime {
     pub model_spec: Option<String>,
     /// The store directory.
     pub home: PathBuf,
+    /// Where skills and custom commands are found.
+    pub skills: keel_skills::Settings,
 }
 
 /// What a command that needs a model says when none is selected.
@@ -119,13 +121,35 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         builder = builder.model(m);
     }
     let kernel = builder.build()?;
+    let skills = skill_settings(&config, &home);
     Ok(Runtime {
         kernel,
         config,
         workspace,
         model_spec,
         home,
+        skills,
     })
+}
+
+/// Where skills and custom commands are found: the user's folders under `home`
+/// (`KEEL_HOME`) and `~/.agents/skills`, then `skills.paths`. A project's own skills
+/// load when the project is trusted as for hooks: in `trustedProjects` or
+/// `hooks.allowProjectHooks`.
+pub fn skill_settings(config: &Config, home: &std::path::Path) -> keel_skills::Settings {
+    use keel_adapters::ProjectTrust as Hooks;
+    let mut settings = keel_skills::Settings::for_user(home);
+    settings.configured_skill_dirs = config.skills.paths.clone();
+    settings.trust = match &config.agent.allow_project_hooks {
+        Hooks::All => keel_skills::ProjectTrust::All,
+        Hooks::None => keel_skills::ProjectTrust::Only(config.trusted_projects.clone()),
+        Hooks::Only(list) => {
+            let mut all = config.trusted_projects.clone();
+            all.extend(list.iter().cloned());
+            keel_skills::ProjectTrust::Only(all)
+        }
+    };
+    settings
 }
 
 /// Prints an error's message on stderr, and logs it.

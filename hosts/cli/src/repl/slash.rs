@@ -135,6 +135,11 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "MCP servers of the session: state and tools",
     },
     SlashCommand {
+        name: "/skills",
+        args: "",
+        help: "skills and custom commands found, and files skipped",
+    },
+    SlashCommand {
         name: "/sessions",
         args: "",
         help: "list stored sessions",
@@ -268,6 +273,7 @@ impl Repl {
             "/agents" => self.agents(arg),
             "/background" => self.background(arg),
             "/mcp" => self.mcp(),
+            "/skills" => self.skills_command(),
             "/sessions" => self.sessions(),
             "/resume" => self.resume(arg),
             "/new" => self.new_session(),
@@ -276,6 +282,7 @@ impl Repl {
                     self.warn_line("could not clear the screen");
                 }
             }
+            other if self.run_custom(other, arg) => {}
             other => {
                 let close = suggestions(other);
                 let msg = if close.is_empty() {
@@ -311,6 +318,7 @@ impl Repl {
                     .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
             }
         }
+        self.help_custom();
         self.screen.line(&st.bold("keys"));
         for (k, what) in [
             ("Enter", "send the message"),
