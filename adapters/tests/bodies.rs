@@ -12,11 +12,11 @@
 mod common;
 
 use common::*;
-use keel_adapters::testing::{anthropic, openai, FakeResponse, FakeServer};
 use keel_adapters::{AnthropicModel, HttpOptions, OpenAiModel};
 use keel_kernel::model::{
     History, Message, Model, ModelEvent, ModelRequest, ToolCallRequest, ToolDef,
 };
+use keel_testsupport::model_server::{anthropic, openai, FakeResponse, FakeServer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

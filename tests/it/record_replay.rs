@@ -8,13 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel::adapters::testing::{openai, FakeResponse, FakeServer};
 use keel::adapters::{HttpOptions, OpenAiModel, ScriptedModel};
 use keel::envelope::commands::SessionStart;
 use keel::envelope::types::PermissionMode;
 use keel::envelope::{Envelope, ErrorCode, Event};
 use keel::kernel::model::Model;
 use keel::kernel::Kernel;
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 use serde_json::Value;
 
 fn workspace() -> tempfile::TempDir {

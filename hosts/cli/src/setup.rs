@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{build_model, selected_model_spec, Config};
-use keel_adapters::{default_keel_home, EnvMap};
+use keel_adapters::build_model;
+use keel_config::{default_keel_home, selected_model_spec, Config, EnvMap};
 use keel_envelope::ErrorPayload;
 use keel_kernel::{Kernel, KernelConfig};
 use keel_tools::policy::ShellPolicy;

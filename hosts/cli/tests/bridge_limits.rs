@@ -7,10 +7,10 @@ use std::io::{BufRead, BufReader, Lines, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
 use keel_envelope::budget::{BudgetLimit, BudgetScope};
 use keel_envelope::types::StopReason;
 use keel_envelope::{codec, Envelope, ErrorCode, Event};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 
 struct Bridge {
     child: Child,

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 use serde_json::Value;
 
 fn doctor(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
