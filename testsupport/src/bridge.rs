@@ -8,7 +8,7 @@
 //! use keel_testsupport::bridge::{command, Bridge, Setup};
 //! # fn demo(home: &std::path::Path, ws: &std::path::Path) {
 //! let mut b = Bridge::start(Setup::new("target/debug/keel", home, ws, "scripted:s.json"));
-//! b.send(command("session.start", "r1", None, serde_json::json!({})));
+//! b.send(&command("session.start", "r1", None, serde_json::json!({})));
 //! let started = b.answer("r1");
 //! # let _ = started; }
 //! ```
@@ -203,7 +203,7 @@ impl Bridge {
     }
 
     /// Sends one command line (a newline is added).
-    pub fn send(&self, line: impl std::fmt::Display) {
+    pub fn send(&self, line: &str) {
         self.send_bytes(format!("{line}\n").into_bytes());
     }
 
@@ -269,7 +269,7 @@ impl Bridge {
 
     /// Starts a session with `payload` (JSON text) and returns its id.
     pub fn start_session(&mut self, request_id: &str, payload: &str) -> String {
-        self.send(format!(
+        self.send(&format!(
             r#"{{"version":"1.0","type":"session.start","requestId":"{request_id}","payload":{payload}}}"#
         ));
         let started = self.until_on(request_id, "session.started");
@@ -281,7 +281,7 @@ impl Bridge {
 
     /// Sends `request.send` with `payload` (JSON text) to session `session`.
     pub fn request(&mut self, session: &str, request_id: &str, payload: &str) {
-        self.send(format!(
+        self.send(&format!(
             r#"{{"version":"1.0","type":"request.send","requestId":"{request_id}","sessionId":"{session}","payload":{payload}}}"#
         ));
     }

@@ -3,19 +3,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use keel_testsupport::Rng;
+
 use super::*;
-
-/// A seeded xorshift generator: the same seed replays the same moments.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// Two threads spinning until dropped, competing with the test for the cores.
 struct Busy {
