@@ -17,15 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 /// The fenced blocks of a language in docs/configuration.md.
 fn doc_blocks(lang: &str) -> Vec<String> {
-    let doc = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
+    keel_testsupport::doc_blocks(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/configuration.md"),
+        lang,
     )
-    .unwrap();
-    let fence = format!("```{lang}\n");
-    doc.split(&fence)
-        .skip(1)
-        .map(|rest| rest.split("```").next().unwrap().to_owned())
-        .collect()
 }
 
 #[test]

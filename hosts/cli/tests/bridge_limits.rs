@@ -117,11 +117,7 @@ fn hooks_and_budgets_through_the_bridge() {
 
 #[test]
 fn the_output_cap_reaches_the_server_through_the_bridge() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = keel_testsupport::runtime();
     let server = rt
         .block_on(FakeServer::start([
             FakeResponse::sse(openai::text_stream(&["OK"])),
