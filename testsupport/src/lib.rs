@@ -4,16 +4,19 @@
 //!   OpenAI and Anthropic wire formats, with builders of their streams;
 //! - [`bridge`]: the bridge driver, a real `keel bridge` process, command lines in,
 //!   envelopes read until a predicate holds;
-//! - [`Rng`]: a seeded generator for randomised tests;
+//! - [`Rng`]: a seeded generator for randomised tests, [`Busy`]: CPU load for stress
+//!   tests;
 //! - [`runtime`]: a runtime for the servers of a test that runs `keel` as a process;
 //! - [`doc_blocks`]: the fenced code blocks of a document, for tests that check them.
 
 #![warn(missing_docs)]
 
 pub mod bridge;
+mod busy;
 pub mod model_server;
 mod rng;
 
+pub use busy::Busy;
 pub use rng::Rng;
 
 /// A runtime for the servers a synchronous test starts (the fake model server, an MCP
