@@ -45,5 +45,5 @@ pub use keel_config::RetryPolicy;
 pub use models::{context_window_for, default_max_output_tokens, DEFAULT_CONTEXT_WINDOW};
 pub use openai::OpenAiModel;
 pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
-pub use provider::{HttpModel, ProviderSettings, Wire};
+pub use provider::{HttpModel, ProviderSettings};
 pub use scripted::{ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
