@@ -12,7 +12,8 @@
 //!   your own [`store::Store`]);
 //! - [`hooks`]: code of the host run at points of a request's life;
 //! - [`ids`]: the id generator and clock a kernel uses;
-//! - [`config`]: the configuration file (`config.toml`);
+//! - [`config`]: the configuration file (`config.toml`), the environment and model
+//!   selection;
 //! - [`bridge`]: the JSON-lines server over any reader and writer.
 //!
 //! A kernel on the scripted model (offline), one request, its events:
@@ -193,9 +194,10 @@ pub mod tools {
 /// The model port and the providers.
 pub mod models {
     pub use keel_adapters::{
-        build_model, parse_model_spec, AnthropicModel, HttpOptions, OpenAiModel, RetryPolicy,
+        build_model, AnthropicModel, HttpOptions, OpenAiModel, ProviderSettings, RetryPolicy,
         ScriptedModel,
     };
+    pub use keel_config::parse_model_spec;
     pub use keel_kernel::model::{
         FinishReason, Message, Model, ModelError, ModelEvent, ModelRequest, ToolCallRequest,
         ToolDef,
@@ -254,7 +256,9 @@ pub mod ids {
 
 /// The configuration file (`KEEL_HOME/config.toml`) and model selection from it.
 pub mod config {
-    pub use keel_adapters::{default_keel_home, Config};
+    pub use keel_config::{
+        default_keel_home, resolve_model_spec, selected_model_spec, Config, EnvMap,
+    };
 }
 
 /// The JSON-lines server (what `keel bridge` runs) over any async reader and writer.

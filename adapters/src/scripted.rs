@@ -484,7 +484,7 @@ impl Model for ScriptedModel {
     fn context_window(&self) -> u64 {
         self.script
             .context_window
-            .unwrap_or(crate::select::DEFAULT_CONTEXT_WINDOW)
+            .unwrap_or(crate::models::DEFAULT_CONTEXT_WINDOW)
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {

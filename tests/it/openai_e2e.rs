@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
 use keel_adapters::{HttpOptions, OpenAiModel};
 use keel_envelope::types::ApprovalDecision;
 use keel_envelope::Event;
 use keel_kernel::{Kernel, SessionOptions};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 
 #[tokio::test]
 async fn a_session_reads_and_edits_through_the_openai_wire_format() {
@@ -159,7 +159,7 @@ async fn the_output_cap_is_on_the_wire() {
     ])
     .await
     .unwrap();
-    let mut config = keel_adapters::Config::default();
+    let mut config = keel_config::Config::default();
     config
         .apply_toml(
             "maxOutputTokens = 300\n",

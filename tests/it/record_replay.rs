@@ -8,13 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
 use keel_adapters::{HttpOptions, OpenAiModel, ScriptedModel};
 use keel_envelope::commands::SessionStart;
 use keel_envelope::types::PermissionMode;
 use keel_envelope::{Envelope, ErrorCode, Event};
 use keel_kernel::model::Model;
 use keel_kernel::Kernel;
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 use serde_json::Value;
 
 fn workspace() -> tempfile::TempDir {

@@ -1,12 +1,15 @@
 //! Invariants of the code base that docs/ARCHITECTURE.md states: every workspace member
-//! is named in its codemap, the library crates never print, and no source file grows
-//! past 800 lines unless it is generated.
+//! is named in its codemap, the library crates never print, no source file grows past
+//! 800 lines unless it is generated, and the modules of `adapters/` and `config/` import
+//! each other without a circle.
 
 use std::path::{Path, PathBuf};
 
 const MAX_LINES: usize = 800;
 /// Crates that must never write to stdout or stderr: hosts own the terminal.
-const LIBRARIES: [&str; 5] = ["envelope", "kernel", "tools", "adapters", "skills"];
+const LIBRARIES: [&str; 6] = [
+    "envelope", "kernel", "tools", "config", "adapters", "skills",
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -123,4 +126,91 @@ fn no_source_file_is_over_800_lines() {
         "split these by job (at most {MAX_LINES} lines):\n{}",
         long.join("\n")
     );
+}
+
+/// The modules of crate `krate` (`adapters`, `config`) that each file's non-test code
+/// names through `crate::…` (in `use` lines, `use crate::{a, b}` groups and paths),
+/// by module name; `lib.rs` is left out (it declares and re-exports).
+fn crate_imports(krate: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let src = root().join(krate).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let name = |f: &Path| {
+        let rel = f.strip_prefix(&src).unwrap().with_extension("");
+        rel.to_string_lossy().replace('/', "::")
+    };
+    let modules: Vec<String> = files.iter().map(|f| name(f)).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for f in &files {
+        let me = name(f);
+        if me == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let mut named = Vec::new();
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            let group = rest
+                .strip_prefix('{')
+                .map(|g| g.split('}').next().unwrap_or(""));
+            let heads: Vec<&str> = match group {
+                Some(g) => g.split(',').map(|p| p.trim()).collect(),
+                None => vec![rest],
+            };
+            for head in heads {
+                let m: String = head
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if m != me && modules.contains(&m) && !named.contains(&m) {
+                    named.push(m);
+                }
+            }
+        }
+        graph.insert(me, named);
+    }
+    graph
+}
+
+#[test]
+fn the_adapters_and_the_configuration_have_no_import_circle() {
+    for krate in ["adapters", "config"] {
+        let graph = crate_imports(krate);
+        assert!(graph.len() > 3, "{krate}: {graph:?}");
+        // Depth-first search; a module met again on the current path closes a circle.
+        fn visit<'a>(
+            m: &'a str,
+            graph: &'a std::collections::BTreeMap<String, Vec<String>>,
+            path: &mut Vec<&'a str>,
+            done: &mut Vec<&'a str>,
+        ) -> Option<Vec<String>> {
+            if let Some(at) = path.iter().position(|p| *p == m) {
+                let mut circle: Vec<String> = path[at..].iter().map(|s| s.to_string()).collect();
+                circle.push(m.to_owned());
+                return Some(circle);
+            }
+            if done.contains(&m) {
+                return None;
+            }
+            path.push(m);
+            for next in graph.get(m).into_iter().flatten() {
+                if let Some(c) = visit(next, graph, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            done.push(m);
+            None
+        }
+        let mut done = Vec::new();
+        for m in graph.keys() {
+            let circle = visit(m, &graph, &mut Vec::new(), &mut done);
+            assert!(
+                circle.is_none(),
+                "{krate}/src has an import circle: {}",
+                circle.unwrap_or_default().join(" -> ")
+            );
+        }
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use keel_adapters::{default_keel_home, Config, EnvMap};
+use keel_config::{default_keel_home, Config, EnvMap};
 use keel_envelope::commands::{CommandPayload, SessionStart};
 use keel_envelope::events::RuntimeReady;
 use keel_envelope::{Envelope, Event};

@@ -7,10 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{
-    build_model_with_env, default_keel_home, probe, provider_target, resolve_model_spec, Config,
-    EnvMap, ProbeOutcome, ScriptedModel,
-};
+use keel_adapters::{build_model_with_env, probe, provider_target, ProbeOutcome, ScriptedModel};
+use keel_config::{default_keel_home, resolve_model_spec, Config, EnvMap};
 use keel_envelope::types::StopReason;
 use keel_envelope::{ErrorPayload, Event};
 use keel_kernel::{Kernel, SessionOptions};
@@ -244,7 +242,7 @@ fn config_check(home: &Path, workspace: Option<&Path>) -> (Check, Option<Config>
             let summary = if config.sources.is_empty() {
                 format!(
                     "no configuration file (defaults; {} would be read)",
-                    home.join(keel_adapters::config::CONFIG_FILE).display()
+                    home.join(keel_config::CONFIG_FILE).display()
                 )
             } else {
                 let files: Vec<String> = config

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use keel_adapters::Config;
+use keel_config::Config;
 
 use crate::doctor_cmd::Check;
 

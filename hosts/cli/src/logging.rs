@@ -55,9 +55,9 @@ pub fn init(log_stderr: bool) -> LogSetup {
         },
         _ => EnvFilter::new(DEFAULT_FILTER),
     };
-    let env = keel_adapters::EnvMap::from_process();
+    let env = keel_config::EnvMap::from_process();
     let mut setup = LogSetup::default();
-    let file = match keel_adapters::default_keel_home(&env) {
+    let file = match keel_config::default_keel_home(&env) {
         Some(home) => {
             let dir = log_dir(&home);
             match DailyFile::open(&dir, KEEP_FILES) {

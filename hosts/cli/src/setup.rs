@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{build_model, selected_model_spec, Config};
-use keel_adapters::{default_keel_home, EnvMap};
+use keel_adapters::build_model;
+use keel_config::{default_keel_home, selected_model_spec, Config, EnvMap};
 use keel_envelope::ErrorPayload;
 use keel_kernel::{Kernel, KernelConfig};
 use keel_tools::policy::ShellPolicy;
@@ -137,7 +137,7 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
 /// load when the project is trusted as for hooks: in `trustedProjects` or
 /// `hooks.allowProjectHooks`.
 pub fn skill_settings(config: &Config, home: &std::path::Path) -> keel_skills::Settings {
-    use keel_adapters::ProjectTrust as Hooks;
+    use keel_config::ProjectTrust as Hooks;
     let mut settings = keel_skills::Settings::for_user(home);
     settings.configured_skill_dirs = config.skills.paths.clone();
     settings.trust = match &config.agent.allow_project_hooks {

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
+use keel_testsupport::runtime;
 use serde_json::Value;
 
 fn doctor(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -43,14 +44,6 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|c| c["name"] == name)
         .unwrap_or_else(|| panic!("no check {name}: {report}"))
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use keel_acp::{serve, AcpOptions};
-use keel_adapters::{build_model, Config};
+use keel_adapters::build_model;
+use keel_config::Config;
 use keel_kernel::Kernel;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

@@ -96,11 +96,13 @@ fn run_load(sessions: usize, requests: usize, max_files: Option<u64>) -> (usize,
     let e = env(&format!("maxOpenSessions = {}\n", sessions + 10));
     let model = script(e.home.path(), "load.json", requests_script(requests));
     let mut b = Bridge::start(Setup {
+        bin: KEEL,
         home: e.home.path(),
         workspace: e.ws.path(),
         model: &model,
         max_files,
         extra_args: &[],
+        env: &[],
     });
     let t = Instant::now();
     let mut tr = Tracker {
@@ -222,11 +224,13 @@ fn a_host_that_stops_reading_does_not_grow_the_bridge() {
         json!({"turns": [{"text": "ok"}]}),
     );
     let mut b = Bridge::start(Setup {
+        bin: KEEL,
         home: e.home.path(),
         workspace: e.ws.path(),
         model: &model,
         max_files: None,
         extra_args: &[],
+        env: &[],
     });
     b.send(&command(
         "session.start",

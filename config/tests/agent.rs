@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use keel_adapters::Config;
+use keel_config::Config;
 use keel_envelope::error::ErrorCode;
 use keel_kernel::config::CommandHookConfig;
 use keel_kernel::KernelConfig;

@@ -1,15 +1,18 @@
-//! A local fake HTTP server speaking the providers' wire formats, for tests (feature
-//! `testing`). It listens on 127.0.0.1, answers each connection with the next queued
+//! The model server driver: a local fake HTTP server speaking the providers' wire
+//! formats. It listens on 127.0.0.1, answers each connection with the next queued
 //! [`FakeResponse`], records every request, and can hold a response on a [`Gate`],
 //! stall until the client disconnects, or cut the connection mid-body.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
-//! use keel_adapters::testing::{openai, FakeResponse, FakeServer};
+//! use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 //! let server = FakeServer::start([FakeResponse::sse(openai::text_stream(&["Hel", "lo"]))]).await?;
 //! let base_url = format!("{}/v1", server.base_url()); // OPENAI_BASE_URL
 //! # let _ = base_url; Ok(()) }
 //! ```
+
+pub mod anthropic;
+pub mod openai;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -445,186 +448,4 @@ async fn write_response(
     }
     let _ = stream.shutdown().await;
     Ok(())
-}
-
-/// Builders for OpenAI Chat Completions streams and errors.
-pub mod openai {
-    use serde_json::{json, Value};
-
-    /// One `chat.completion.chunk` with the given delta and finish reason.
-    pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
-        json!({
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "created": 1_700_000_000,
-            "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}],
-        })
-    }
-
-    /// The final usage chunk (`stream_options.include_usage`).
-    pub fn usage_chunk(prompt: u64, completion: u64) -> Value {
-        json!({
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "created": 1_700_000_000,
-            "model": "gpt-4o-mini",
-            "choices": [],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-        })
-    }
-
-    /// SSE text of the given chunks followed by `data: [DONE]`.
-    pub fn sse(chunks: &[Value]) -> String {
-        let mut s: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
-        s.push_str("data: [DONE]\n\n");
-        s
-    }
-
-    /// A text answer in the given pieces, `finish_reason: stop`, usage 10/5.
-    pub fn text_stream(pieces: &[&str]) -> String {
-        let mut chunks = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-        chunks.extend(pieces.iter().map(|p| chunk(json!({"content": p}), None)));
-        chunks.push(chunk(json!({}), Some("stop")));
-        chunks.push(usage_chunk(10, 5));
-        sse(&chunks)
-    }
-
-    /// Tool calls `(id, name, arguments JSON text)`, each call's arguments split in
-    /// two deltas, `finish_reason: tool_calls`, usage 20/10.
-    pub fn tool_calls_stream(calls: &[(&str, &str, &str)]) -> String {
-        let mut chunks = vec![chunk(json!({"role": "assistant", "content": null}), None)];
-        for (i, (id, name, args)) in calls.iter().enumerate() {
-            let mut mid = args.len() / 2;
-            while !args.is_char_boundary(mid) {
-                mid -= 1;
-            }
-            chunks.push(chunk(
-                json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
-                None,
-            ));
-            for piece in [&args[..mid], &args[mid..]] {
-                chunks.push(chunk(
-                    json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
-                    None,
-                ));
-            }
-        }
-        chunks.push(chunk(json!({}), Some("tool_calls")));
-        chunks.push(usage_chunk(20, 10));
-        sse(&chunks)
-    }
-
-    /// An error body shaped like OpenAI's.
-    pub fn error_body(message: &str, kind: &str, code: Option<&str>) -> Value {
-        json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
-    }
-}
-
-/// Builders for Anthropic Messages streams and errors.
-pub mod anthropic {
-    use serde_json::{json, Value};
-
-    /// SSE text of `(event, data)` pairs.
-    pub fn sse(events: &[(&str, Value)]) -> String {
-        events
-            .iter()
-            .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
-            .collect()
-    }
-
-    fn start() -> (&'static str, Value) {
-        (
-            "message_start",
-            json!({"type": "message_start", "message": {
-                "id": "msg_fake", "type": "message", "role": "assistant", "content": [],
-                "model": "claude-sonnet-4-5", "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 25, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
-            }}),
-        )
-    }
-
-    fn end(stop_reason: &str, output_tokens: u64) -> [(&'static str, Value); 2] {
-        [
-            (
-                "message_delta",
-                json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null}, "usage": {"output_tokens": output_tokens}}),
-            ),
-            ("message_stop", json!({"type": "message_stop"})),
-        ]
-    }
-
-    /// A text answer in the given pieces, `end_turn`, usage 25/15.
-    pub fn text_stream(pieces: &[&str]) -> String {
-        let mut ev = vec![
-            start(),
-            (
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ),
-            ("ping", json!({"type": "ping"})),
-        ];
-        for p in pieces {
-            ev.push((
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}),
-            ));
-        }
-        ev.push((
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ));
-        ev.extend(end("end_turn", 15));
-        sse(&ev)
-    }
-
-    /// Optional text then tool uses `(id, name, input JSON text)` with the input
-    /// split in two `input_json_delta`s, `tool_use`, usage 25/30.
-    pub fn tool_use_stream(text: &str, calls: &[(&str, &str, &str)]) -> String {
-        let mut ev = vec![start()];
-        let mut index = 0;
-        if !text.is_empty() {
-            ev.push((
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-            ));
-            ev.push((
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-            ));
-            ev.push((
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ));
-            index = 1;
-        }
-        for (id, name, input) in calls {
-            let mut mid = input.len() / 2;
-            while !input.is_char_boundary(mid) {
-                mid -= 1;
-            }
-            ev.push((
-                "content_block_start",
-                json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
-            ));
-            for piece in ["", &input[..mid], &input[mid..]] {
-                ev.push((
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": piece}}),
-                ));
-            }
-            ev.push((
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": index}),
-            ));
-            index += 1;
-        }
-        ev.extend(end("tool_use", 30));
-        sse(&ev)
-    }
-
-    /// An error body shaped like Anthropic's.
-    pub fn error_body(kind: &str, message: &str) -> Value {
-        json!({"type": "error", "error": {"type": kind, "message": message}})
-    }
 }

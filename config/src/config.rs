@@ -11,14 +11,13 @@ use keel_kernel::mcp::McpServerConfig;
 use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
-use crate::config_agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
-use crate::http::RetryPolicy;
-
-mod mcp;
-mod skills;
-use crate::select::{parse_model_spec, EnvMap};
+use crate::agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
+use crate::mcp;
+use crate::retry::RetryPolicy;
+use crate::skills;
+pub use crate::skills::SkillsConfig;
+use crate::spec::parse_model_spec;
 use crate::toml_keys::key_line;
-pub use skills::SkillsConfig;
 
 /// The configuration file name.
 pub const CONFIG_FILE: &str = "config.toml";
@@ -276,6 +275,13 @@ fn weakening(raw: &RawConfig) -> Option<&'static str> {
     None
 }
 
+/// Sets `slot` to `value` when the file gives one.
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
 fn config_error(message: String, file: &Path) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::RequestInvalid, message)
         .category(ErrorCategory::Business)
@@ -504,27 +510,17 @@ impl Config {
             }
             self.available_models = list;
         }
-        if let Some(p) = raw.permission_mode {
-            self.permission_mode = p;
-        }
-        if let Some(t) = raw.approval_timeout_secs {
-            self.approval_timeout_secs = t;
-        }
+        set(&mut self.permission_mode, raw.permission_mode);
+        set(&mut self.approval_timeout_secs, raw.approval_timeout_secs);
         if let Some(shell) = raw.shell {
-            if let Some(w) = shell.whitelist {
-                self.shell.whitelist = w;
-            }
-            if let Some(h) = shell.high_risk {
-                self.shell.high_risk = h;
-            }
+            set(&mut self.shell.whitelist, shell.whitelist);
+            set(&mut self.shell.high_risk, shell.high_risk);
         }
         if let Some(SandboxSetting(mode)) = raw.sandbox {
             self.sandbox.mode = mode;
             self.sandbox.enabled = mode != SandboxMode::Off;
         }
-        if let Some(network) = raw.sandbox_network {
-            self.sandbox.network = network;
-        }
+        set(&mut self.sandbox.network, raw.sandbox_network);
         if let Some(c) = raw.compaction_threshold {
             if !(c > 0.0 && c <= 1.0) {
                 return Err(invalid(
@@ -575,25 +571,13 @@ impl Config {
             }
         }
         if let Some(r) = raw.retry {
-            if let Some(v) = r.max_retries {
-                self.retry.max_retries = v;
-            }
-            if let Some(v) = r.base_delay_ms {
-                self.retry.base_delay_ms = v;
-            }
-            if let Some(v) = r.max_delay_ms {
-                self.retry.max_delay_ms = v;
-            }
+            set(&mut self.retry.max_retries, r.max_retries);
+            set(&mut self.retry.base_delay_ms, r.base_delay_ms);
+            set(&mut self.retry.max_delay_ms, r.max_delay_ms);
         }
-        if let Some(p) = raw.patch_preview {
-            self.patch_preview = p;
-        }
-        if let Some(f) = raw.fsync_each_event {
-            self.fsync_each_event = f;
-        }
-        if let Some(m) = raw.max_open_sessions {
-            self.max_open_sessions = m;
-        }
+        set(&mut self.patch_preview, raw.patch_preview);
+        set(&mut self.fsync_each_event, raw.fsync_each_event);
+        set(&mut self.max_open_sessions, raw.max_open_sessions);
         if let Some(t) = raw.mcp_startup_timeout_secs {
             if t == 0 {
                 return Err(invalid(
@@ -603,12 +587,8 @@ impl Config {
             }
             self.mcp_startup_timeout_secs = t;
         }
-        if let Some(t) = raw.mcp_tool_timeout_secs {
-            self.mcp_tool_timeout_secs = t;
-        }
-        if let Some(t) = raw.host_tool_timeout_secs {
-            self.host_tool_timeout_secs = t;
-        }
+        set(&mut self.mcp_tool_timeout_secs, raw.mcp_tool_timeout_secs);
+        set(&mut self.host_tool_timeout_secs, raw.host_tool_timeout_secs);
         if let Some(sk) = raw.skills {
             self.skills.apply(sk, project.is_some(), &invalid)?;
         }
@@ -665,18 +645,6 @@ impl Config {
             .find(|e| e.id == spec)
             .and_then(|e| e.context_window)
     }
-}
-
-/// The default `KEEL_HOME`: `$KEEL_HOME`, else `$XDG_DATA_HOME/keel`, else the
-/// platform data directory + `keel` (e.g. `~/.local/share/keel`).
-pub fn default_keel_home(env: &EnvMap) -> Option<PathBuf> {
-    if let Some(home) = env.get("KEEL_HOME") {
-        return Some(PathBuf::from(home));
-    }
-    if let Some(xdg) = env.get("XDG_DATA_HOME") {
-        return Some(Path::new(xdg).join("keel"));
-    }
-    dirs::data_dir().map(|d| d.join("keel"))
 }
 
 #[cfg(test)]

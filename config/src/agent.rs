@@ -12,7 +12,7 @@ use keel_kernel::config::{BudgetConfig, CommandHookConfig, HooksConfig, ModelPri
 use keel_kernel::hooks::{HookEvent, DEFAULT_HOOK_TIMEOUT};
 use serde::Deserialize;
 
-use crate::select::parse_model_spec;
+use crate::spec::parse_model_spec;
 
 /// The `toolCalls` key of every tool not named.
 const ANY_TOOL: &str = "*";
