@@ -59,7 +59,7 @@ impl Ws {
             watch,
             ..CheckpointConfig::default()
         };
-        Checkpoints::open(&self.root, &self.store, config).expect("open")
+        Checkpoints::open(&self.root, &self.store, "s1", config).expect("open")
     }
 
     /// Runs a shell command in the workspace; panics when it fails.
