@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn git(root: &Path, args: &[&str]) {
+pub(super) fn git(root: &Path, args: &[&str]) {
     let out = Command::new("git")
         .args([
             "-c",
