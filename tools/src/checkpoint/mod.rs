@@ -72,7 +72,7 @@ pub struct CheckpointConfig {
     /// Files larger than this are not saved (noted as not restorable). Default 4 MiB.
     pub max_file_bytes: u64,
     /// A full scan that meets more paths than this fails with
-    /// [`CheckpointError::TooManyFiles`]. Default 200,000.
+    /// [`CheckpointError::TooManyFiles`]. Default 500,000.
     pub max_files: usize,
     /// Use the inotify watcher when the system offers it. Default true.
     pub watch: bool,
@@ -90,7 +90,7 @@ impl Default for CheckpointConfig {
     fn default() -> Self {
         CheckpointConfig {
             max_file_bytes: 4 * 1024 * 1024,
-            max_files: 200_000,
+            max_files: 500_000,
             watch: true,
             racy_window: Duration::from_secs(1),
             max_watches: usize::MAX,
