@@ -283,7 +283,9 @@ fn write_file(abs: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         .prefix(".keel-restore-")
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_data()?;
+    // Not synced: a restore saves files as an editor does (a rename over the old
+    // file, which ext4, XFS and btrfs order after the new data); a disk sync per file
+    // would make a restore cost what the disk's latency is, times the files.
     fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode))?;
     tmp.persist(abs).map_err(|e| e.error)?;
     Ok(())

@@ -134,8 +134,15 @@ impl Layout {
         (s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())).then(|| s.to_string())
     }
 
+    /// Written atomically but not synced: a head lost in a crash costs the next
+    /// baseline some reading, nothing else.
     pub fn set_head(&self, root: &str) -> io::Result<()> {
-        write_atomic(&self.dir.join("head"), root.as_bytes())
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)?;
+        std::io::Write::write_all(&mut tmp, root.as_bytes())?;
+        tmp.persist(self.dir.join("head")).map_err(|e| e.error)?;
+        Ok(())
     }
 
     /// Marks session `id` open for as long as the returned lock lives; `None` when

@@ -94,6 +94,8 @@ fn a_second_session_on_an_unchanged_workspace_reads_nothing_and_stores_almost_no
 fn the_baseline_reads_only_what_changed_since_the_last_session() {
     let w = ws();
     tree_of(&w, 10, 10);
+    // Older than the racy window: the first session's reads are final.
+    std::thread::sleep(Duration::from_millis(1100));
     let mut a = open_as(&w, "a", false);
     a.checkpoint("a1", json!(null)).expect("a1");
     drop(a);
