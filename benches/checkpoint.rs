@@ -182,16 +182,11 @@ fn measure(files: usize, git_repo: bool) -> (Row, Option<Restore>) {
             cps.push(t.elapsed());
             assert_eq!(cp.changed.len(), 3);
             let t = Instant::now();
-            let report = b
-                .restore(&format!(
-                    "{}",
-                    if round == 0 {
-                        "b1".to_string()
-                    } else {
-                        format!("w{}", round - 1)
-                    }
-                ))
-                .expect("restore");
+            let before = match round {
+                0 => "b1".to_string(),
+                r => format!("w{}", r - 1),
+            };
+            let report = b.restore(&before).expect("restore");
             restores.push(t.elapsed());
             assert_eq!(report.files.len(), 3, "{report:?}");
             examined = b.last_stats().examined;
