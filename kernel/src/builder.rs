@@ -160,7 +160,7 @@ impl KernelBuilder {
     }
 
     /// Builds the kernel. Must be called inside a tokio runtime.
-    pub fn build(self) -> Result<Kernel, ErrorPayload> {
+    pub fn build(mut self) -> Result<Kernel, ErrorPayload> {
         let store: Arc<dyn Store> = match (self.store, self.store_dir) {
             (Some(s), _) => s,
             (None, dir) => {
@@ -168,6 +168,10 @@ impl KernelBuilder {
                     Some(d) => d,
                     None => default_store_dir()?,
                 };
+                // One checkpoint store per workspace beside the sessions.
+                if self.config.checkpoint_dir.is_none() {
+                    self.config.checkpoint_dir = Some(dir.join("checkpoints"));
+                }
                 Arc::new(FileStore::with_options(
                     dir,
                     FileStoreOptions {

@@ -57,8 +57,11 @@ pub struct KernelConfig {
     /// Whether sessions checkpoint their workspace before each request and each tool
     /// call that may change files (for `session.rewind` and `session.fork`).
     pub checkpoints: bool,
-    /// Where checkpoints are kept (`<dir>/<sessionId>/`); default: the session's
-    /// directory in the store, when the store keeps files.
+    /// Where checkpoints are kept: one store per workspace under it, shared by the
+    /// workspace's sessions (`keel_tools::checkpoint::CheckpointHome`). Default:
+    /// `checkpoints/` beside the sessions of a store the builder makes from a
+    /// directory; else `checkpoints/` in each session's directory of a store that
+    /// keeps files.
     pub checkpoint_dir: Option<PathBuf>,
     /// How long an open session may do nothing before it is dropped from memory (and
     /// reloaded from its log by the next command naming it); `None`: never.

@@ -6,9 +6,10 @@
 //! above the read level, or the call spawns a sub-agent). The checkpoint of a request
 //! has the request's id; the checkpoint of a tool call has the call's id. Each records
 //! where the conversation stood, so a rewind can cut the history back to the same point.
-//! Checkpoints live under the session's store directory (`checkpoints/`), or under
-//! [`crate::KernelConfig::checkpoint_dir`]; a session whose store keeps no files, or
-//! whose workspace is over the file limit, takes none and says why in `checkpoint.list`.
+//! Checkpoints live in the workspace's store under
+//! [`crate::KernelConfig::checkpoint_dir`] (else under the session's store directory);
+//! a session whose store keeps no files, or whose workspace is over the file limit,
+//! takes none and says why in `checkpoint.list`.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -68,7 +69,7 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
 
 fn store_dir(session: &Session) -> Option<PathBuf> {
     match &session.kernel.config.checkpoint_dir {
-        Some(dir) => Some(dir.join(&session.id)),
+        Some(dir) => Some(dir.clone()),
         None => session
             .kernel
             .ctx
@@ -80,7 +81,7 @@ fn store_dir(session: &Session) -> Option<PathBuf> {
 
 impl Slot {
     /// Opens the engine on first use.
-    fn open(&mut self, workspace: &std::path::Path, dir: Option<PathBuf>) {
+    fn open(&mut self, workspace: &std::path::Path, session_id: &str, dir: Option<PathBuf>) {
         if !self.tried {
             self.tried = true;
             match dir {
@@ -89,7 +90,12 @@ impl Slot {
                         Some("the session store keeps no files (set a checkpoint directory)".into())
                 }
                 Some(dir) => {
-                    match Checkpoints::open(workspace, &dir, CheckpointConfig::default()) {
+                    match Checkpoints::open(
+                        workspace,
+                        &dir,
+                        session_id,
+                        CheckpointConfig::default(),
+                    ) {
                         Ok(e) => self.engine = Some(e),
                         Err(e) => self.disabled = Some(e.to_string()),
                     }
@@ -126,10 +132,11 @@ async fn with_book<T: Send + 'static>(
     let book = session.checkpoints.clone();
     let workspace = session.workspace.clone();
     let dir = store_dir(session);
+    let id = session.id.clone();
     tokio::task::spawn_blocking(move || {
         let mut guard = lock(&book.0);
         let slot = &mut *guard;
-        slot.open(&workspace, dir);
+        slot.open(&workspace, &id, dir);
         f(slot.engine.as_mut(), &mut slot.disabled)
     })
     .await

@@ -25,6 +25,9 @@ pub(crate) struct Drained {
 
 pub(crate) struct Watcher {
     ino: Inotify,
+    /// At most this many watches (below the system's own limit, for tests and for
+    /// users who cap it); past it the caller falls back to scanning.
+    limit: usize,
     by_wd: HashMap<WatchDescriptor, String>,
     by_path: HashMap<String, WatchDescriptor>,
 }
@@ -51,10 +54,11 @@ fn mask() -> AddWatchFlags {
 }
 
 impl Watcher {
-    pub fn new() -> io::Result<Self> {
+    pub fn new(limit: usize) -> io::Result<Self> {
         let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         Ok(Watcher {
             ino,
+            limit,
             by_wd: HashMap::new(),
             by_path: HashMap::new(),
         })
@@ -68,6 +72,10 @@ impl Watcher {
         } else {
             root.join(rel)
         };
+        if !self.by_path.contains_key(rel) && self.by_path.len() >= self.limit {
+            // What the kernel answers when `max_user_watches` is reached.
+            return Err(io::Error::from_raw_os_error(nix::libc::ENOSPC));
+        }
         let wd = self.ino.add_watch(&abs, mask())?;
         if let Some(old) = self.by_wd.insert(wd, rel.to_string()) {
             if old != rel {
