@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 const MAX_LINES: usize = 800;
 /// Crates that must never write to stdout or stderr: hosts own the terminal.
-const LIBRARIES: [&str; 4] = ["envelope", "kernel", "tools", "adapters"];
+const LIBRARIES: [&str; 5] = ["envelope", "kernel", "tools", "adapters", "store-pg"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
