@@ -127,7 +127,7 @@ pub(crate) fn db_error(
                 format!("PostgreSQL at {place}: {server} ({})", code.code()),
             )
         }
-    } else if e.to_string().contains("password missing") {
+    } else if chain(e).contains("password missing") {
         (
             StoreErrorKind::AuthFailed,
             format!(

@@ -84,7 +84,7 @@ impl PgOptions {
                 StoreErrorKind::InvalidUrl,
                 "the store URL asks for TLS (sslmode=require), which this build of Keel does not \
                  offer: reach the database over a Unix socket or a trusted network and drop \
-                 sslmode (or set sslmode=disable)",
+                 sslmode or set it to disable (postgres://USER@HOST/DATABASE?sslmode=disable)",
             ));
         }
         if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
@@ -195,7 +195,8 @@ mod tests {
             "postgres://u@h/db?sslmode=sometimes",
             "postgres://u@h/db?sslmode=require",
             "postgres://u@h/db?connect_timeout=soon",
-            "postgres://u:%zz@h/db",
+            "postgres://u@h:99999/db",
+            "postgres://u@[::1/db",
         ] {
             let e = PgOptions::from_url(bad).err();
             let kind = e.as_ref().and_then(crate::error::kind_of);
