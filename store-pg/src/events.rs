@@ -130,36 +130,48 @@ impl PgStore {
         }
         let c = columns(session_id, events)?;
         let epoch_col = to_i64(epoch.0).unwrap_or(-1);
+        let c = &c;
+        let mut tries = 0;
         let appended = self
-            .retry("append events", || async {
-                let client = self.client().await?;
-                let stmt = client
-                    .prepare_cached(APPEND)
-                    .await
-                    .map_err(|e| self.err(e))?;
-                let got = client
-                    .query(
-                        &stmt,
-                        &[
-                            &session_id,
-                            &epoch_col,
-                            &c.request_ids,
-                            &c.sequences,
-                            &c.types,
-                            &c.lines,
-                        ],
-                    )
-                    .await;
-                match got {
-                    Ok(rows) => Ok(!rows.is_empty()),
-                    Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
-                        // Stored already: by an earlier try whose answer was lost, or not
-                        // the same events at all.
-                        self.check_stored(&client, session_id, &c)
-                            .await
-                            .map(|()| true)
+            .retry("append events", || {
+                tries += 1;
+                let retried = tries > 1;
+                async move {
+                    let client = self.client().await?;
+                    let stmt = client
+                        .prepare_cached(APPEND)
+                        .await
+                        .map_err(|e| self.err(e))?;
+                    let got = client
+                        .query(
+                            &stmt,
+                            &[
+                                &session_id,
+                                &epoch_col,
+                                &c.request_ids,
+                                &c.sequences,
+                                &c.types,
+                                &c.lines,
+                            ],
+                        )
+                        .await;
+                    match got {
+                        Ok(rows) if !rows.is_empty() => Ok(true),
+                        // Refused now, but an earlier try whose answer was lost may
+                        // have stored the batch before the lease ended.
+                        Ok(_) if retried => {
+                            Ok(self.check_stored(&client, session_id, c).await.is_ok())
+                        }
+                        Ok(_) => Ok(false),
+                        Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                            // Stored already: by an earlier try whose answer was lost,
+                            // or not the same events at all.
+                            self.check_stored(&client, session_id, c)
+                                .await
+                                .map(|()| true)
+                        }
+                        Err(e) => Err(self.err(e)),
                     }
-                    Err(e) => Err(self.err(e)),
                 }
             })
             .await?;

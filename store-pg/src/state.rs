@@ -1,6 +1,8 @@
-//! Session state: `keel_sessions.state` holds the state without its history,
-//! `keel_sessions.summary` what `session.list` shows, and `keel_history` the
-//! conversation, one row per message (the first `history_len` count).
+//! Session state: `keel_states.state` holds the state without its history,
+//! `keel_states.summary` what `session.list` shows, and `keel_history` the
+//! conversation, one row per message (the first `history_len` count). The session's
+//! row of `keel_sessions` (its lease) is the fence, locked `FOR SHARE` until the save
+//! commits.
 //!
 //! Saving after a turn appends only the new messages, when this process knows what
 //! it stored last under the same epoch and the history only grew: one statement that
@@ -18,12 +20,20 @@ use crate::api::{Epoch, PersistedSession, SessionSummary};
 use crate::error::{check_session_id, store_error, StoreErrorKind};
 use crate::store::{to_i64, PgStore, Written};
 
+/// The fence of a state save: the session row, locked against a takeover until the
+/// save commits.
+const FENCE: &str = "\
+SELECT 1 FROM keel_sessions WHERE session_id = $1 AND lease_epoch = $2
+  AND lease_owner IS NOT NULL AND lease_expires_at > clock_timestamp() FOR SHARE";
+
 const SAVE_GROWN: &str = "\
-WITH s AS (
-    UPDATE keel_sessions SET state = $3::text::json, summary = $4::text::json, history_len = $5,
+WITH f AS (
+    SELECT 1 FROM keel_sessions WHERE session_id = $1 AND lease_epoch = $2
+      AND lease_owner IS NOT NULL AND lease_expires_at > clock_timestamp() FOR SHARE
+), s AS (
+    UPDATE keel_states SET state = $3::text::json, summary = $4::text::json, history_len = $5,
         updated_at = $6
-    WHERE session_id = $1 AND lease_epoch = $2 AND lease_owner IS NOT NULL
-      AND lease_expires_at > clock_timestamp() AND history_len = $7
+    WHERE session_id = $1 AND history_len = $7 AND EXISTS (SELECT 1 FROM f)
     RETURNING 1
 ), ins AS (
     INSERT INTO keel_history (session_id, position, message)
@@ -32,9 +42,10 @@ WITH s AS (
 SELECT count(*) FROM s";
 
 const SAVE_STATE: &str = "\
-UPDATE keel_sessions SET state = $3::text::json, summary = $4::text::json, history_len = $5, updated_at = $6
-WHERE session_id = $1 AND lease_epoch = $2 AND lease_owner IS NOT NULL
-  AND lease_expires_at > clock_timestamp()";
+INSERT INTO keel_states (session_id, state, summary, history_len, updated_at)
+VALUES ($1, $2::text::json, $3::text::json, $4, $5)
+ON CONFLICT (session_id) DO UPDATE SET state = EXCLUDED.state, summary = EXCLUDED.summary,
+    history_len = EXCLUDED.history_len, updated_at = EXCLUDED.updated_at";
 
 const INSERT_HISTORY: &str = "\
 INSERT INTO keel_history (session_id, position, message)
@@ -45,11 +56,10 @@ SELECT s.state::text, s.history_len,
        ARRAY(SELECT h.message::text FROM keel_history h
              WHERE h.session_id = s.session_id AND h.position < s.history_len
              ORDER BY h.position)
-FROM keel_sessions s WHERE s.session_id = $1";
+FROM keel_states s WHERE s.session_id = $1";
 
 const SUMMARIES: &str = "\
-SELECT session_id, summary::text FROM keel_sessions WHERE summary IS NOT NULL
-ORDER BY updated_at DESC, session_id";
+SELECT session_id, summary::text FROM keel_states ORDER BY updated_at DESC, session_id";
 
 fn encode_err(e: serde_json::Error) -> ErrorPayload {
     store_error(
@@ -143,27 +153,21 @@ impl PgStore {
                 }
                 let all = messages(&state.history)?;
                 let tx = client.transaction().await.map_err(|e| self.err(e))?;
+                let stmt = tx.prepare_cached(FENCE).await.map_err(|e| self.err(e))?;
+                let fence = tx
+                    .query_opt(&stmt, &[&session_id, &epoch_col])
+                    .await
+                    .map_err(|e| self.err(e))?;
+                if fence.is_none() {
+                    return Ok(false);
+                }
                 let stmt = tx
                     .prepare_cached(SAVE_STATE)
                     .await
                     .map_err(|e| self.err(e))?;
-                let n = tx
-                    .execute(
-                        &stmt,
-                        &[
-                            &session_id,
-                            &epoch_col,
-                            &state_text,
-                            &summary,
-                            &len,
-                            &updated,
-                        ],
-                    )
+                tx.execute(&stmt, &[&session_id, &state_text, &summary, &len, &updated])
                     .await
                     .map_err(|e| self.err(e))?;
-                if n == 0 {
-                    return Ok(false);
-                }
                 tx.execute(
                     "DELETE FROM keel_history WHERE session_id = $1",
                     &[&session_id],

@@ -110,8 +110,15 @@ fn encode_host(path: &Path) -> String {
 }
 
 impl PgServer {
-    /// Makes a cluster and starts it (about a second).
+    /// Makes a cluster and starts it (about a second), with `fsync = off`: tests
+    /// need no protection from a power loss.
     pub fn start() -> Result<Self, String> {
+        Self::start_with_fsync(false)
+    }
+
+    /// Makes a cluster and starts it; `fsync` on makes every commit reach the disk,
+    /// as in production (benchmarks).
+    pub fn start_with_fsync(fsync: bool) -> Result<Self, String> {
         let bin = find_bin()?;
         let as_postgres = is_root();
         let dir = tempfile::Builder::new()
@@ -147,10 +154,11 @@ impl PgServer {
             ],
         )?;
         let conf = format!(
-            "\nlisten_addresses = ''\nunix_socket_directories = '{}'\nport = {}\nfsync = off\n\
+            "\nlisten_addresses = ''\nunix_socket_directories = '{}'\nport = {}\nfsync = {}\n\
              synchronous_commit = on\nmax_connections = 200\nshared_buffers = 32MB\n",
             server.socket_dir().display(),
-            server.port
+            server.port,
+            if fsync { "on" } else { "off" },
         );
         append(&data.join("postgresql.conf"), &conf)?;
         let hba = format!("local all {PASSWORD_USER} scram-sha-256\nlocal all all trust\n");

@@ -2,20 +2,26 @@
 -- checkpoint records) are `json`, not `jsonb`: jsonb refuses the escape \u0000, which
 -- tool output and model text may contain, and keeps no exact text.
 
--- One row per session: its lease (owner, fencing epoch, end by the database's clock),
--- how many events its log holds, and its state without the history.
+-- One row per session: its lease (owner, fencing epoch, end by the database's clock)
+-- and how many events its log holds. Kept small: every append updates it.
 CREATE TABLE keel_sessions (
     session_id       text PRIMARY KEY,
     lease_owner      text,
     lease_epoch      bigint NOT NULL DEFAULT 0,
     lease_expires_at timestamptz,
-    event_count      bigint NOT NULL DEFAULT 0,
-    state            json,
-    summary          json,
-    history_len      integer NOT NULL DEFAULT 0,
-    updated_at       bigint NOT NULL DEFAULT 0
+    event_count      bigint NOT NULL DEFAULT 0
 );
-CREATE INDEX keel_sessions_updated ON keel_sessions (updated_at DESC) WHERE summary IS NOT NULL;
+
+-- A session's saved state without its history, and its summary (what session.list
+-- shows); the first history_len rows of keel_history are its conversation.
+CREATE TABLE keel_states (
+    session_id  text    PRIMARY KEY REFERENCES keel_sessions ON DELETE CASCADE,
+    state       json    NOT NULL,
+    summary     json    NOT NULL,
+    history_len integer NOT NULL,
+    updated_at  bigint  NOT NULL
+);
+CREATE INDEX keel_states_updated ON keel_states (updated_at DESC);
 
 -- The event log: append-only, one row per envelope, `position` 1, 2, 3, … per session.
 CREATE TABLE keel_events (
@@ -29,8 +35,7 @@ CREATE TABLE keel_events (
     UNIQUE (session_id, request_id, sequence)
 );
 
--- The conversation: message `position` 0, 1, … (the state's history_len first ones
--- count).
+-- The conversation: message `position` 0, 1, … (the first history_len count).
 CREATE TABLE keel_history (
     session_id text    NOT NULL REFERENCES keel_sessions ON DELETE CASCADE,
     position   integer NOT NULL,
