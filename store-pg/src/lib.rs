@@ -8,6 +8,8 @@
 //!   database is needed to build), runs the versioned migrations ([`migrate`]) and
 //!   refuses a database that is newer or not Keel's.
 //! - [`error`]: every failure is an `ErrorPayload` with a stable `details.reason`.
+//! - [`group::GroupAppender`]: group commit of one session's events over any
+//!   [`AsyncStore`] (each batch is what arrived during the previous commit).
 //! - Feature `testing`: [`testing`] starts a real PostgreSQL server for tests (initdb
 //!   in a temporary directory, `pg_ctl`, a Unix socket) and [`conformance`] holds the
 //!   store conformance suite, generic over [`AsyncStore`].
@@ -19,6 +21,7 @@ pub mod api;
 mod connect;
 pub mod error;
 mod events;
+pub mod group;
 mod lease;
 pub mod migrate;
 pub mod objects;
@@ -37,5 +40,6 @@ pub use api::{
     Manifest, TailFrom,
 };
 pub use error::{is_fenced, kind_of, StoreErrorKind};
+pub use group::{Committed, GroupAppender};
 pub use options::{is_postgres_url, PgOptions};
 pub use store::PgStore;
