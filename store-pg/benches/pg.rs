@@ -36,6 +36,11 @@ fn envelope(session: &str, request: &str, sequence: u64, text: &str) -> Envelope
     )
 }
 
+/// The length of an envelope's JSON text.
+fn json_len(e: &Envelope) -> usize {
+    keel_envelope::codec::encode_line(e).len() - 1
+}
+
 fn now_nanos() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -311,11 +316,25 @@ async fn bench() {
             pg_group(&pg, "f", 8, 5_000).await,
         ),
     ];
+    let db = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let per_event = server
+        .psql(
+            &db,
+            "SELECT pg_total_relation_size('keel_events') / greatest(count(*), 1) FROM keel_events",
+        )
+        .unwrap();
     println!("| case | events/s | vs. baseline |");
     println!("|---|---:|---:|");
     for (what, rate) in rows {
         println!("| {what} | {rate:.0} | {:.3}× |", rate / base);
     }
+
+    println!();
+    println!(
+        "disk per stored event ({} B of envelope text, table and indexes): {} B",
+        json_len(&envelope("sess_x", "req_000001", 1, TEXT)),
+        per_event.trim()
+    );
 
     let (pg_list, file_list) = listing(&pg).await;
     println!();
