@@ -3,11 +3,11 @@
 //!
 //! A batch is appended by one statement (so one round trip and one commit): it raises
 //! the session's `event_count` where the lease is live and the epoch is the writer's
-//! (the fence, which also locks the row so a session's appends are serialised),
-//! inserts the rows at the positions that frees, and sends `NOTIFY keel_events,
-//! '<session> <last position>'`, which PostgreSQL delivers when the transaction
-//! commits. No row back means fenced. Positions are given under the row lock, so the
-//! rows a reader sees are always a prefix of the log.
+//! (the fence, which also locks the row so a session's appends are serialised) and
+//! inserts the rows at the positions that frees. No row back means fenced. Positions
+//! are given under the row lock, so the rows a reader sees are always a prefix of the
+//! log. Once committed, the batch's last position goes to the store's notifier (see
+//! `tail`), which wakes this node's tails and the other nodes'.
 //!
 //! Envelopes are stored as the codec's exact JSON text (`json`, not `jsonb`) and read
 //! back through the codec.
@@ -34,7 +34,7 @@ WITH s AS (
     FROM s, unnest($3::text[], $4::int8[], $5::text[], $6::text[]) WITH ORDINALITY
         AS t(rid, seq, typ, env, ord)
 )
-SELECT s.event_count, pg_notify('keel_events', $1 || ' ' || s.event_count)::text FROM s";
+SELECT s.event_count FROM s";
 
 const STORED_IDS: &str = "\
 SELECT e.request_id, e.sequence, e.envelope->>'eventId'
@@ -156,29 +156,33 @@ impl PgStore {
                         )
                         .await;
                     match got {
-                        Ok(rows) if !rows.is_empty() => Ok(true),
+                        Ok(rows) if !rows.is_empty() => Ok(Some(rows[0].get::<_, i64>(0))),
                         // Refused now, but an earlier try whose answer was lost may
                         // have stored the batch before the lease ended.
-                        Ok(_) if retried => {
-                            Ok(self.check_stored(&client, session_id, c).await.is_ok())
-                        }
-                        Ok(_) => Ok(false),
+                        Ok(_) if retried => Ok(self
+                            .check_stored(&client, session_id, c)
+                            .await
+                            .ok()
+                            .map(|()| 0)),
+                        Ok(_) => Ok(None),
                         Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
                             // Stored already: by an earlier try whose answer was lost,
                             // or not the same events at all.
                             self.check_stored(&client, session_id, c)
                                 .await
-                                .map(|()| true)
+                                .map(|()| Some(0))
                         }
                         Err(e) => Err(self.err(e)),
                     }
                 }
             })
             .await?;
-        if appended {
-            Ok(())
-        } else {
-            Err(self.fenced(session_id, epoch, "append events").await)
+        match appended {
+            Some(position) => {
+                self.committed(session_id, position);
+                Ok(())
+            }
+            None => Err(self.fenced(session_id, epoch, "append events").await),
         }
     }
 

@@ -28,7 +28,7 @@ pub mod objects;
 pub mod options;
 mod state;
 mod store;
-mod tail;
+pub mod tail;
 
 #[cfg(feature = "testing")]
 pub mod conformance;

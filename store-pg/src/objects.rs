@@ -379,18 +379,13 @@ impl PgStore {
                     )
                     .await
                     .map_err(|e| self.err(e))?;
-                // Wakes the session's tails, which end.
-                tx.execute(
-                    "SELECT pg_notify('keel_events', $1::text || ' 0')",
-                    &[&session_id],
-                )
-                .await
-                .map_err(|e| self.err(e))?;
                 tx.commit().await.map_err(|e| self.err(e))?;
                 Ok(n == 1)
             })
             .await?;
         self.written().remove(session_id);
+        // Wakes the session's tails, which end.
+        self.committed(session_id, 0);
         Ok(deleted)
     }
 }

@@ -18,7 +18,7 @@ use crate::api::{
 use crate::connect::{db_error, pool, pool_error, retrying, Phase};
 use crate::migrate::{migrate, Migrated};
 use crate::options::PgOptions;
-use crate::tail::Hub;
+use crate::tail::{notifier, Hub};
 
 /// What this process wrote of a session's history, under which epoch: the ids of the
 /// messages stored, in order (see `state`).
@@ -42,6 +42,8 @@ pub(crate) struct Inner {
     pub migrated: Migrated,
     pub written: Mutex<HashMap<String, Written>>,
     pub hub: Arc<Hub>,
+    /// Wakes tails, here and on other nodes, after commits.
+    pub notifier: tokio::sync::mpsc::UnboundedSender<(String, i64)>,
     /// Stops the notification listener when the last handle goes.
     _stop: DropGuard,
 }
@@ -65,8 +67,10 @@ impl PgStore {
         drop(client);
         let stop = CancellationToken::new();
         let hub = Arc::new(Hub::new(stop.clone()));
+        let notifier = notifier(pool.clone(), hub.clone());
         Ok(Self {
             inner: Arc::new(Inner {
+                notifier,
                 pool,
                 options,
                 migrated,

@@ -1,13 +1,19 @@
 //! Tails: a session's events as they are committed, by this node or any other.
 //!
-//! Every append sends `NOTIFY keel_events, '<session> <position>'` in its
-//! transaction; PostgreSQL delivers it to listeners when the transaction commits, so a
-//! notification always comes after its rows are visible. Notifications carry no
-//! events: a tail keeps its own position and, woken, reads the rows after it. One
-//! connection per store (started with the first tail) listens and wakes the tails of
-//! the session named; when it drops it reconnects and wakes every tail. A tail that
-//! hears nothing reads the log anyway every [`PgOptions::poll_interval`], so a
-//! notification lost while the listener was down costs at most that much latency,
+//! After each append commits, the store's notifier wakes this node's tails of the
+//! session and sends `NOTIFY keel_events, '<session> <position>'`, coalescing what
+//! piled up while it was sending (one statement for many sessions). The notification
+//! is sent after the commit, not inside the appending transaction: a transaction that
+//! notifies takes a database-wide lock until its commit is on disk, which would let
+//! only one append commit at a time (PostgreSQL's group commit of concurrent appends
+//! would be lost). A notification therefore always comes after its rows are visible.
+//!
+//! Notifications carry no events: a tail keeps its own position and, woken, reads the
+//! rows after it. One connection per store (started with the first tail) listens and
+//! wakes the tails of the session named; when it drops it reconnects and wakes every
+//! tail. A tail that hears nothing reads the log anyway every
+//! [`PgOptions::poll_interval`], so a notification lost (the listener down, a node
+//! that died between a commit and its notification) costs at most that much latency,
 //! never an event.
 //!
 //! [`PgOptions::poll_interval`]: crate::options::PgOptions::poll_interval
@@ -17,9 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use deadpool_postgres::Pool;
 use futures::StreamExt;
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +37,11 @@ use crate::options::PgOptions;
 use crate::store::PgStore;
 
 /// The channel appends notify.
-pub(crate) const CHANNEL: &str = "keel_events";
+pub const CHANNEL: &str = "keel_events";
+
+/// The `application_name` of the listening connection (as `pg_stat_activity` shows
+/// it).
+pub const LISTENER_NAME: &str = "keel listener";
 
 /// Rows a tail reads at a time.
 const PAGE: i64 = 1000;
@@ -95,12 +106,48 @@ impl Hub {
     }
 }
 
+/// What the notifier sends: every session woken, with its last position.
+const NOTIFY: &str = "\
+SELECT pg_notify('keel_events', t.s || ' ' || t.p) FROM unnest($1::text[], $2::int8[]) AS t(s, p)";
+
+/// Starts the notifier of a store: it ends when the sender is dropped.
+pub(crate) fn notifier(pool: Pool, hub: Arc<Hub>) -> mpsc::UnboundedSender<(String, i64)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(notify(pool, hub, rx));
+    tx
+}
+
+async fn notify(pool: Pool, hub: Arc<Hub>, mut rx: mpsc::UnboundedReceiver<(String, i64)>) {
+    while let Some((session, position)) = rx.recv().await {
+        let mut pending = HashMap::new();
+        pending.insert(session, position);
+        while let Ok((session, position)) = rx.try_recv() {
+            let p = pending.entry(session).or_insert(position);
+            *p = (*p).max(position);
+        }
+        for (session, position) in &pending {
+            hub.notify(session, u64::try_from(*position).unwrap_or(0));
+        }
+        let (sessions, positions): (Vec<String>, Vec<i64>) = pending.into_iter().unzip();
+        // Lost here, the other nodes' tails find the events at their next poll.
+        match pool.get().await {
+            Ok(client) => {
+                if let Err(e) = client.execute(NOTIFY, &[&sessions, &positions]).await {
+                    tracing::debug!(target: "keel_store_pg", error = %e, "notify failed");
+                }
+            }
+            Err(e) => tracing::debug!(target: "keel_store_pg", error = %e, "notify failed"),
+        }
+    }
+}
+
 /// Keeps one connection listening on [`CHANNEL`] until the store is dropped.
 async fn listen(hub: Arc<Hub>, options: PgOptions) {
     let mut backoff = Duration::from_millis(50);
     while !hub.stop.is_cancelled() {
         let mut config = options.config().clone();
         config.connect_timeout(options.connect_timeout);
+        config.application_name(LISTENER_NAME);
         let connected = tokio::select! {
             () = hub.stop.cancelled() => return,
             c = tokio::time::timeout(options.connect_timeout, config.connect(NoTls)) => c,
@@ -201,6 +248,11 @@ impl Drop for Subscription {
 }
 
 impl PgStore {
+    /// Events of `session_id` up to `position` are committed: wake the tails.
+    pub(crate) fn committed(&self, session_id: &str, position: i64) {
+        let _ = self.inner.notifier.send((session_id.to_owned(), position));
+    }
+
     pub(crate) async fn open_tail(
         &self,
         session_id: &str,

@@ -325,3 +325,113 @@ async fn renewals_keep_a_lease() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A store whose tails never poll (an hour between reads): only notifications wake
+/// them.
+async fn deaf_to_polls(url: &str) -> PgStore {
+    let mut options = keel_store_pg::PgOptions::from_url(url).expect("url");
+    options.poll_interval = Duration::from_secs(3600);
+    PgStore::connect(options).await.expect("open")
+}
+
+async fn next_id(tail: &mut keel_store_pg::EventTail) -> String {
+    match tokio::time::timeout(PATIENCE, tail.next()).await {
+        Ok(Some(Ok(e))) => e.event_id,
+        other => panic!("no event: {other:?}"),
+    }
+}
+
+/// Notifications alone carry appends to another node's tails, and still do after the
+/// listening connection is cut (it reconnects).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_wake_another_nodes_tails() {
+    let server = PgServer::shared();
+    let url = server.create_database();
+    let db = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let writer = PgStore::open(&url).await.expect("open");
+    let watcher = deaf_to_polls(&url).await;
+    let l = lease(&writer, "sess_n", NODE_A).await;
+    let mut tail = watcher.tail("sess_n", TailFrom::Now).await.expect("tail");
+    // The listener is up once one notification got through.
+    let first = event("sess_n", "req_1", 1, "x");
+    writer
+        .append("sess_n", l.epoch, &first)
+        .await
+        .expect("append");
+    assert_eq!(next_id(&mut tail).await, first.event_id);
+    for s in 2..=5 {
+        let e = event("sess_n", "req_1", s, "x");
+        writer.append("sess_n", l.epoch, &e).await.expect("append");
+        assert_eq!(next_id(&mut tail).await, e.event_id);
+    }
+    let cut = server
+        .psql(
+            &db,
+            &format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE application_name = '{}'",
+                keel_store_pg::tail::LISTENER_NAME
+            ),
+        )
+        .expect("terminate");
+    assert_eq!(cut.trim(), "1", "one listening connection");
+    // Appended while the listener may be down: its reconnection wakes the tail.
+    let e = event("sess_n", "req_2", 1, "after the cut");
+    writer.append("sess_n", l.epoch, &e).await.expect("append");
+    assert_eq!(next_id(&mut tail).await, e.event_id);
+    let start = Instant::now();
+    loop {
+        let back = server
+            .psql(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = '{}'",
+                    keel_store_pg::tail::LISTENER_NAME
+                ),
+            )
+            .expect("count");
+        if back.trim() == "1" {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the listener never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let e = event("sess_n", "req_2", 2, "listening again");
+    writer.append("sess_n", l.epoch, &e).await.expect("append");
+    assert_eq!(next_id(&mut tail).await, e.event_id);
+}
+
+/// Rows committed with no notification at all (a node that died between its commit
+/// and its notification) reach tails at their next poll.
+#[tokio::test]
+async fn polling_finds_rows_nobody_announced() {
+    let server = PgServer::shared();
+    let url = server.create_database();
+    let db = url.rsplit('/').next().unwrap_or_default().to_owned();
+    let mut options = keel_store_pg::PgOptions::from_url(&url).expect("url");
+    options.poll_interval = Duration::from_millis(100);
+    let watcher = PgStore::connect(options).await.expect("open");
+    let l = lease(&watcher, "sess_p", NODE_A).await;
+    let mut tail = watcher.tail("sess_p", TailFrom::Start).await.expect("tail");
+    let e = event("sess_p", "req_sql", 1, "written behind the store's back");
+    let mut line = keel_envelope::codec::encode_line(&e);
+    line.pop();
+    let json = String::from_utf8(line).expect("utf-8").replace('\'', "''");
+    server
+        .psql(
+            &db,
+            &format!(
+                "BEGIN; UPDATE keel_sessions SET event_count = 1 WHERE session_id = 'sess_p'; \
+                 INSERT INTO keel_events VALUES ('sess_p', 1, 'req_sql', 1, 'assistant.delta', \
+                 '{json}'); COMMIT"
+            ),
+        )
+        .expect("insert");
+    assert_eq!(next_id(&mut tail).await, e.event_id);
+    let next = event("sess_p", "req_2", 1, "and then through the store");
+    watcher
+        .append("sess_p", l.epoch, &next)
+        .await
+        .expect("append");
+    assert_eq!(next_id(&mut tail).await, next.event_id);
+}
