@@ -6,7 +6,14 @@ use std::path::{Path, PathBuf};
 
 const MAX_LINES: usize = 800;
 /// Crates that must never write to stdout or stderr: hosts own the terminal.
-const LIBRARIES: [&str; 5] = ["envelope", "kernel", "tools", "adapters", "skills"];
+const LIBRARIES: [&str; 6] = [
+    "envelope",
+    "kernel",
+    "tools",
+    "adapters",
+    "skills",
+    "telemetry",
+];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
