@@ -132,6 +132,46 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// Host and port of the traces endpoint (the scheme's port when none is given),
+    /// for a reachability check.
+    pub fn traces_authority(&self) -> Option<(String, u16)> {
+        let uri: http::Uri = self.traces_endpoint.parse().ok()?;
+        let port = uri.port_u16().unwrap_or(match uri.scheme_str() {
+            Some("https") => 443,
+            _ => 80,
+        });
+        Some((uri.host()?.trim_matches(['[', ']']).to_owned(), port))
+    }
+
+    /// One line for `keel doctor` and the log: where and how it exports, and the
+    /// names (never the values) of the headers.
+    pub fn describe(&self) -> String {
+        let headers = if self.headers.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", headers {}",
+                self.headers.keys().cloned().collect::<Vec<_>>().join(", ")
+            )
+        };
+        format!(
+            "on: {} to {} and {} (service {}, content {}{}, sampling {})",
+            self.protocol.as_str(),
+            self.traces_endpoint,
+            self.metrics_endpoint,
+            self.service_name,
+            if self.log_content {
+                "recorded"
+            } else {
+                "not recorded"
+            },
+            headers,
+            self.sample_ratio,
+        )
+    }
+}
+
 /// Why export is off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Off {

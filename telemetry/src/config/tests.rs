@@ -361,3 +361,44 @@ fn the_opt_in_is_read() {
     );
     assert!(s.semconv_opt_in);
 }
+
+#[test]
+fn the_description_names_headers_but_not_their_values() {
+    let file = TelemetryConfig {
+        endpoint: Some("https://collector.example:4318".into()),
+        headers: Some(BTreeMap::from([(
+            "authorization".to_owned(),
+            "Bearer s3cret".to_owned(),
+        )])),
+        ..Default::default()
+    };
+    let s = on(&file, &[]);
+    let d = s.describe();
+    assert!(
+        d.contains("https://collector.example:4318/v1/traces"),
+        "{d}"
+    );
+    assert!(d.contains("headers authorization"), "{d}");
+    assert!(!d.contains("s3cret"), "{d}");
+    assert!(d.contains("content not recorded"), "{d}");
+    assert_eq!(
+        s.traces_authority(),
+        Some(("collector.example".to_owned(), 4318))
+    );
+    let s = on(
+        &TelemetryConfig {
+            endpoint: Some("https://h".into()),
+            ..Default::default()
+        },
+        &[],
+    );
+    assert_eq!(s.traces_authority(), Some(("h".to_owned(), 443)));
+    let s = on(
+        &TelemetryConfig {
+            endpoint: Some("http://[::1]:9".into()),
+            ..Default::default()
+        },
+        &[],
+    );
+    assert_eq!(s.traces_authority(), Some(("::1".to_owned(), 9)));
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use opentelemetry_otlp::tonic_types::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use opentelemetry_otlp::tonic_types::metadata::MetadataMap;
 use opentelemetry_otlp::{WithExportConfig, WithTonicConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
@@ -92,17 +92,18 @@ pub(super) fn exporters(s: &Settings) -> Result<Pair, String> {
             .map(Arc::new)
             .map_err(|e| format!("no runtime: {e}"))
     };
+    // Header names and values were checked when the settings were resolved.
     let metadata = || {
-        let mut m = MetadataMap::new();
+        let mut h = http::HeaderMap::new();
         for (k, v) in &s.headers {
             if let (Ok(k), Ok(v)) = (
-                MetadataKey::from_bytes(k.as_bytes()),
-                MetadataValue::try_from(v.as_str()),
+                http::HeaderName::from_bytes(k.as_bytes()),
+                http::HeaderValue::from_str(v),
             ) {
-                m.insert(k, v);
+                h.insert(k, v);
             }
         }
-        m
+        MetadataMap::from_headers(h)
     };
     let span_rt = runtime()?;
     let spans = {
