@@ -182,6 +182,10 @@ struct RawConfig {
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
     skills: Option<skills::RawSkills>,
+    /// `[telemetry]`: the host reads it (`keel_telemetry::TelemetryConfig`) from the
+    /// user's own file; here it is only accepted, and ignored in a project's file.
+    #[serde(rename = "telemetry")]
+    telemetry_table: Option<toml::Value>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -591,6 +595,12 @@ impl Config {
         set(&mut self.host_tool_timeout_secs, raw.host_tool_timeout_secs);
         if let Some(sk) = raw.skills {
             self.skills.apply(sk, project.is_some(), &invalid)?;
+        }
+        if raw.telemetry_table.is_some() && project.is_some() {
+            self.warnings.push(format!(
+                "{}: [telemetry] is ignored in a project's file (only $KEEL_HOME/config.toml sets where telemetry goes)",
+                file.display()
+            ));
         }
         if let Some(servers) = raw.mcp_servers {
             mcp::merge(&mut self.mcp_servers, servers, &invalid)?;

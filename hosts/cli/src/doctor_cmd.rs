@@ -141,6 +141,13 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
     let home = default_keel_home(&env);
     checks.push(home_check(home.as_deref()));
     checks.push(log_check(log));
+    checks.push(
+        crate::doctor_telemetry::telemetry_check(
+            &log.telemetry,
+            Duration::from_secs(args.timeout.max(1)),
+        )
+        .await,
+    );
     let config = match &home {
         Some(h) => {
             let (check, config) = config_check(h, workspace.as_deref());
