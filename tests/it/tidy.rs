@@ -8,7 +8,14 @@ use std::path::{Path, PathBuf};
 const MAX_LINES: usize = 800;
 /// Crates that must never write to stdout or stderr: hosts own the terminal.
 const LIBRARIES: [&str; 8] = [
-    "envelope", "kernel", "tools", "config", "adapters", "skills", "store-pg", "telemetry",
+    "envelope",
+    "kernel",
+    "tools",
+    "config",
+    "adapters",
+    "skills",
+    "store-pg",
+    "telemetry",
 ];
 
 fn root() -> PathBuf {
