@@ -107,6 +107,7 @@ fn stopped(minter: &mut Minter, request_id: Option<String>, end: ConnectionEnd) 
         request_id,
         Event::RuntimeStopped(RuntimeStopped {
             reason: end.reason().to_owned(),
+            resume_from: None,
         }),
     )
 }
