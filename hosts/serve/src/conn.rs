@@ -295,7 +295,10 @@ pub(crate) async fn run<O: Output>(
     let (watcher, mut events) = kernel.watcher(options.queue_capacity);
     let mut minter = Minter::new();
     let activity = Activity::new();
-    let Reader { rx: mut input, task: reader } = reader;
+    let Reader {
+        rx: mut input,
+        task: reader,
+    } = reader;
 
     let ready = minter.envelope(
         None,

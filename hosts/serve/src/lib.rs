@@ -34,21 +34,20 @@ mod ws;
 
 use std::path::PathBuf;
 
+pub use access::Access;
 pub use client::{Client, ConnectError, Connected};
 pub use conn::{
     serve_connection, ConnectionEnd, ConnectionOptions, CONNECTION_IDLE, QUEUE_CAPACITY,
 };
-pub use access::Access;
 pub use daemon::{
-    run, run_with, serve, stop_on_signals, ServeOptions, ServeOutcome, StopCause,
-    EXIT_WHEN_IDLE,
+    run, run_with, serve, stop_on_signals, ServeOptions, ServeOutcome, StopCause, EXIT_WHEN_IDLE,
 };
 pub use settings::{ListenAddr, RemoteOptions, ServeConfig, AUTH_TIMEOUT, PING_INTERVAL};
-pub use ws::{bind_remote, RemoteListener, CLOSE_UNAUTHORIZED};
 pub use socket::{
     answers, bind, check_directory, default_socket_path, lock_path, resolve_socket_path, Bind,
     Listener,
 };
+pub use ws::{bind_remote, RemoteListener, CLOSE_UNAUTHORIZED};
 
 /// Why a daemon could not start.
 #[derive(Debug)]

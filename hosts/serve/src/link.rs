@@ -161,10 +161,13 @@ pub(crate) async fn websocket(
         .url_with_port(addr.port)
         .into_client_request()
         .map_err(|e| ConnectError::BadAddress(e.to_string()))?;
-    let bearer = HeaderValue::from_str(&format!("Bearer {token}"))
-        .map_err(|_| ConnectError::BadAddress("the token holds characters a header cannot".into()))?;
+    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        ConnectError::BadAddress("the token holds characters a header cannot".into())
+    })?;
     request.headers_mut().insert(header::AUTHORIZATION, bearer);
-    let config = WebSocketConfig::default().max_message_size(None).max_frame_size(None);
+    let config = WebSocketConfig::default()
+        .max_message_size(None)
+        .max_frame_size(None);
     let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
         .await
         .map_err(|e| match e {

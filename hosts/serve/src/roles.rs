@@ -70,34 +70,46 @@ pub fn requirement(t: CommandType) -> Requirement {
     use Role::{Approver, Controller, Observer};
     match t {
         C::RuntimeShutdown => needs(Observer, "ends this connection only"),
-        C::SessionList => needs(Observer, "lists sessions (a session-bound token sees its own)"),
+        C::SessionList => needs(
+            Observer,
+            "lists sessions (a session-bound token sees its own)",
+        ),
         C::SessionState => needs(Observer, "reads a session's state"),
         C::CheckpointList => needs(Observer, "reads the checkpoints"),
         C::ReviewStatus => needs(Observer, "reads the review"),
         C::PatchSummary => needs(Observer, "reads the patches"),
         C::TaskGraphState => needs(Observer, "reads the task graph"),
         C::SubAgentList | C::SubAgentGet => needs(Observer, "reads the sub-agents"),
-        C::HarnessStatus => needs(Observer, "reads the runtime's status (filtered for a session-bound token)"),
+        C::HarnessStatus => needs(
+            Observer,
+            "reads the runtime's status (filtered for a session-bound token)",
+        ),
         C::BackgroundList | C::BackgroundGet | C::BackgroundHistory => {
             needs(Observer, "reads the background tasks and their output")
         }
-        C::SessionWatch | C::SessionUnwatch => {
-            needs(Observer, "streams a session's events to this connection, or stops")
-        }
+        C::SessionWatch | C::SessionUnwatch => needs(
+            Observer,
+            "streams a session's events to this connection, or stops",
+        ),
         C::McpList => needs(Observer, "reads the MCP servers"),
         C::ApprovalRespond => needs(Approver, "answers an approval"),
         C::PlanApprove | C::PlanReject => needs(Approver, "answers a plan"),
         C::AskRespond => needs(Approver, "answers a question"),
-        C::PatchApply | C::PatchReject => {
-            needs(Approver, "answers a proposed patch (an edit's approval under patch preview)")
-        }
+        C::PatchApply | C::PatchReject => needs(
+            Approver,
+            "answers a proposed patch (an edit's approval under patch preview)",
+        ),
         C::ReviewResolve => needs(Approver, "answers a review"),
         C::RequestInterrupt => needs(Approver, "stops the running request"),
-        C::RequestCancelQueued => needs(Approver, "removes a queued request: stops work, starts none"),
+        C::RequestCancelQueued => needs(
+            Approver,
+            "removes a queued request: stops work, starts none",
+        ),
         C::BackgroundStop => needs(Approver, "stops a background task: stops work, starts none"),
-        C::SessionStart | C::SessionResume | C::SessionFork => {
-            needs(Controller, "opens a session (and may start its MCP servers)")
-        }
+        C::SessionStart | C::SessionResume | C::SessionFork => needs(
+            Controller,
+            "opens a session (and may start its MCP servers)",
+        ),
         C::SessionClose | C::SessionDelete => needs(Controller, "closes or deletes a session"),
         C::SessionRewind => needs(Controller, "rewrites files and the conversation"),
         C::RequestSend | C::RequestSide => needs(Controller, "sends a prompt to the model"),
@@ -110,19 +122,19 @@ pub fn requirement(t: CommandType) -> Requirement {
         C::SessionSetTitle => needs(Controller, "changes the session"),
         C::ReviewEnter | C::ReviewSubmit => needs(Controller, "starts a review or writes to it"),
         C::PatchPropose => needs(Controller, "proposes file contents"),
-        C::TaskGraphCreate
-        | C::TaskGraphAddNode
-        | C::TaskGraphUpdateNode
-        | C::TaskGraphAdvance => needs(Controller, "changes the task graph"),
-        C::SessionSetHostTools | C::HostToolRespond => {
-            needs(Controller, "acts as the host: provides tools and their results")
+        C::TaskGraphCreate | C::TaskGraphAddNode | C::TaskGraphUpdateNode | C::TaskGraphAdvance => {
+            needs(Controller, "changes the task graph")
         }
+        C::SessionSetHostTools | C::HostToolRespond => needs(
+            Controller,
+            "acts as the host: provides tools and their results",
+        ),
     }
 }
 
 /// The marker before the generated role table in `docs/protocol.md`.
 pub const DOC_BEGIN: &str =
-    "<!-- BEGIN GENERATED ROLES: do not edit; regenerate with KEEL_UPDATE_GENERATED=1 cargo test -p keel-serve --test roles_doc -->";
+    "<!-- BEGIN GENERATED ROLES: do not edit; regenerate with KEEL_UPDATE_GENERATED=1 cargo test -p keel-serve --test serve roles_doc -->";
 /// The marker after it.
 pub const DOC_END: &str = "<!-- END GENERATED ROLES -->";
 

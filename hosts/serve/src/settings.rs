@@ -29,7 +29,11 @@ pub struct ListenAddr {
 impl ListenAddr {
     /// Parses `ws://HOST:PORT` or `wss://HOST:PORT` (a path other than `/` is refused).
     pub fn parse(text: &str) -> Result<ListenAddr, String> {
-        let bad = |why: &str| format!("{text:?} is not a listen address ({why}): use ws://HOST:PORT or wss://HOST:PORT");
+        let bad = |why: &str| {
+            format!(
+                "{text:?} is not a listen address ({why}): use ws://HOST:PORT or wss://HOST:PORT"
+            )
+        };
         let (tls, rest) = if let Some(r) = text.strip_prefix("wss://") {
             (true, r)
         } else if let Some(r) = text.strip_prefix("ws://") {
@@ -43,14 +47,21 @@ impl ListenAddr {
         }
         let (host, port) = if let Some(r) = rest.strip_prefix('[') {
             let (h, p) = r.split_once(']').ok_or_else(|| bad("an unclosed ["))?;
-            (h, p.strip_prefix(':').ok_or_else(|| bad("a port is required"))?)
+            (
+                h,
+                p.strip_prefix(':')
+                    .ok_or_else(|| bad("a port is required"))?,
+            )
         } else {
-            rest.rsplit_once(':').ok_or_else(|| bad("a port is required"))?
+            rest.rsplit_once(':')
+                .ok_or_else(|| bad("a port is required"))?
         };
         if host.is_empty() {
             return Err(bad("a host is required"));
         }
-        let port = port.parse::<u16>().map_err(|_| bad("the port must be 0 to 65535"))?;
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| bad("the port must be 0 to 65535"))?;
         Ok(ListenAddr {
             tls,
             host: host.to_owned(),
@@ -136,7 +147,9 @@ fn origin(text: &str) -> Result<String, String> {
     let rest = o
         .strip_prefix("https://")
         .or_else(|| o.strip_prefix("http://"))
-        .ok_or_else(|| format!("serve.allowedOrigins: {text:?} must start with https:// or http://"))?;
+        .ok_or_else(|| {
+            format!("serve.allowedOrigins: {text:?} must start with https:// or http://")
+        })?;
     if rest.is_empty() || rest.contains('/') || rest.contains('*') || rest.contains('@') {
         return Err(format!(
             "serve.allowedOrigins: {text:?} must be scheme://host[:port], with no path and no wildcard"
@@ -290,11 +303,16 @@ mod tests {
         assert_eq!(c.tls_cert.as_deref(), Some(home.join("cert.pem").as_path()));
         assert_eq!(c.allowed_origins, vec!["https://app.example".to_owned()]);
         assert_eq!(c.ping_interval, Duration::from_secs(5));
-        let remote = c.remote(c.listen.clone().unwrap(), TokenStore::in_home(home)).unwrap();
+        let remote = c
+            .remote(c.listen.clone().unwrap(), TokenStore::in_home(home))
+            .unwrap();
         assert!(remote.origin_allowed("https://app.example"));
         assert!(!remote.origin_allowed("https://evil.example"));
         assert!(!remote.origin_allowed("null"));
-        assert_eq!(ServeConfig::parse("", home).unwrap(), ServeConfig::default());
+        assert_eq!(
+            ServeConfig::parse("", home).unwrap(),
+            ServeConfig::default()
+        );
         for bad in [
             "[serve]\nlisten = \"tcp://x:1\"",
             "[serve]\nport = 1",
@@ -308,7 +326,10 @@ mod tests {
         }
         let no_tls = ServeConfig::default();
         let e = no_tls
-            .remote(ListenAddr::parse("wss://h:1").unwrap(), TokenStore::in_home(home))
+            .remote(
+                ListenAddr::parse("wss://h:1").unwrap(),
+                TokenStore::in_home(home),
+            )
             .unwrap_err();
         assert!(e.contains("tlsCert"), "{e}");
     }

@@ -18,7 +18,8 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("cannot read the certificate {}: {e}", path.display()))?
         .collect();
-    let certs = certs.map_err(|e| format!("{} is not a PEM certificate file: {e}", path.display()))?;
+    let certs =
+        certs.map_err(|e| format!("{} is not a PEM certificate file: {e}", path.display()))?;
     if certs.is_empty() {
         return Err(format!("{} holds no certificate", path.display()));
     }

@@ -165,7 +165,9 @@ impl AuthFailure {
     /// One sentence for the client.
     pub fn message(&self) -> &'static str {
         match self {
-            AuthFailure::Missing => "a token is required (Authorization: Bearer, or a first auth message)",
+            AuthFailure::Missing => {
+                "a token is required (Authorization: Bearer, or a first auth message)"
+            }
             AuthFailure::Unknown => "the token is not valid",
             AuthFailure::Expired => "the token has expired",
             AuthFailure::Revoked => "the token was revoked",
@@ -219,9 +221,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration: use a number and s, m, h, d or w (e.g. 12h, 7d)"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        format!("{text:?} is not a duration: use a number and s, m, h, d or w (e.g. 12h, 7d)")
+    })?;
     let secs = match unit {
         "s" => 1,
         "m" => 60,
@@ -294,7 +296,9 @@ impl TokenStore {
             )));
         }
         if meta.len() > MAX_STORE_BYTES {
-            return Err(StoreError(format!("{shown} is larger than {MAX_STORE_BYTES} bytes")));
+            return Err(StoreError(format!(
+                "{shown} is larger than {MAX_STORE_BYTES} bytes"
+            )));
         }
         let text = std::fs::read(&self.path)
             .map_err(|e| StoreError(format!("cannot read {shown}: {e}")))?;
@@ -352,7 +356,10 @@ impl TokenStore {
         })();
         if let Err(e) = written {
             let _ = std::fs::remove_file(&tmp);
-            return Err(StoreError(format!("cannot write {}: {e}", self.path.display())));
+            return Err(StoreError(format!(
+                "cannot write {}: {e}",
+                self.path.display()
+            )));
         }
         Ok(out)
     }
@@ -380,7 +387,10 @@ impl TokenStore {
         let rec = record.clone();
         self.update(move |tokens| {
             if let Some(name) = &rec.name {
-                if tokens.iter().any(|t| t.name.as_ref() == Some(name) && t.revoked_at.is_none()) {
+                if tokens
+                    .iter()
+                    .any(|t| t.name.as_ref() == Some(name) && t.revoked_at.is_none())
+                {
                     return Err(StoreError(format!(
                         "a token named {name:?} exists; revoke it first or choose another --name"
                     )));
@@ -405,11 +415,9 @@ impl TokenStore {
             let i = match (by_id, by_name.as_slice()) {
                 (Some(i), _) => i,
                 (None, [i]) => *i,
-                (None, []) => {
-                    return Err(StoreError(format!(
-                        "no token {id_or_name:?} (give an id or a name from `keel serve token list`)"
-                    )))
-                }
+                (None, []) => return Err(StoreError(format!(
+                    "no token {id_or_name:?} (give an id or a name from `keel serve token list`)"
+                ))),
                 (None, _) => {
                     return Err(StoreError(format!(
                         "several tokens are named {id_or_name:?}; give the id"
@@ -477,7 +485,12 @@ impl Snapshot {
 #[derive(Debug, Clone)]
 pub struct TokenWatch {
     store: TokenStore,
+    tx: Arc<watch::Sender<Snapshot>>,
     rx: watch::Receiver<Snapshot>,
+}
+
+fn load_snapshot(store: &TokenStore) -> Snapshot {
+    Snapshot(Arc::new(store.load().map_err(|e| e.0)))
 }
 
 fn fingerprint(path: &Path) -> Option<(u64, u64, i64, i64, u64)> {
@@ -489,9 +502,15 @@ fn fingerprint(path: &Path) -> Option<(u64, u64, i64, i64, u64)> {
 impl TokenWatch {
     /// Starts watching `store` (on the current tokio runtime).
     pub fn start(store: TokenStore) -> TokenWatch {
-        let load = |s: &TokenStore| Snapshot(Arc::new(s.load().map_err(|e| e.0)));
+        let load = load_snapshot;
         let (tx, rx) = watch::channel(load(&store));
+        let tx = Arc::new(tx);
         let polled = store.clone();
+        let watch = TokenWatch {
+            store,
+            tx: tx.clone(),
+            rx,
+        };
         tokio::spawn(async move {
             let mut seen = fingerprint(polled.path());
             let mut tick = tokio::time::interval(POLL_EVERY);
@@ -511,7 +530,7 @@ impl TokenWatch {
                 }
             }
         });
-        TokenWatch { store, rx }
+        watch
     }
 
     /// The store.
@@ -519,8 +538,12 @@ impl TokenWatch {
         &self.store
     }
 
-    /// A receiver of every new snapshot.
-    pub fn subscribe(&self) -> watch::Receiver<Snapshot> {
+    /// A receiver of every new snapshot, for a connection of token `id` (accepted
+    /// from the file as it is now): a snapshot older than the token is refreshed first.
+    pub fn subscribe(&self, id: &str) -> watch::Receiver<Snapshot> {
+        if self.rx.borrow().state(id, now_ms()).is_none() {
+            self.tx.send_replace(load_snapshot(&self.store));
+        }
         self.rx.clone()
     }
 }
@@ -551,7 +574,11 @@ mod tests {
         assert!(a.expose()[5..].chars().all(|c| c.is_ascii_hexdigit()));
         let text = std::fs::read_to_string(store.path()).unwrap();
         assert!(!text.contains(&a.expose()[5..]) && !text.contains(&b.expose()[5..]));
-        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode() & 0o777;
+        let mode = std::fs::metadata(store.path())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(store.verify(a.expose()).unwrap().id, ra.id);
         assert_eq!(store.verify(b.expose()).unwrap().role, Role::Controller);
@@ -573,7 +600,10 @@ mod tests {
         let mut expiring = rec.clone();
         expiring.expires_at = Some(later);
         assert!(verify_in(&[expiring.clone()], t.expose(), later - 1).is_ok());
-        assert_eq!(verify_in(&[expiring], t.expose(), later), Err(AuthFailure::Expired));
+        assert_eq!(
+            verify_in(&[expiring], t.expose(), later),
+            Err(AuthFailure::Expired)
+        );
         store.revoke(&rec.id).unwrap();
         assert_eq!(store.verify(t.expose()), Err(AuthFailure::Revoked));
         assert!(store.revoke("tok_nothing").is_err());
@@ -589,7 +619,10 @@ mod tests {
         };
         store.create(named("phone")).unwrap();
         assert!(store.create(named("phone")).is_err());
-        assert_eq!(store.revoke("phone").unwrap().name.as_deref(), Some("phone"));
+        assert_eq!(
+            store.revoke("phone").unwrap().name.as_deref(),
+            Some("phone")
+        );
         store.create(named("phone")).unwrap();
         assert_eq!(store.load().unwrap().len(), 2);
     }
@@ -600,7 +633,10 @@ mod tests {
         let store = TokenStore::in_home(dir.path());
         let (t, _) = store.create(spec(Role::Observer)).unwrap();
         std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(matches!(store.verify(t.expose()), Err(AuthFailure::Store(_))));
+        assert!(matches!(
+            store.verify(t.expose()),
+            Err(AuthFailure::Store(_))
+        ));
         std::fs::write(store.path(), "not json").unwrap();
         std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(store.load().is_err());
@@ -610,7 +646,10 @@ mod tests {
     fn durations_take_a_number_and_a_unit() {
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("12h").unwrap(), Duration::from_secs(43_200));
-        assert_eq!(parse_duration("2w").unwrap(), Duration::from_secs(1_209_600));
+        assert_eq!(
+            parse_duration("2w").unwrap(),
+            Duration::from_secs(1_209_600)
+        );
         for bad in ["", "12", "h", "1.5h", "0d", "-1d", "5y", "999999999999w"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }

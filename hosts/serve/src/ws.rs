@@ -35,7 +35,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
-use crate::conn::{self, Activity, ConnectionEnd, ConnectionOptions, Input, Output, Reader, Remote};
+use crate::conn::{
+    self, Activity, ConnectionEnd, ConnectionOptions, Input, Output, Reader, Remote,
+};
 use crate::settings::RemoteOptions;
 use crate::tokens::{AuthFailure, TokenRecord, TokenWatch};
 use crate::ServeError;
@@ -105,7 +107,9 @@ impl RemoteListener {
 
     /// The URL clients connect to.
     pub fn url(&self) -> String {
-        let port = self.local_addr().map_or(self.shared.options.listen.port, |a| a.port());
+        let port = self
+            .local_addr()
+            .map_or(self.shared.options.listen.port, |a| a.port());
         self.shared.options.listen.url_with_port(port)
     }
 
@@ -173,7 +177,9 @@ fn refusal(status: StatusCode, reason: &str, message: &str) -> ErrorResponse {
         header::HeaderValue::from_static("application/json"),
     );
     if status == StatusCode::UNAUTHORIZED {
-        let value = format!("Bearer realm=\"keel\", error=\"invalid_token\", error_description=\"{reason}\"");
+        let value = format!(
+            "Bearer realm=\"keel\", error=\"invalid_token\", error_description=\"{reason}\""
+        );
         if let Ok(v) = header::HeaderValue::from_str(&value) {
             h.insert(header::WWW_AUTHENTICATE, v);
         }
@@ -201,7 +207,10 @@ fn check_upgrade(shared: &Shared, req: &Request) -> Result<Upgrade, ErrorRespons
     let token = auth
         .to_str()
         .ok()
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .unwrap_or("");
     match shared.tokens.store().verify(token) {
@@ -241,7 +250,11 @@ where
                     let Ok(m) = serde_json::from_str::<AuthMessage>(t.as_str()) else {
                         return Err(AuthFailure::Missing.reason());
                     };
-                    return shared.tokens.store().verify(&m.token).map_err(|f| f.reason());
+                    return shared
+                        .tokens
+                        .store()
+                        .verify(&m.token)
+                        .map_err(|f| f.reason());
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
                 _ => return Err(AuthFailure::Missing.reason()),
@@ -344,7 +357,10 @@ where
         session = record.session.as_deref().unwrap_or(""),
         "remote client authenticated"
     );
-    let access = Arc::new(Access::new(&record, Some(shared.tokens.subscribe())));
+    let access = Arc::new(Access::new(
+        &record,
+        Some(shared.tokens.subscribe(&record.id)),
+    ));
     let heard = Activity::new();
     let (tx, rx) = mpsc::channel::<Input>(1);
     let task = tokio::spawn(read_frames(frames, tx, heard.clone(), limit));
@@ -423,7 +439,9 @@ async fn read_frames<S>(
             }
             Some(Err(e)) => {
                 let _ = tx
-                    .send(Input::Line(Incoming::Failed(std::io::Error::other(e.to_string()))))
+                    .send(Input::Line(Incoming::Failed(std::io::Error::other(
+                        e.to_string(),
+                    ))))
                     .await;
                 return;
             }
@@ -451,7 +469,10 @@ async fn read_frames<S>(
                 request_id: None,
                 error: ErrorPayload::new(
                     ErrorCode::RequestInvalid,
-                    format!("a binary message of {} bytes: commands travel as text messages", b.len()),
+                    format!(
+                        "a binary message of {} bytes: commands travel as text messages",
+                        b.len()
+                    ),
                 )
                 .category(ErrorCategory::Bridge)
                 .with_detail("reason", "binary_message"),
@@ -499,7 +520,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> Output for WsOutput<S> 
         self.sink.flush().await.map_err(ws_io)
     }
     async fn ping(&mut self) -> std::io::Result<()> {
-        self.sink.send(Message::Ping(Bytes::new())).await.map_err(ws_io)
+        self.sink
+            .send(Message::Ping(Bytes::new()))
+            .await
+            .map_err(ws_io)
     }
     async fn finish(&mut self, reason: Option<&str>) {
         let frame = CloseFrame {
