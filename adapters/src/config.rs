@@ -176,6 +176,9 @@ struct RawConfig {
     mcp_startup_timeout_secs: Option<u64>,
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
+    /// `[serve]`: the daemon's own settings, read by keel-serve; only in
+    /// `$KEEL_HOME/config.toml`.
+    serve: Option<toml::Value>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -443,6 +446,11 @@ impl Config {
                 Some((
                     "trustedProjects",
                     "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
+                ))
+            } else if raw.serve.is_some() {
+                Some((
+                    "serve",
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot open the daemon to the network",
                 ))
             } else if raw.mcp_servers.is_some() && !trusted {
                 Some((

@@ -272,6 +272,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_documented_example_parses() {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .unwrap();
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .unwrap()
+            .split("```")
+            .next()
+            .unwrap();
+        let home = Path::new("/home/u/.local/share/keel");
+        let c = ServeConfig::parse(example, home).unwrap();
+        assert_eq!(
+            c.listen,
+            Some(ListenAddr::parse("wss://0.0.0.0:8443").unwrap())
+        );
+        assert_eq!(
+            c.tls_key.as_deref(),
+            Some(home.join("tls/key.pem").as_path())
+        );
+        assert_eq!(
+            c.allowed_origins,
+            vec!["https://keel.example.com".to_owned()]
+        );
+    }
+
+    #[test]
     fn listen_addresses_need_a_scheme_a_host_and_a_port() {
         let a = ListenAddr::parse("wss://0.0.0.0:8443").unwrap();
         assert!(a.tls);

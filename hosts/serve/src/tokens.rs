@@ -415,9 +415,11 @@ impl TokenStore {
             let i = match (by_id, by_name.as_slice()) {
                 (Some(i), _) => i,
                 (None, [i]) => *i,
-                (None, []) => return Err(StoreError(format!(
+                (None, []) => {
+                    return Err(StoreError(format!(
                     "no token {id_or_name:?} (give an id or a name from `keel serve token list`)"
-                ))),
+                )))
+                }
                 (None, _) => {
                     return Err(StoreError(format!(
                         "several tokens are named {id_or_name:?}; give the id"
