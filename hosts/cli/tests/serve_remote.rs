@@ -247,7 +247,7 @@ fn a_remote_daemon_serves_sessions_over_websocket_and_no_token_reaches_a_log() {
     wrong.push(if last == '0' { '1' } else { '0' });
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
+    let sid = rt.block_on(async {
         let refused = keel_serve::Client::connect_remote(&url, &wrong, None)
             .await
             .err()
@@ -285,6 +285,7 @@ fn a_remote_daemon_serves_sessions_over_websocket_and_no_token_reaches_a_log() {
             }
         }
         assert_eq!(said, "Answer over the wire.");
+        sid
     });
 
     // The REPL on the remote daemon: a controller works, an observer is told its role.
@@ -317,6 +318,18 @@ fn a_remote_daemon_serves_sessions_over_websocket_and_no_token_reaches_a_log() {
     );
     t.expect("needs the controller role");
     assert_ne!(t.exit_code(), 0);
+    // It may watch an existing session, and is told why it may not prompt there.
+    let mut t = Term::start(
+        &d.workspace,
+        &d.home,
+        &d.script,
+        &["attach", "--remote", &url, "--token-file", ofile, &sid],
+    );
+    t.expect("› ");
+    t.line("may I?");
+    t.expect("needs the controller role");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "{}", t.screen());
     // A missing or empty token file is a usage error, and says so.
     std::fs::write(&observer_file, "\n").unwrap();
     let mut t = Term::start(
