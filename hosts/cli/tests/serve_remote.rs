@@ -186,12 +186,20 @@ fn serve_remote(
     d: &support::Dirs,
     socket: &Path,
 ) -> (Child, String, std::thread::JoinHandle<String>) {
+    serve_remote_on(d, socket, "ws://127.0.0.1:0")
+}
+
+fn serve_remote_on(
+    d: &support::Dirs,
+    socket: &Path,
+    listen: &str,
+) -> (Child, String, std::thread::JoinHandle<String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
         .arg("serve")
         .arg("--socket")
         .arg(socket)
         .arg("--listen")
-        .arg("ws://127.0.0.1:0")
+        .arg(listen)
         .arg("-w")
         .arg(&d.workspace)
         .arg("--model")
@@ -212,6 +220,7 @@ fn serve_remote(
             "the daemon did not say where it listens"
         );
         let line = lines.next().expect("the daemon's stderr ended").unwrap();
+        assert!(!line.contains("cannot"), "{line}");
         if let Some(rest) = line.strip_prefix("keel serve: remote clients on ") {
             break rest.split_whitespace().next().unwrap().to_owned();
         }
@@ -367,4 +376,54 @@ fn a_remote_daemon_serves_sessions_over_websocket_and_no_token_reaches_a_log() {
         assert!(!logs.contains(&secret[5..]), "a token reached the logs");
         assert!(!stderr.contains(&secret[5..]), "a token reached stderr");
     }
+}
+
+/// A certificate authority and a certificate for 127.0.0.1 signed by it, as PEM files.
+fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), key.serialize_pem()).unwrap();
+    (dir.join("ca.pem"), dir.join("cert.pem"))
+}
+
+#[test]
+fn attach_over_wss_trusts_the_certificates_given_and_no_others() {
+    let d = dirs(&serde_json::json!({"turns": [{ "text": "Answer over TLS." }]}));
+    let (ca, cert) = certificates(&d.home);
+    // An absolute path, and one relative to KEEL_HOME.
+    std::fs::write(
+        d.home.join("config.toml"),
+        format!("[serve]\ntlsCert = {:?}\ntlsKey = \"key.pem\"\n", cert.display().to_string()),
+    )
+    .unwrap();
+    let socket = d.home.join("run").join("keel.sock");
+    let token = create(&d.home, &["--role", "controller"]);
+    let (mut daemon, url, _stderr) = serve_remote_on(&d, &socket, "wss://127.0.0.1:0");
+    assert!(url.starts_with("wss://127.0.0.1:"), "{url}");
+    let file = d.home.join("t.token");
+    std::fs::write(&file, &token).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (f, c) = (file.to_str().unwrap(), ca.to_str().unwrap());
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["attach", "--remote", &url, "--token-file", f, "--ca-cert", c]);
+    t.expect("› ");
+    t.line("secure?");
+    t.expect("Answer over TLS.");
+    t.line("/quit");
+    assert_eq!(t.exit_code(), 0, "{}", t.screen());
+    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["attach", "--remote", &url, "--token-file", f]);
+    t.expect("TLS failed");
+    assert_eq!(t.exit_code(), 1);
+    let _ = Command::new("kill").arg("-TERM").arg(daemon.id().to_string()).status();
+    let _ = daemon.wait();
 }
