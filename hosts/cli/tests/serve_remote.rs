@@ -404,7 +404,10 @@ fn attach_over_wss_trusts_the_certificates_given_and_no_others() {
     // An absolute path, and one relative to KEEL_HOME.
     std::fs::write(
         d.home.join("config.toml"),
-        format!("[serve]\ntlsCert = {:?}\ntlsKey = \"key.pem\"\n", cert.display().to_string()),
+        format!(
+            "[serve]\ntlsCert = {:?}\ntlsKey = \"key.pem\"\n",
+            cert.display().to_string()
+        ),
     )
     .unwrap();
     let socket = d.home.join("run").join("keel.sock");
@@ -415,15 +418,36 @@ fn attach_over_wss_trusts_the_certificates_given_and_no_others() {
     std::fs::write(&file, &token).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let (f, c) = (file.to_str().unwrap(), ca.to_str().unwrap());
-    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["attach", "--remote", &url, "--token-file", f, "--ca-cert", c]);
+    let mut t = Term::start(
+        &d.workspace,
+        &d.home,
+        &d.script,
+        &[
+            "attach",
+            "--remote",
+            &url,
+            "--token-file",
+            f,
+            "--ca-cert",
+            c,
+        ],
+    );
     t.expect("› ");
     t.line("secure?");
     t.expect("Answer over TLS.");
     t.line("/quit");
     assert_eq!(t.exit_code(), 0, "{}", t.screen());
-    let mut t = Term::start(&d.workspace, &d.home, &d.script, &["attach", "--remote", &url, "--token-file", f]);
+    let mut t = Term::start(
+        &d.workspace,
+        &d.home,
+        &d.script,
+        &["attach", "--remote", &url, "--token-file", f],
+    );
     t.expect("TLS failed");
     assert_eq!(t.exit_code(), 1);
-    let _ = Command::new("kill").arg("-TERM").arg(daemon.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(daemon.id().to_string())
+        .status();
     let _ = daemon.wait();
 }

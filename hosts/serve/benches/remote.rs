@@ -61,7 +61,9 @@ fn envelope(session: &str) -> Envelope {
 }
 
 fn watch_line(sid: &str) -> String {
-    format!(r#"{{"version":"1.0","type":"session.watch","requestId":"w","payload":{{"sessionId":"{sid}"}}}}"#)
+    format!(
+        r#"{{"version":"1.0","type":"session.watch","requestId":"w","payload":{{"sessionId":"{sid}"}}}}"#
+    )
 }
 
 /// A client that has watched the session and counts the deltas it reads; it reports
@@ -71,7 +73,9 @@ async fn unix_client(path: std::path::PathBuf, sid: String, done: tokio::sync::m
     let (r, mut w) = s.into_split();
     let mut lines = BufReader::with_capacity(64 * 1024, r).lines();
     lines.next_line().await.unwrap().unwrap();
-    w.write_all(format!("{}\n", watch_line(&sid)).as_bytes()).await.unwrap();
+    w.write_all(format!("{}\n", watch_line(&sid)).as_bytes())
+        .await
+        .unwrap();
     let _watched = lines.next_line().await.unwrap().unwrap();
     done.send(()).await.unwrap();
     let mut n = 0;
@@ -86,7 +90,9 @@ async fn unix_client(path: std::path::PathBuf, sid: String, done: tokio::sync::m
 }
 
 async fn ws_client(url: String, token: String, sid: String, done: tokio::sync::mpsc::Sender<()>) {
-    let tcp = tokio::net::TcpStream::connect(url.trim_start_matches("ws://")).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(url.trim_start_matches("ws://"))
+        .await
+        .unwrap();
     tcp.set_nodelay(true).unwrap();
     let mut req = url.as_str().into_client_request().unwrap();
     req.headers_mut().insert(
