@@ -356,11 +356,9 @@ async fn pings_keep_a_watching_connection_open_and_one_that_watches_nothing_goes
     let reading = tokio::spawn(async move {
         // Reading (and so answering pings) for twice the idle time, sending nothing.
         let until = tokio::time::Instant::now() + Duration::from_millis(3000);
-        loop {
-            tokio::select! {
-                f = watching.frame() => panic!("the watching connection got {f:?}"),
-                _ = tokio::time::sleep_until(until) => break,
-            }
+        tokio::select! {
+            f = watching.frame() => panic!("the watching connection got {f:?}"),
+            _ = tokio::time::sleep_until(until) => {}
         }
         let state = watching
             .ask("session.state", Some(&sid), serde_json::json!({}))
