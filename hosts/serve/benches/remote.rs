@@ -4,8 +4,7 @@
 //! (`Kernel::publish`, without the store), the daemon's connections (watcher, encoder,
 //! writer), the transport, and a client that reads every line or message.
 //!
-//! Run: `cargo bench -p keel-serve --bench remote` (about a minute). Figures go to
-//! docs/performance.md.
+//! Run: `cargo bench -p keel-serve --bench remote`. Figures go to docs/performance.md.
 
 #![allow(clippy::unwrap_used)]
 
