@@ -186,6 +186,9 @@ struct RawConfig {
     /// user's own file; here it is only accepted, and ignored in a project's file.
     #[serde(rename = "telemetry")]
     telemetry_table: Option<toml::Value>,
+    /// `[serve]`: the daemon's own settings, read by keel-serve; only in
+    /// `$KEEL_HOME/config.toml`.
+    serve: Option<toml::Value>,
 }
 
 /// `sandbox = "auto" | "bubblewrap" | "landlock" | "off"`, or `true` (= `"auto"`) /
@@ -460,6 +463,11 @@ impl Config {
                 Some((
                     "trustedProjects",
                     "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
+                ))
+            } else if raw.serve.is_some() {
+                Some((
+                    "serve",
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot open the daemon to the network",
                 ))
             } else if raw.mcp_servers.is_some() && !trusted {
                 Some((

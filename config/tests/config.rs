@@ -419,3 +419,34 @@ fn an_untrusted_project_cannot_loosen_safety_or_redirect_keys() {
     let c = Config::load(home.path(), Some(ws.path())).unwrap();
     assert_eq!(c.permission_mode, PermissionMode::Plan);
 }
+
+#[test]
+fn the_serve_table_belongs_to_the_users_file_alone() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    write(
+        home.path(),
+        "config.toml",
+        "[serve]\nlisten = \"ws://127.0.0.1:7000\"\n",
+    );
+    Config::load(home.path(), Some(ws.path())).unwrap();
+    // Not even a trusted project may open the daemon to the network.
+    let canon = std::fs::canonicalize(ws.path()).unwrap();
+    write(
+        home.path(),
+        "config.toml",
+        &format!("trustedProjects = [{:?}]\n", canon.display().to_string()),
+    );
+    write(
+        ws.path(),
+        ".keel/config.toml",
+        "[serve]\nlisten = \"ws://0.0.0.0:1\"\n",
+    );
+    let err = Config::load(home.path(), Some(ws.path())).unwrap_err();
+    assert_eq!(err.details["key"], "serve", "{}", err.message);
+    assert!(
+        err.message.contains("$KEEL_HOME/config.toml"),
+        "{}",
+        err.message
+    );
+}

@@ -107,6 +107,9 @@ crate::wire::wire_enum! {
         /// The host-tool call id is unknown or the call is already finished (answered,
         /// timed out or interrupted).
         HostToolCallNotFound = "HOST_TOOL_CALL_NOT_FOUND",
+        /// The connection's token does not allow this command: its role is too low
+        /// (`details.role`, `details.required`), or it is bound to another session.
+        RoleForbidden = "ROLE_FORBIDDEN",
     }
 }
 

@@ -29,6 +29,7 @@ pub mod generate;
 pub mod host;
 pub mod ids;
 pub mod kernel_tools;
+pub mod remote;
 pub mod tools;
 pub mod types;
 pub mod wire;

@@ -296,6 +296,19 @@ pub struct Cursor {
     pub sequence: u64,
 }
 
+/// Where a client stands in one session's log: the session and the last event of it
+/// the client was sent (`runtime.stopped {resumeFrom}` of a connection cut off for
+/// being too slow). `cursor` is null when none was sent; `session.watch` with this
+/// cursor as `afterSequence` replays exactly what the client missed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCursor {
+    /// The session.
+    pub session_id: String,
+    /// The last event of the session the client was sent.
+    pub cursor: Option<Cursor>,
+}
+
 /// Figures reported when a request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]

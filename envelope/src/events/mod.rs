@@ -13,7 +13,8 @@ use crate::error::ErrorPayload;
 use crate::ext::{BackgroundTask, Patch, ReviewState, SubAgentInfo, TaskGraph, TaskNode};
 use crate::types::{
     ApprovalDecision, ApprovalRules, Cursor, ModelInfo, PermissionLevel, PermissionMode, Plan,
-    PlanStep, RiskLevel, SessionInfo, SessionState, StopReason, Telemetry, TurnStopReason, Usage,
+    PlanStep, RiskLevel, SessionCursor, SessionInfo, SessionState, StopReason, Telemetry,
+    TurnStopReason, Usage,
 };
 
 macro_rules! payloads {

@@ -401,6 +401,7 @@ where
                 StopReason::OutputClosed => "output_closed",
             }
             .to_owned(),
+            resume_from: None,
         }),
     );
     kernel.publish(stopped).await;

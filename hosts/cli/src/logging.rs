@@ -277,7 +277,7 @@ pub fn today() -> String {
 }
 
 /// The UTC date of a Unix time, `YYYY-MM-DD` (the proleptic Gregorian calendar).
-fn date_of(unix_secs: u64) -> String {
+pub(crate) fn date_of(unix_secs: u64) -> String {
     // Howard Hinnant's civil_from_days.
     let z = (unix_secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);

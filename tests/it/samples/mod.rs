@@ -282,6 +282,7 @@ pub fn sample_event(t: EventType) -> Event {
         }),
         EventType::RuntimeStopped => Event::RuntimeStopped(ev::RuntimeStopped {
             reason: s("shutdown"),
+            resume_from: None,
         }),
         EventType::SessionStarted => Event::SessionStarted(ev::SessionStarted {
             session_id: s(SESSION),

@@ -272,6 +272,26 @@ export type AssistantThoughtSummary = {
 text: string, };
 
 /**
+ * The discriminator of [`AuthMessage`]: always `auth`.
+ */
+export type AuthKind = "auth";
+
+/**
+ * `{"type": "auth", "token": "keel_…"}`: the first text message of a WebSocket client
+ * that could not send `Authorization: Bearer …` with the upgrade. Its `Debug` form
+ * never shows the token.
+ */
+export type AuthMessage = { 
+/**
+ * Always `auth`.
+ */
+type: AuthKind, 
+/**
+ * The token, as `keel serve token create` printed it.
+ */
+token: string, };
+
+/**
  * `background.get` / `background.stopped` / `background.exited`.
  */
 export type BackgroundEvent = { 
@@ -717,7 +737,7 @@ export type KnownErrorCategory = "bridge" | "runtime" | "business";
 export type ErrorCode = KnownErrorCode | (string & {});
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
+export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -2145,9 +2165,14 @@ export type RuntimeShutdown = Record<string, never>;
  */
 export type RuntimeStopped = { 
 /**
- * Why (`shutdown`, `eof`).
+ * Why (`shutdown`, `eof`, `too_slow`, …).
  */
-reason: string, };
+reason: string, 
+/**
+ * For a daemon connection cut off as too slow: per watched session, the last
+ * event it was sent, to watch again from (`session.watch {afterSequence}`).
+ */
+resumeFrom?: Array<SessionCursor> | null, };
 
 /**
  * The OS sandbox a shell command ran in.
@@ -2283,6 +2308,22 @@ telemetry: Telemetry,
  * The limit that stopped the request (with `stopReason: "max_turns"`).
  */
 budget?: BudgetStatus | null, };
+
+/**
+ * Where a client stands in one session's log: the session and the last event of it
+ * the client was sent (`runtime.stopped {resumeFrom}` of a connection cut off for
+ * being too slow). `cursor` is null when none was sent; `session.watch` with this
+ * cursor as `afterSequence` replays exactly what the client missed.
+ */
+export type SessionCursor = { 
+/**
+ * The session.
+ */
+sessionId: string, 
+/**
+ * The last event of the session the client was sent.
+ */
+cursor: Cursor | null, };
 
 /**
  * `session.delete`: close the session if it is open, then remove its stored files.
@@ -3892,4 +3933,5 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "SESSION_LIMIT_REACHED",
   "TOOL_TIMEOUT",
   "HOST_TOOL_CALL_NOT_FOUND",
+  "ROLE_FORBIDDEN",
 ];
