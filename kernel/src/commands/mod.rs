@@ -1,0 +1,3 @@
+//! The command handlers, one module per feature.
+
+pub(crate) mod stored;
