@@ -17,4 +17,5 @@ pub(crate) mod replay;
 pub mod store;
 pub(crate) mod store_history;
 pub mod summary;
+pub(crate) mod time;
 pub mod title;

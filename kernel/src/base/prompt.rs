@@ -41,7 +41,7 @@ pub(crate) fn system_prompt(
 Investigate, then call propose_plan with the steps and wait for approval before changing anything.\n",
         );
     }
-    if let Some(extra) = &session.kernel.config.system_prompt {
+    if let Some(extra) = &session.services.config().system_prompt {
         s.push('\n');
         s.push_str(extra);
         s.push('\n');

@@ -86,15 +86,14 @@ impl crate::kernel::Kernel {
         request_id: &str,
         p: &SessionWatch,
     ) -> Result<(), ErrorPayload> {
-        let Some(session) = self.session(&p.session_id) else {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                format!("session {:?} is not open (resume it first)", p.session_id),
-            )
-            .with_detail("sessionId", p.session_id.as_str()));
-        };
+        let session = self.inner.open.require(&p.session_id)?;
         let mut g = session.emitter.lock().await;
-        let log = self.inner.ctx.store.load_events(&p.session_id)?.events;
+        let log = self
+            .inner
+            .services
+            .store()
+            .load_events(&p.session_id)?
+            .events;
         let replay = after_cursor(&log, p.after_sequence.as_ref())?;
         let snapshot = session.snapshot();
         let pending = match &snapshot.active_request_id {

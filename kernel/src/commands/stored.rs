@@ -16,18 +16,13 @@ impl Kernel {
     /// as a shutdown does), removes its stored files, then answers `session.deleted`
     /// on `request_id`'s stream (not logged: the log is gone).
     pub(crate) async fn delete(&self, request_id: &str, id: &str) -> Result<(), ErrorPayload> {
-        let open = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        let open = self.inner.open.remove(id);
         if let Some(session) = &open {
             let rid = self.new_request_id();
             session.close(&rid, "deleted").await;
         }
-        self.inner.unloaded.forget(id);
-        let stored = self.inner.ctx.store.delete(id)?;
+        self.inner.open.forget(id);
+        let stored = self.inner.services.store().delete(id)?;
         if open.is_none() && !stored {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
@@ -36,7 +31,8 @@ impl Kernel {
             .with_detail("sessionId", id));
         }
         self.inner
-            .emitter
+            .services
+            .emitter()
             .emit_as(
                 Some(id.to_owned()),
                 request_id,
@@ -75,19 +71,14 @@ impl Kernel {
     /// A session's whole event log, oldest first, as stored (for hosts that replay a
     /// session in their own format, e.g. ACP's `session/load`).
     pub fn session_log(&self, id: &str) -> Result<Vec<Envelope>, ErrorPayload> {
-        Ok(self.inner.ctx.store.load_events(id)?.events)
+        Ok(self.inner.services.store().load_events(id)?.events)
     }
 
     /// Stored and open sessions, most recently updated first.
     pub fn list_sessions(&self) -> Result<Vec<SessionInfo>, ErrorPayload> {
-        let live: HashMap<String, Arc<Session>> = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let live: HashMap<String, Arc<Session>> = self.inner.open.loaded_by_id();
         let mut out: Vec<SessionInfo> = Vec::new();
-        for stored in self.inner.ctx.store.list_summaries()? {
+        for stored in self.inner.services.store().list_summaries()? {
             match live.get(&stored.session_id) {
                 Some(s) => out.push(s.info()),
                 None => out.push(stored.info()),

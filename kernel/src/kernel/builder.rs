@@ -1,21 +1,21 @@
 //! Building a kernel: configuration, model, store, clock, ids, the tool registry.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use keel_envelope::ids::{Clock, IdGen, SystemClock, UlidGen};
-use keel_envelope::{ErrorCode, ErrorPayload, Sequencer};
+use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::Tool;
-use tokio_util::sync::CancellationToken;
 
 use crate::base::config::KernelConfig;
-use crate::base::emit::{EmitCtx, Emitter, Hub};
+use crate::base::emit::{EmitCtx, Hub};
 use crate::base::model::Model;
 use crate::base::probe::Probe;
 use crate::base::store::{FileStore, FileStoreOptions, MemoryStore, Store};
 use crate::kernel::{Kernel, KernelInner, ModelFactory};
+use crate::session::open::Sessions;
 use crate::session::registry::{typed, RegistryBuilder};
+use crate::session::services::{Parts, Services};
 
 /// Builds a [`Kernel`].
 #[derive(Default)]
@@ -211,22 +211,20 @@ impl KernelBuilder {
             hub: Arc::new(Hub::default()),
             store,
         };
-        let emitter = Emitter::new(ctx.clone(), None, false, Sequencer::new());
+        let services = Arc::new(Services::new(Parts {
+            config: self.config,
+            default_model,
+            factory,
+            registry,
+            hooks,
+            probe: self.probe,
+            ctx,
+        }));
         Ok(Kernel {
             inner: Arc::new(KernelInner {
-                config: self.config,
-                default_model,
-                factory,
-                registry,
-                hooks,
-                session_starts: Default::default(),
-                probe: self.probe,
-                ctx,
-                emitter,
-                sessions: Mutex::new(HashMap::new()),
-                unloaded: Default::default(),
-                admitting: std::sync::atomic::AtomicUsize::new(0),
-                cancel: CancellationToken::new(),
+                open: Sessions::new(services.clone()),
+                services,
+                idle_timer: Default::default(),
             }),
         })
     }

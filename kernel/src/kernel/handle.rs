@@ -160,9 +160,9 @@ impl SessionHandle {
     /// A new subscription to this session's envelopes (from now on).
     pub fn subscribe(&self) -> EventStream {
         EventStream {
-            rx: self.kernel.inner.ctx.hub.subscribe(
+            rx: self.kernel.inner.services.hub().subscribe(
                 Some(self.session.id.clone()),
-                self.kernel.inner.config.channel_capacity,
+                self.kernel.inner.services.config().channel_capacity,
             ),
         }
     }

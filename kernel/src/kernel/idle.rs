@@ -5,43 +5,15 @@
 //! it reloads it from its state and log, with its sequences where they were, so a host
 //! sees no difference. A sweep runs before each command and on a timer.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use keel_envelope::types::SessionState;
-use keel_envelope::{ErrorPayload, Sequencer};
 
+use crate::base::time::now_ms;
 use crate::kernel::{Kernel, KernelInner};
 use crate::session::Session;
-
-/// Ids of the sessions dropped from memory while open.
-#[derive(Debug, Default)]
-pub(crate) struct Unloaded {
-    ids: Mutex<HashSet<String>>,
-    /// Whether the timer sweep runs.
-    timer: std::sync::atomic::AtomicBool,
-}
-
-impl Unloaded {
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.ids.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Forgets `id` (closed or deleted).
-    pub(crate) fn forget(&self, id: &str) -> bool {
-        self.ids().remove(id)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.ids().len()
-    }
-
-    pub(crate) fn list(&self) -> Vec<String> {
-        self.ids().iter().cloned().collect()
-    }
-}
 
 /// Whether the session does nothing that lives only in memory. A session with host
 /// tools or MCP servers stays: those tools (and the servers' processes) are not in
@@ -67,14 +39,6 @@ fn is_idle(session: &Session) -> bool {
             .any(|t| t.status == keel_envelope::ext::BackgroundStatus::Running)
 }
 
-/// Milliseconds of real time since the first call in this process (idle times are
-/// real time, whatever clock stamps the events).
-pub(crate) fn now_ms() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    let start = START.get_or_init(std::time::Instant::now);
-    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
 /// When the session was last named by a command or last saved.
 fn last_active(session: &Session) -> u64 {
     session.last_used.load(Ordering::Acquire)
@@ -90,30 +54,30 @@ impl Kernel {
 
     /// Ids of the sessions held in memory (open sessions not unloaded).
     pub fn loaded_sessions(&self) -> Vec<String> {
-        self.inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.inner.open.loaded_ids()
     }
 
     /// Starts the timer sweep once (it ends with the kernel).
     pub(crate) fn start_idle_timer(&self) {
-        let Some(after) = self.inner.config.idle_unload_after.filter(|d| !d.is_zero()) else {
+        let Some(after) = self
+            .inner
+            .services
+            .config()
+            .idle_unload_after
+            .filter(|d| !d.is_zero())
+        else {
             return;
         };
-        if self.inner.unloaded.timer.swap(true, Ordering::AcqRel) {
+        if self.inner.idle_timer.swap(true, Ordering::AcqRel) {
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            self.inner.unloaded.timer.store(false, Ordering::Release);
+            self.inner.idle_timer.store(false, Ordering::Release);
             return;
         };
         let period = (after / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
         let weak: Weak<KernelInner> = Arc::downgrade(&self.inner);
-        let cancel = self.inner.cancel.clone();
+        let cancel = self.inner.services.cancel().clone();
         rt.spawn(async move {
             loop {
                 tokio::select! {
@@ -125,55 +89,19 @@ impl Kernel {
             }
         });
     }
-
-    /// Brings back an unloaded session from the store (`None` when `id` was not
-    /// unloaded).
-    pub(crate) fn reload(&self, id: &str) -> Result<Option<Arc<Session>>, ErrorPayload> {
-        let inner = &self.inner;
-        // Held while reloading, so two commands naming the session reload it once.
-        let mut map = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = map.get(id) {
-            return Ok(Some(s.clone()));
-        }
-        if !inner.unloaded.ids().contains(id) {
-            return Ok(None);
-        }
-        let Some(mut state) = inner.ctx.store.load_state(id)? else {
-            inner.unloaded.forget(id);
-            return Ok(None);
-        };
-        let log = inner.ctx.store.load_events(id)?;
-        let mut seq = Sequencer::new();
-        for env in &log.events {
-            seq.restore(&env.request_id, env.sequence);
-        }
-        let model = match self.model_for(Some(&state.model)) {
-            Ok(m) => m,
-            Err(_) => self.model_for(None)?,
-        };
-        state.model = model.id();
-        let session = Session::new(inner.clone(), state, model, seq);
-        session.touch();
-        map.insert(id.to_owned(), session.clone());
-        inner.unloaded.forget(id);
-        tracing::info!(session_id = %id, "idle session reloaded");
-        Ok(Some(session))
-    }
 }
 
 fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
-    let Some(after) = inner.config.idle_unload_after else {
+    let Some(after) = inner.services.config().idle_unload_after else {
         return Vec::new();
     };
     let now = now_ms();
     let limit = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
     let candidates: Vec<Arc<Session>> = inner
-        .sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
+        .open
+        .loaded()
+        .into_iter()
         .filter(|s| now.saturating_sub(last_active(s)) >= limit && is_idle(s))
-        .cloned()
         .collect();
     let mut out = Vec::new();
     for session in candidates {
@@ -182,30 +110,24 @@ fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
             let mut d = session.data();
             let crate::session::Data { state, ext, .. } = &mut *d;
             ext.save(&mut state.extensions);
-            inner.ctx.store.save_state(state)
+            inner.services.store().save_state(state)
         };
         if let Err(e) = saved {
             tracing::warn!(session_id = %session.id, code = %e.code, "an idle session was kept in memory: saving it failed");
             continue;
         }
-        let mut map = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
         // Looked at again under the map's lock: a command that took the session from
         // the map since touched it, and is not idle any more.
-        let still = now.saturating_sub(last_active(&session)) >= limit && is_idle(&session);
-        if !still
-            || !map
-                .get(&session.id)
-                .is_some_and(|s| Arc::ptr_eq(s, &session))
-        {
+        let unloaded = inner.open.unload(&session, |s| {
+            now.saturating_sub(last_active(s)) >= limit && is_idle(s)
+        });
+        if !unloaded {
             continue;
         }
-        map.remove(&session.id);
-        inner.unloaded.ids().insert(session.id.clone());
-        drop(map);
         // Its checkpoint engine (and watcher) goes with it, and the store lets go of
         // its log; the reload reopens both.
         session.checkpoints.release();
-        if let Err(e) = inner.ctx.store.release(&session.id) {
+        if let Err(e) = inner.services.store().release(&session.id) {
             tracing::warn!(session_id = %session.id, code = %e.code, "releasing an idle session's log failed");
         }
         tracing::info!(session_id = %session.id, "idle session unloaded");

@@ -4,97 +4,33 @@ pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use keel_envelope::commands::{CommandPayload, SessionStart};
 use keel_envelope::events::{HarnessStatus, SessionList, SessionUnwatched};
 use keel_envelope::ids::IdKind;
 use keel_envelope::types::Cursor;
 use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
-use tokio_util::sync::CancellationToken;
 
 use crate::base::config::KernelConfig;
-use crate::base::emit::{EmitCtx, Emitter};
-use crate::base::model::Model;
-use crate::base::probe::Probe;
 use crate::base::replay::unfinished_requests;
 use crate::base::store::PersistedSession;
 use crate::kernel::builder::KernelBuilder;
 use crate::kernel::handle::{EventStream, SessionHandle, WatchStream, Watcher};
-use crate::session::registry::Registry;
+use crate::session::open::{Admission, Sessions};
+use crate::session::services::Services;
 use crate::session::Session;
 
-/// Builds a model from its selection string (`provider:model`).
-pub type ModelFactory = Arc<dyn Fn(&str) -> Result<Arc<dyn Model>, ErrorPayload> + Send + Sync>;
+pub use crate::session::services::ModelFactory;
 
+/// What a kernel is: its shared services and its open sessions.
+#[derive(Debug)]
 pub(crate) struct KernelInner {
-    pub(crate) config: KernelConfig,
-    pub(crate) default_model: Option<Arc<dyn Model>>,
-    pub(crate) factory: ModelFactory,
-    /// Every tool the model can call, and the pipeline's stages.
-    pub(crate) registry: Registry,
-    /// Hooks, in the order they run.
-    pub(crate) hooks: Vec<Arc<dyn crate::base::hooks::Hooks>>,
-    /// Sessions whose `SessionStart` hooks still run (their first request waits).
-    pub(crate) session_starts: crate::base::hooks::Starting,
-    /// A test probe, called at every point of a request's life.
-    pub(crate) probe: Option<Arc<dyn Probe>>,
-    pub(crate) ctx: EmitCtx,
-    pub(crate) emitter: Emitter,
-    pub(crate) sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// Open sessions dropped from memory while idle.
-    pub(crate) unloaded: crate::kernel::idle::Unloaded,
-    /// Sessions being started or resumed: counted against `max_open_sessions` until
-    /// they join `sessions`.
-    pub(crate) admitting: std::sync::atomic::AtomicUsize,
-    pub(crate) cancel: CancellationToken,
-}
-
-/// A place reserved for a session being opened (see [`Kernel::admit`]); given back
-/// when dropped unless the session was inserted.
-pub(crate) struct Admission<'k> {
-    inner: &'k KernelInner,
-    done: bool,
-}
-
-impl Admission<'_> {
-    /// Makes the session open: inserts it and gives the reservation back at once.
-    /// If a session of that id was opened meanwhile (two resumes at once), that one
-    /// stays and is returned.
-    pub(crate) fn insert(mut self, id: &str, session: Arc<Session>) -> Arc<Session> {
-        let mut sessions = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let open = sessions.entry(id.to_owned()).or_insert(session).clone();
-        self.inner
-            .admitting
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        self.done = true;
-        open
-    }
-}
-
-impl Drop for Admission<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.inner
-                .admitting
-                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    }
-}
-
-impl std::fmt::Debug for KernelInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Kernel")
-            .field("config", &self.config)
-            .field("tools", &self.registry.entries().len())
-            .finish_non_exhaustive()
-    }
+    pub(crate) services: Arc<Services>,
+    pub(crate) open: Sessions,
+    /// Whether the idle sweep's timer runs ([`idle`]).
+    pub(crate) idle_timer: std::sync::atomic::AtomicBool,
 }
 
 /// The kernel. Cheap to clone; every clone is the same kernel.
@@ -111,7 +47,7 @@ impl Kernel {
 
     /// The configuration.
     pub fn config(&self) -> &KernelConfig {
-        &self.inner.config
+        &self.inner.services.config()
     }
 
     /// Every envelope of every session from now on.
@@ -119,9 +55,9 @@ impl Kernel {
         EventStream {
             rx: self
                 .inner
-                .ctx
-                .hub
-                .subscribe(None, self.inner.config.channel_capacity),
+                .services
+                .hub()
+                .subscribe(None, self.inner.services.config().channel_capacity),
         }
     }
 
@@ -130,7 +66,7 @@ impl Kernel {
     /// (`session.watch`, and those it starts, resumes or forks), never waits on delivery, and
     /// is cut off when `capacity` live events wait unread (see [`crate::WatchEnd`]).
     pub fn watcher(&self, capacity: usize) -> (Watcher, WatchStream) {
-        let (shared, rx) = self.inner.ctx.hub.watch(capacity);
+        let (shared, rx) = self.inner.services.hub().watch(capacity);
         (
             Watcher {
                 kernel: self.clone(),
@@ -143,14 +79,7 @@ impl Kernel {
     /// Whether anything is running: a request (also one waiting for an answer) or a
     /// background task.
     pub fn is_busy(&self) -> bool {
-        let open: Vec<Arc<Session>> = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let open: Vec<Arc<Session>> = self.inner.open.loaded();
         open.iter().any(|s| {
             matches!(
                 s.info().state,
@@ -169,66 +98,28 @@ impl Kernel {
     /// Delivers an envelope made by a host (e.g. a transport's own `runtime.ready` or a
     /// decode error) to every subscriber, in order with the kernel's own events.
     pub async fn publish(&self, env: Envelope) {
-        self.inner.ctx.hub.deliver(&env).await;
+        self.inner.services.hub().deliver(&env).await;
     }
 
     /// Mints a request id for commands built by the library API.
     pub fn new_request_id(&self) -> String {
-        self.inner.ctx.ids.next_id(IdKind::Request)
+        self.inner.services.next_id(IdKind::Request)
     }
 
-    /// An open session, reloaded if it was unloaded while idle ([`crate::kernel::idle`]).
+    /// An open session, reloaded if it was unloaded while idle ([`idle`]).
     pub(crate) fn session(&self, id: &str) -> Option<Arc<Session>> {
-        let live = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .cloned();
-        let session = match live {
-            Some(s) => Some(s),
-            None => self.reload(id).unwrap_or_else(|e| {
-                tracing::warn!(session_id = %id, code = %e.code, message = %e.message, "reloading an idle session failed");
-                None
-            }),
-        };
-        if let Some(s) = &session {
-            s.touch();
-        }
-        session
+        self.inner.open.get(id)
     }
 
-    /// Reserves a place for one more open session, or refuses with
-    /// `SESSION_LIMIT_REACHED` when `max_open_sessions` are open (or being opened).
+    /// Reserves a place for one more open session.
     pub(crate) fn admit(&self) -> Result<Admission<'_>, ErrorPayload> {
-        use std::sync::atomic::Ordering;
-        let inner = &*self.inner;
-        let max = inner.config.max_open_sessions;
-        let sessions = inner.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        // Sessions unloaded while idle are open too.
-        let open = sessions.len() + inner.admitting.load(Ordering::SeqCst) + inner.unloaded.len();
-        if max > 0 && open >= max {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionLimitReached,
-                format!(
-                    "{open} sessions are open, the most this runtime allows ({max}); close one first"
-                ),
-            )
-            .category(keel_envelope::error::ErrorCategory::Business)
-            .retryable(true)
-            .with_detail("limit", max as u64)
-            .with_detail("open", open as u64));
-        }
-        inner.admitting.fetch_add(1, Ordering::SeqCst);
-        drop(sessions);
-        Ok(Admission { inner, done: false })
+        self.inner.open.admit()
     }
 
     /// Lets the store close what it holds open for a closed session; a failure is a
     /// warning on the closing command's stream.
     async fn release(&self, session: &Session, request_id: &str) {
-        if let Err(e) = self.inner.ctx.store.release(&session.id) {
+        if let Err(e) = self.inner.services.store().release(&session.id) {
             let warning = e.severity(keel_envelope::error::Severity::Warning);
             session
                 .emitter
@@ -248,7 +139,7 @@ impl Kernel {
     /// Ids of open sessions (also those unloaded while idle).
     pub fn open_sessions(&self) -> Vec<String> {
         let mut ids = self.loaded_sessions();
-        ids.extend(self.inner.unloaded.list());
+        ids.extend(self.inner.open.unloaded_ids());
         ids
     }
 
@@ -264,7 +155,8 @@ impl Kernel {
             }
             None => {
                 self.inner
-                    .emitter
+                    .services
+                    .emitter()
                     .emit_as(cmd.session_id.clone(), &cmd.request_id, event)
                     .await;
             }
@@ -289,7 +181,7 @@ impl Kernel {
                 Ok(())
             }
             CommandPayload::SessionStart(p) => {
-                let id = self.inner.ctx.ids.next_id(IdKind::Session);
+                let id = self.inner.services.next_id(IdKind::Session);
                 self.start(&cmd.request_id, p.clone(), id).await.map(|_| ())
             }
             CommandPayload::SessionResume(p) => self
@@ -316,7 +208,8 @@ impl Kernel {
                     }
                     None => {
                         self.inner
-                            .emitter
+                            .services
+                            .emitter()
                             .emit_as(Some(p.session_id.clone()), &cmd.request_id, ev)
                             .await;
                     }
@@ -327,7 +220,8 @@ impl Kernel {
             CommandPayload::SessionList(_) => {
                 let sessions = self.list_sessions()?;
                 self.inner
-                    .emitter
+                    .services
+                    .emitter()
                     .emit(
                         &cmd.request_id,
                         Event::SessionList(SessionList { sessions }),
@@ -336,14 +230,7 @@ impl Kernel {
                 Ok(())
             }
             CommandPayload::HarnessStatus(_) => {
-                let open: Vec<Arc<Session>> = self
-                    .inner
-                    .sessions
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .values()
-                    .cloned()
-                    .collect();
+                let open: Vec<Arc<Session>> = self.inner.open.loaded();
                 let mut status = HarnessStatus {
                     sessions: Vec::new(),
                     background_tasks: Vec::new(),
@@ -364,8 +251,8 @@ impl Kernel {
                         .sub_agents
                         .extend(s.data().ext.sub_agents.active.iter().cloned());
                 }
-                for id in self.inner.unloaded.list() {
-                    if let Ok(Some(state)) = self.inner.ctx.store.load_state(&id) {
+                for id in self.inner.open.unloaded_ids() {
+                    if let Ok(Some(state)) = self.inner.services.store().load_state(&id) {
                         status
                             .sessions
                             .push(crate::base::summary::SessionSummary::of(&state).info());
@@ -375,7 +262,8 @@ impl Kernel {
                     .sessions
                     .sort_by(|a, b| a.session_id.cmp(&b.session_id));
                 self.inner
-                    .emitter
+                    .services
+                    .emitter()
                     .emit(&cmd.request_id, Event::HarnessStatus(status))
                     .await;
                 Ok(())
@@ -388,13 +276,7 @@ impl Kernel {
                     )
                     .with_detail("field", "sessionId"));
                 };
-                let Some(session) = self.session(sid) else {
-                    return Err(ErrorPayload::new(
-                        ErrorCode::SessionNotFound,
-                        format!("session {sid:?} is not open (resume it first)"),
-                    )
-                    .with_detail("sessionId", sid));
-                };
+                let session = self.inner.open.require(sid)?;
                 if let CommandPayload::SessionFork(p) = &cmd.payload {
                     return self
                         .fork(&session, &cmd.request_id, p, &[])
@@ -403,11 +285,7 @@ impl Kernel {
                 }
                 if let CommandPayload::SessionClose(_) = cmd.payload {
                     session.close(&cmd.request_id, "requested").await;
-                    self.inner
-                        .sessions
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(sid);
+                    self.inner.open.remove(sid);
                     self.release(&session, &cmd.request_id).await;
                     return Ok(());
                 }
@@ -419,13 +297,19 @@ impl Kernel {
     fn resolve_workspace(&self, path: Option<&str>) -> Result<PathBuf, ErrorPayload> {
         let raw = match path {
             Some(p) => PathBuf::from(p),
-            None => self.inner.config.workspace.clone().ok_or_else(|| {
-                ErrorPayload::new(
-                    ErrorCode::RequestInvalid,
-                    "no workspace: give `workspacePath`",
-                )
-                .with_detail("field", "payload.workspacePath")
-            })?,
+            None => self
+                .inner
+                .services
+                .config()
+                .workspace
+                .clone()
+                .ok_or_else(|| {
+                    ErrorPayload::new(
+                        ErrorCode::RequestInvalid,
+                        "no workspace: give `workspacePath`",
+                    )
+                    .with_detail("field", "payload.workspacePath")
+                })?,
         };
         let canon = std::fs::canonicalize(&raw).map_err(|e| {
             ErrorPayload::new(
@@ -457,22 +341,10 @@ impl Kernel {
         McpServers::start(session, given, ServerOrigin::Session, request_id);
         McpServers::start(
             session,
-            self.inner.config.mcp_servers.clone(),
+            self.inner.services.config().mcp_servers.clone(),
             ServerOrigin::Config,
             request_id,
         );
-    }
-
-    pub(crate) fn model_for(&self, id: Option<&str>) -> Result<Arc<dyn Model>, ErrorPayload> {
-        match (id, &self.inner.default_model) {
-            (Some(id), _) => (self.inner.factory)(id),
-            (None, Some(m)) => Ok(m.clone()),
-            (None, None) => Err(ErrorPayload::new(
-                ErrorCode::ModelUnavailable,
-                "no model: the command names none and the runtime has no default model",
-            )
-            .with_detail("field", "payload.model")),
-        }
     }
 
     async fn start(
@@ -483,7 +355,7 @@ impl Kernel {
     ) -> Result<Arc<Session>, ErrorPayload> {
         let admission = self.admit()?;
         let workspace = self.resolve_workspace(opts.workspace_path.as_deref())?;
-        let mut model = self.model_for(opts.model.as_deref())?;
+        let mut model = self.inner.services.model(opts.model.as_deref())?;
         let extensions = crate::work::budget::session_extensions(&opts)?;
         let mcp =
             crate::base::mcp_config::from_specs(opts.mcp_servers.as_deref().unwrap_or_default())?;
@@ -492,11 +364,12 @@ impl Kernel {
             "payload.hostTools",
         )?;
         // A host tool whose name is taken refuses the session before it exists.
-        crate::session::overlay::Overlay::default().set_host(&self.inner.registry, host.clone())?;
+        crate::session::overlay::Overlay::default()
+            .set_host(&self.inner.services.registry(), host.clone())?;
         if let Some(path) = opts.record.as_deref() {
             model = Arc::new(crate::base::record::RecordingModel::new(model, path)?);
         }
-        let now = self.inner.ctx.clock.now_ms();
+        let now = self.inner.services.now();
         let state = PersistedSession {
             session_id: id.clone(),
             title: opts.title,
@@ -504,7 +377,7 @@ impl Kernel {
             model: model.id(),
             mode: opts
                 .permission_mode
-                .unwrap_or(self.inner.config.permission_mode),
+                .unwrap_or(self.inner.services.config().permission_mode),
             rules: Default::default(),
             session_keys: Vec::new(),
             session_deny: Vec::new(),
@@ -517,9 +390,11 @@ impl Kernel {
             extensions,
             request_marks: Vec::new(),
         };
-        self.inner.ctx.store.save_state(&state)?;
-        let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
-        session.tools.set_host(&self.inner.registry, host)?;
+        self.inner.services.store().save_state(&state)?;
+        let session = Session::new(self.inner.services.clone(), state, model, Sequencer::new());
+        session
+            .tools
+            .set_host(&self.inner.services.registry(), host)?;
         let session = admission.insert(&id, session);
         tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
         session.emit_started(request_id).await;
@@ -539,7 +414,7 @@ impl Kernel {
             // Already open: answer with its state and replay what the host missed. The
             // log is read with the emitter held, so nothing slips between the two.
             let mut g = live.emitter.lock().await;
-            let log = self.inner.ctx.store.load_events(id)?;
+            let log = self.inner.services.store().load_events(id)?;
             live.emit_resumed(&mut g, request_id, &log.events, after)
                 .await?;
             drop(g);
@@ -547,30 +422,30 @@ impl Kernel {
         }
         let admission = self.admit()?;
         let mcp = crate::base::mcp_config::from_specs(mcp_servers)?;
-        let Some(mut state) = self.inner.ctx.store.load_state(id)? else {
+        let Some(mut state) = self.inner.services.store().load_state(id)? else {
             return Err(ErrorPayload::new(
                 ErrorCode::SessionNotFound,
                 format!("no session {id:?} in the store"),
             )
             .with_detail("sessionId", id));
         };
-        let log = self.inner.ctx.store.load_events(id)?;
+        let log = self.inner.services.store().load_events(id)?;
         let mut seq = Sequencer::new();
         for env in &log.events {
             seq.restore(&env.request_id, env.sequence);
         }
-        let model = match self.model_for(Some(&state.model)) {
+        let model = match self.inner.services.model(Some(&state.model)) {
             Ok(m) => m,
-            Err(_) => self.model_for(None)?,
+            Err(_) => self.inner.services.model(None)?,
         };
         state.model = model.id();
         state.closed = false;
-        let fresh = Session::new(self.inner.clone(), state, model, seq);
+        let fresh = Session::new(self.inner.services.clone(), state, model, seq);
         let session = admission.insert(id, fresh.clone());
         if !Arc::ptr_eq(&session, &fresh) {
             // Another resume of the same session won the race: answer from it.
             let mut g = session.emitter.lock().await;
-            let log = self.inner.ctx.store.load_events(id)?;
+            let log = self.inner.services.store().load_events(id)?;
             session
                 .emit_resumed(&mut g, request_id, &log.events, after)
                 .await?;
@@ -613,9 +488,9 @@ impl Kernel {
 
     pub(crate) fn session_stream(&self, session_id: &str) -> EventStream {
         EventStream {
-            rx: self.inner.ctx.hub.subscribe(
+            rx: self.inner.services.hub().subscribe(
                 Some(session_id.to_owned()),
-                self.inner.config.channel_capacity,
+                self.inner.services.config().channel_capacity,
             ),
         }
     }
@@ -628,13 +503,14 @@ impl Kernel {
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let opts: SessionStart = opts.into();
         let request_id = self.new_request_id();
-        let id = self.inner.ctx.ids.next_id(IdKind::Session);
+        let id = self.inner.services.next_id(IdKind::Session);
         let stream = self.session_stream(&id);
         let session = match self.start(&request_id, opts, id).await {
             Ok(s) => s,
             Err(e) => {
                 self.inner
-                    .emitter
+                    .services
+                    .emitter()
                     .emit(&request_id, Event::Error(e.clone()))
                     .await;
                 return Err(e);
@@ -694,24 +570,15 @@ impl Kernel {
     /// Interrupts everything, closes every session, flushes the store.
     pub async fn shutdown(&self, reason: &str) {
         // Sessions unloaded while idle are closed like the others.
-        for id in self.inner.unloaded.list() {
-            let _ = self.reload(&id);
-        }
-        let sessions: Vec<Arc<Session>> = self
-            .inner
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
+        self.inner.open.reload_all();
+        let sessions: Vec<Arc<Session>> = self.inner.open.drain();
         for s in sessions {
             let rid = self.new_request_id();
             s.close(&rid, reason).await;
             self.release(&s, &rid).await;
         }
-        self.inner.cancel.cancel();
-        let _ = self.inner.ctx.store.flush();
+        self.inner.services.cancel().cancel();
+        let _ = self.inner.services.store().flush();
     }
 
     /// The workspace of an open session.

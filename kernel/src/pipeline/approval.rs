@@ -21,7 +21,7 @@ use crate::session::Session;
 
 /// The time limit of a wait for a person, and when it expires (epoch ms) for hosts.
 pub(crate) fn expires_at(session: &Session) -> (Option<Duration>, Option<u64>) {
-    let t = session.kernel.config.approval_timeout;
+    let t = session.services.config().approval_timeout;
     if t.is_zero() {
         (None, None)
     } else {
@@ -46,7 +46,7 @@ pub(crate) async fn request(
     verdict: &GateVerdict,
     cancel: &CancellationToken,
 ) -> Result<bool, Interrupted> {
-    let approval_id = session.kernel.ctx.ids.next_id(IdKind::Approval);
+    let approval_id = session.services.next_id(IdKind::Approval);
     let (tx, rx) = oneshot::channel();
     session.data().approvals.insert(approval_id.clone(), tx);
     let (timeout, expires) = expires_at(session);

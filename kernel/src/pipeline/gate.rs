@@ -105,7 +105,7 @@ pub(crate) fn decide(
         mode: d.state.mode,
         rules: &rules,
         workspace: &session.workspace,
-        shell: &session.kernel.config.shell,
+        shell: &session.services.config().shell,
     };
     GateVerdict(policy::decide_with_spec(&input, Some(spec)))
 }

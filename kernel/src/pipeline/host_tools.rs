@@ -152,7 +152,7 @@ impl KernelHandler for HostTool {
         let session = cx.session;
         let id = cx.tool_call_id;
         let name = cx.call.name.clone();
-        let timeout = session.kernel.config.host_tool_timeout;
+        let timeout = session.services.config().host_tool_timeout;
         let (tx, mut rx) = oneshot::channel();
         session
             .data()
@@ -236,7 +236,7 @@ impl Session {
                         "host tools can only be replaced while the session is idle",
                     ));
                 }
-                self.tools.set_host(&self.kernel.registry, built)?;
+                self.tools.set_host(&self.services.registry(), built)?;
                 let tools = self.tools.host_names();
                 self.emitter
                     .emit(

@@ -76,7 +76,7 @@ impl KernelHandler for ProposePlan {
             drop(d);
             match existing {
                 Some(id) => (id, false, in_plan),
-                None => (session.kernel.ctx.ids.next_id(IdKind::Plan), true, in_plan),
+                None => (session.services.next_id(IdKind::Plan), true, in_plan),
             }
         };
         let status = if in_plan_mode {
@@ -238,7 +238,7 @@ impl KernelHandler for AskUser {
         let session = cx.session;
         let rid = cx.rid;
         let a: AskUserArgs = args(cx)?;
-        let ask_id = session.kernel.ctx.ids.next_id(IdKind::Ask);
+        let ask_id = session.services.next_id(IdKind::Ask);
         let (tx, mut rx) = oneshot::channel();
         session.data().asks.insert(ask_id.clone(), tx);
         let (timeout, expires) = expires_at(session);

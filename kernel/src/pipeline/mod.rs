@@ -89,7 +89,7 @@ pub(crate) async fn run_call(
     cancel: &CancellationToken,
     scope: Option<&[String]>,
 ) -> Result<CallContent, Interrupted> {
-    let tool_call_id = session.kernel.ctx.ids.next_id(IdKind::ToolCall);
+    let tool_call_id = session.services.next_id(IdKind::ToolCall);
     // 1. Decode.
     let entry = match decode(session, call, scope) {
         Ok(e) => e,
@@ -261,8 +261,8 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
     session.probe(Point::ToolRunning, cx.rid).await;
     let (ptx, mut prx) = mpsc::unbounded_channel::<(ProgressStream, String)>();
     let stage = session
-        .kernel
-        .registry
+        .services
+        .registry()
         .stage_for(session, &entry.spec, cx.call);
     // Results of the kernel's own runners put their `message` before the model.
     let prefer_message = stage.is_some() || matches!(entry.handler, Handler::Kernel(_));
@@ -284,8 +284,8 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
                     elevated: cx.verdict.elevated(),
                     // In `auto` mode nobody reviews a command: no sandbox, no command.
                     sandbox: session
-                        .kernel
-                        .config
+                        .services
+                        .config()
                         .sandbox
                         .clone()
                         .required(cx.mode == PermissionMode::Auto),
@@ -404,7 +404,7 @@ async fn emit_progress(
 /// Says once per session that shell commands run without the OS sandbox although
 /// it is enabled (bubblewrap missing or unusable).
 async fn warn_unsandboxed(session: &Session, rid: &str, result: &serde_json::Value) {
-    let config = &session.kernel.config.sandbox;
+    let config = &session.services.config().sandbox;
     if config.effective_mode() == keel_tools::SandboxMode::Off
         || result.get("sandboxed") != Some(&serde_json::Value::Bool(false))
     {

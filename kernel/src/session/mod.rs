@@ -6,8 +6,10 @@
 
 pub(crate) mod ext;
 pub(crate) mod mcp;
+pub(crate) mod open;
 pub(crate) mod overlay;
 pub(crate) mod registry;
+pub(crate) mod services;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -30,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::base::emit::Emitter;
 use crate::base::model::{Message, Model};
 use crate::base::store::PersistedSession;
-use crate::kernel::KernelInner;
+use crate::session::services::Services;
 use crate::work::request::Active;
 
 /// Most messages waiting on a busy session (queued requests plus steered messages not
@@ -100,7 +102,8 @@ pub(crate) struct Session {
     pub(crate) id: String,
     pub(crate) workspace: PathBuf,
     pub(crate) emitter: Emitter,
-    pub(crate) kernel: Arc<KernelInner>,
+    /// The kernel's shared services.
+    pub(crate) services: Arc<Services>,
     pub(crate) cancel: CancellationToken,
     /// Held while a request ends and the next one starts, and by commands that
     /// look at the running request, so a host that saw a terminal event finds the
@@ -111,7 +114,7 @@ pub(crate) struct Session {
     /// Side questions being answered ([`crate::work::side`]).
     pub(crate) sides: std::sync::atomic::AtomicUsize,
     /// When a command last named the session or it last saved its state, ms of
-    /// [`crate::kernel::idle::now_ms`].
+    /// [`crate::base::time::now_ms`].
     pub(crate) last_used: std::sync::atomic::AtomicU64,
     /// Held while a state snapshot is taken and written, so snapshots of the session
     /// reach the store in the order they were taken.
@@ -133,31 +136,31 @@ fn not_found(code: ErrorCode, what: &str, id: &str) -> ErrorPayload {
 
 impl Session {
     pub(crate) fn new(
-        kernel: Arc<KernelInner>,
+        services: Arc<Services>,
         state: PersistedSession,
         model: Arc<dyn Model>,
         sequencer: Sequencer,
     ) -> Arc<Self> {
         let emitter = Emitter::new(
-            kernel.ctx.clone(),
+            services.ctx().clone(),
             Some(state.session_id.clone()),
             true,
             sequencer,
         );
-        let ext = crate::session::ext::ExtState::load(&state.extensions, kernel.ctx.clock.now_ms());
+        let ext = crate::session::ext::ExtState::load(&state.extensions, services.now());
         Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
             emitter,
-            cancel: kernel.cancel.child_token(),
+            cancel: services.cancel().child_token(),
             turnover: tokio::sync::Mutex::new(()),
             checkpoints: crate::work::rewind::Book::default(),
             sides: Default::default(),
-            last_used: std::sync::atomic::AtomicU64::new(crate::kernel::idle::now_ms()),
+            last_used: std::sync::atomic::AtomicU64::new(crate::base::time::now_ms()),
             saving: tokio::sync::Mutex::new(()),
             tools: Default::default(),
             mcp: Default::default(),
-            kernel,
+            services,
             data: Mutex::new(Data {
                 state,
                 model,
@@ -181,7 +184,7 @@ impl Session {
     /// time: the kernel's clock is left alone).
     pub(crate) fn touch(&self) {
         self.last_used.store(
-            crate::kernel::idle::now_ms(),
+            crate::base::time::now_ms(),
             std::sync::atomic::Ordering::Release,
         );
     }
@@ -196,23 +199,21 @@ impl Session {
 
     /// The tool named `name` in this session's view (the kernel's, then its own).
     pub(crate) fn tool(&self, name: &str) -> Option<crate::session::registry::Entry> {
-        self.tools.get(&self.kernel.registry, name)
+        self.tools.get(&self.services.registry(), name)
     }
 
     /// The definitions this session offers the model.
     pub(crate) fn tool_defs(&self) -> Arc<[crate::base::model::ToolDef]> {
-        self.tools.defs(&self.kernel.registry)
+        self.tools.defs(&self.services.registry())
     }
 
     pub(crate) fn now(&self) -> u64 {
-        self.kernel.ctx.clock.now_ms()
+        self.services.now()
     }
 
     /// A request reached `point`: a test probe may pause it there.
     pub(crate) async fn probe(&self, point: crate::base::probe::Point, request_id: &str) {
-        if let Some(p) = &self.kernel.probe {
-            p.reached(point, &self.id, request_id).await;
-        }
+        self.services.probe(point, &self.id, request_id).await;
     }
 
     /// Saves the state snapshot; a failure becomes a warning on `request_id`.
@@ -230,7 +231,7 @@ impl Session {
             ext.save(&mut state.extensions);
             d.state.clone()
         };
-        let store = self.kernel.ctx.store.clone();
+        let store = self.services.store().clone();
         let saved = tokio::task::spawn_blocking(move || store.save_state(&snapshot))
             .await
             .unwrap_or_else(|e| {
@@ -415,7 +416,7 @@ impl Session {
                         "the model can only be changed while the session is idle",
                     ));
                 }
-                let model = (self.kernel.factory)(&p.model)?;
+                let model = self.services.model(Some(&p.model))?;
                 let previous = {
                     let mut d = self.data();
                     d.model = model.clone();
@@ -500,7 +501,9 @@ impl Session {
                     id: rid.to_owned(),
                     message: p.message.clone(),
                     images: p.images.clone().unwrap_or_default(),
-                    patch_preview: p.patch_preview.unwrap_or(self.kernel.config.patch_preview),
+                    patch_preview: p
+                        .patch_preview
+                        .unwrap_or(self.services.config().patch_preview),
                     overrides: crate::work::budget::RequestOverrides::of(p)?,
                 };
                 self.send(q, p.when_busy.unwrap_or_default()).await?;

@@ -316,7 +316,7 @@ pub(crate) struct Budget {
 impl Budget {
     /// The budget of a request about to run.
     pub(crate) fn start(session: &Session, o: &RequestOverrides) -> Self {
-        let config = &session.kernel.config;
+        let config = &session.services.config();
         let (stored, model) = {
             let d = session.data();
             (Stored::load(&d), d.model.id())
@@ -717,7 +717,7 @@ pub(crate) async fn skip_calls(
 ) {
     let error = exceeded(hit).severity(keel_envelope::error::Severity::Error);
     for call in calls {
-        let id = session.kernel.ctx.ids.next_id(IdKind::ToolCall);
+        let id = session.services.next_id(IdKind::ToolCall);
         let mut e = error.clone();
         e.code = ErrorCode::BudgetExceeded;
         session

@@ -38,8 +38,8 @@ fn child_tools(
     requested: Option<Vec<String>>,
 ) -> Result<Vec<String>, ErrorPayload> {
     let parent: Vec<String> = session
-        .kernel
-        .registry
+        .services
+        .registry()
         .entries()
         .iter()
         .filter(|e| e.origin != Origin::Kernel)
@@ -105,7 +105,7 @@ impl KernelHandler for SpawnSubAgent {
         }
         let tools = child_tools(session, cx.scope, a.tools)?;
         let task = a.task;
-        let id = session.kernel.ctx.ids.next_id(IdKind::SubAgent);
+        let id = session.services.next_id(IdKind::SubAgent);
         let info = SubAgentInfo {
             sub_agent_id: id.clone(),
             parent_session_id: session.id.clone(),
@@ -171,13 +171,13 @@ async fn run_child(
     cancel: &CancellationToken,
 ) -> ChildEnd {
     let defs: std::sync::Arc<[crate::base::model::ToolDef]> =
-        session.kernel.registry.defs_of(tools).into();
+        session.services.registry().defs_of(tools).into();
     let mut history = crate::base::model::History::new();
     history.push(Message::User {
         text: task.to_owned(),
         images: Vec::new(),
     });
-    let max_turns = session.kernel.config.max_turns.max(1);
+    let max_turns = session.services.config().max_turns.max(1);
     for turn in 1..=max_turns {
         if cancel.is_cancelled() {
             return ChildEnd::Interrupted;

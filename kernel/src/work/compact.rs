@@ -115,7 +115,7 @@ pub(crate) async fn maybe(session: &Arc<Session>, rid: &str, cancel: &Cancellati
         let d = session.data();
         (d.state.history.estimated_tokens(), d.model.context_window())
     };
-    let threshold = (window as f64 * session.kernel.config.compaction_threshold) as u64;
+    let threshold = (window as f64 * session.services.config().compaction_threshold) as u64;
     if window > 0 && tokens > threshold {
         let done = run(session, rid, "auto", cancel).await;
         session
@@ -208,7 +208,7 @@ pub(crate) async fn run(
         session.emitter.emit(rid, Event::Warning(warning)).await;
         // Truncation: drop older messages; if still too large, keep dropping whole
         // user turns from the front.
-        let limit = (window as f64 * session.kernel.config.compaction_threshold) as u64;
+        let limit = (window as f64 * session.services.config().compaction_threshold) as u64;
         while kept.estimated_tokens() > limit {
             let next_user = kept
                 .iter()

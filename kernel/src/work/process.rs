@@ -97,8 +97,8 @@ fn start(
     let cwd = jail::resolve_cwd(&session.workspace, args.cwd.as_deref())?;
     let mode = session.data().state.mode;
     let sandbox = session
-        .kernel
-        .config
+        .services
+        .config()
         .sandbox
         .clone()
         .required(mode == PermissionMode::Auto);
@@ -109,7 +109,7 @@ fn start(
         network: sandbox.network || elevated,
     };
     let mut child = exec::spawn_shell(&shell, &sandbox)?;
-    let id = session.kernel.ctx.ids.next_id(IdKind::Background);
+    let id = session.services.next_id(IdKind::Background);
     let task = BackgroundTask {
         task_id: id.clone(),
         session_id: session.id.clone(),

@@ -67,12 +67,11 @@ fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
 }
 
 fn store_dir(session: &Session) -> Option<PathBuf> {
-    match &session.kernel.config.checkpoint_dir {
+    match &session.services.config().checkpoint_dir {
         Some(dir) => Some(dir.join(&session.id)),
         None => session
-            .kernel
-            .ctx
-            .store
+            .services
+            .store()
             .session_dir(&session.id)
             .map(|d| d.join("checkpoints")),
     }
@@ -177,7 +176,7 @@ pub(crate) async fn checkpoint(
     call: Option<(&str, &str)>,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> Option<ErrorPayload> {
-    if !session.kernel.config.checkpoints {
+    if !session.services.config().checkpoints {
         return None;
     }
     let history_len = {
@@ -270,7 +269,7 @@ fn entry(info: &CheckpointInfo, after: &[FileChange]) -> CheckpointEntry {
 
 /// `checkpoint.list`.
 pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, ErrorPayload> {
-    let enabled = session.kernel.config.checkpoints;
+    let enabled = session.services.config().checkpoints;
     with_book(session, move |engine, disabled| {
         let Some(engine) = engine.filter(|_| enabled) else {
             return Ok(CheckpointList {
@@ -506,10 +505,9 @@ impl Kernel {
         }
         let id = self
             .inner
-            .ctx
-            .ids
+            .services
             .next_id(keel_envelope::ids::IdKind::Session);
-        let now = self.inner.ctx.clock.now_ms();
+        let now = self.inner.services.now();
         let admission = self.admit()?;
         let mut state = {
             let mut d = parent.data();
@@ -536,16 +534,16 @@ impl Kernel {
                 .extensions
                 .insert(crate::work::budget::EXT_KEY.to_owned(), b);
         }
-        let model = match self.model_for(Some(&state.model)) {
+        let model = match self.inner.services.model(Some(&state.model)) {
             Ok(m) => m,
-            Err(_) => self.model_for(None)?,
+            Err(_) => self.inner.services.model(None)?,
         };
-        self.inner.ctx.store.save_state(&state)?;
-        let session = Session::new(self.inner.clone(), state, model, Sequencer::new());
+        self.inner.services.store().save_state(&state)?;
+        let session = Session::new(self.inner.services.clone(), state, model, Sequencer::new());
         // The parent's host tools (they were accepted beside the same kernel tools).
         session
             .tools
-            .set_host(&self.inner.registry, parent.tools.host_entries())?;
+            .set_host(&self.inner.services.registry(), parent.tools.host_entries())?;
         let session = admission.insert(&id, session);
         session
             .emitter
@@ -602,13 +600,7 @@ impl Kernel {
         ),
         ErrorPayload,
     > {
-        let parent = self.session(parent_id).ok_or_else(|| {
-            ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                format!("session {parent_id:?} is not open (resume it first)"),
-            )
-            .with_detail("sessionId", parent_id)
-        })?;
+        let parent = self.inner.open.require(parent_id)?;
         let rid = self.new_request_id();
         let session = self.fork(&parent, &rid, &p, mcp_servers).await?;
         let stream = self.session_stream(&session.id);

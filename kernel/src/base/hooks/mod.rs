@@ -401,8 +401,8 @@ fn input(
 
 fn hooks_for(session: &Session, event: HookEvent, tool: Option<&str>) -> Vec<Arc<dyn Hooks>> {
     session
-        .kernel
-        .hooks
+        .services
+        .hooks()
         .iter()
         .filter(|h| h.applies(event, tool))
         .cloned()
@@ -421,7 +421,7 @@ async fn answer<T>(
 ) -> Option<T> {
     let limit = hook
         .timeout()
-        .unwrap_or(session.kernel.config.hooks.timeout);
+        .unwrap_or(session.services.config().hooks.timeout);
     // A command hook kills itself at its limit; this guard is for the others.
     let guard = limit + Duration::from_secs(2);
     let result = tokio::select! {
@@ -487,8 +487,8 @@ pub(crate) fn spawn_session_start(session: &Arc<Session>, rid: &str, source: &'s
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
     session
-        .kernel
-        .session_starts
+        .services
+        .starting()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(session.id.clone(), rx);
@@ -496,8 +496,8 @@ pub(crate) fn spawn_session_start(session: &Arc<Session>, rid: &str, source: &'s
     tokio::spawn(async move {
         session_start(&session, &rid, source).await;
         session
-            .kernel
-            .session_starts
+            .services
+            .starting()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&session.id);
@@ -508,8 +508,8 @@ pub(crate) fn spawn_session_start(session: &Arc<Session>, rid: &str, source: &'s
 /// Waits until the session's `SessionStart` hooks are done (or `cancel` fires).
 pub(crate) async fn wait_session_start(session: &Session, cancel: &CancellationToken) {
     let rx = session
-        .kernel
-        .session_starts
+        .services
+        .starting()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .get(&session.id)

@@ -207,7 +207,7 @@ impl Session {
         let now = self.now();
         match payload {
             CommandPayload::ReviewEnter(p) => {
-                let id = self.kernel.ctx.ids.next_id(IdKind::Review);
+                let id = self.services.next_id(IdKind::Review);
                 let r = {
                     let mut d = self.data();
                     review::enter(
@@ -297,7 +297,7 @@ impl Session {
                         f.content.clone(),
                     ));
                 }
-                let id = self.kernel.ctx.ids.next_id(IdKind::Patch);
+                let id = self.services.next_id(IdKind::Patch);
                 let patch =
                     patch::new_patch(id, HOST, p.reason.clone(), Some(rid.to_owned()), files, now);
                 self.data().ext.patches.propose(patch.clone());
@@ -448,7 +448,7 @@ impl Session {
                     description,
                     nodes,
                 } => {
-                    let id = self.kernel.ctx.ids.next_id(IdKind::Graph);
+                    let id = self.services.next_id(IdKind::Graph);
                     let g = graph::create(id, title, description, &nodes, now)?;
                     events.push(Event::TaskGraphCreated(TaskGraphEvent {
                         graph: Some(g.clone()),
@@ -588,7 +588,7 @@ fn propose_from_call(
         cancel: CancellationToken::new(),
         progress: Arc::new(|_, _| {}),
         elevated: false,
-        sandbox: session.kernel.config.sandbox.clone(),
+        sandbox: session.services.config().sandbox.clone(),
     };
     let file = if call.name == "edit_file" {
         let args: EditFileArgs = parse(call)?;
@@ -599,7 +599,7 @@ fn propose_from_call(
         let (r, old) = keel_tools::fs::plan_write(&args, &ctx)?;
         patch::file_change(0, &r.display, old, Some(args.content))
     };
-    let id = session.kernel.ctx.ids.next_id(IdKind::Patch);
+    let id = session.services.next_id(IdKind::Patch);
     let p = patch::new_patch(
         id,
         "tool",

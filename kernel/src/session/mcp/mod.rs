@@ -99,13 +99,13 @@ impl Server {
     fn startup_timeout(&self, session: &Session) -> Duration {
         self.config
             .startup_timeout
-            .unwrap_or(session.kernel.config.mcp_startup_timeout)
+            .unwrap_or(session.services.config().mcp_startup_timeout)
     }
 
     pub(crate) fn call_timeout(&self, session: &Session) -> Duration {
         self.config
             .call_timeout
-            .unwrap_or(session.kernel.config.mcp_call_timeout)
+            .unwrap_or(session.services.config().mcp_call_timeout)
     }
 
     fn info(&self) -> McpServerInfo {
@@ -233,10 +233,11 @@ impl Server {
                             description: t.description.clone(),
                         });
                     }
-                    let refused =
-                        session
-                            .tools
-                            .set_mcp(&session.kernel.registry, &me.config.name, entries);
+                    let refused = session.tools.set_mcp(
+                        &session.services.registry(),
+                        &me.config.name,
+                        entries,
+                    );
                     infos.retain(|i| {
                         !refused
                             .iter()
