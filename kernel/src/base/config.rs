@@ -9,7 +9,7 @@ use keel_tools::policy::ShellPolicy;
 use keel_tools::SandboxConfig;
 
 pub use crate::base::hooks::{CommandHookConfig, HooksConfig};
-pub use crate::work::budget::{BudgetConfig, ModelPrice};
+pub use crate::base::limits::{BudgetConfig, ModelPrice};
 
 /// The default of [`KernelConfig::max_turns`]: a guard against a model that loops,
 /// high enough never to stop a real task (see docs/configuration.md).

@@ -6,7 +6,6 @@ use keel_envelope::types::PermissionMode;
 use keel_envelope::{ErrorCode, ErrorPayload};
 
 use crate::base::model::{Message, ModelRequest};
-use crate::session::Session;
 
 /// The kernel's plan tool.
 pub const PROPOSE_PLAN: &str = "propose_plan";
@@ -25,14 +24,16 @@ approval; when a call is denied, do not retry it unchanged.";
 
 /// Builds the system prompt for the session's current mode, with the project's
 /// instructions; the error says why `AGENTS.md` was left out.
+/// `extra` is the configured text placed before the project's instructions.
 pub(crate) fn system_prompt(
-    session: &Session,
+    workspace: &Path,
+    extra: Option<&str>,
     mode: PermissionMode,
 ) -> (String, Option<ErrorPayload>) {
     let mut s = String::from(BASE);
     s.push_str(&format!(
         "\n\nWorkspace root: {}\nPermission mode: {}\n",
-        session.workspace.display(),
+        workspace.display(),
         mode.as_str()
     ));
     if mode == PermissionMode::Plan {
@@ -41,12 +42,12 @@ pub(crate) fn system_prompt(
 Investigate, then call propose_plan with the steps and wait for approval before changing anything.\n",
         );
     }
-    if let Some(extra) = &session.services.config().system_prompt {
+    if let Some(extra) = extra {
         s.push('\n');
         s.push_str(extra);
         s.push('\n');
     }
-    match project_instructions(&session.workspace) {
+    match project_instructions(workspace) {
         Ok(Some(text)) => {
             s.push_str("\n# Project instructions (AGENTS.md)\n");
             s.push_str(&text);

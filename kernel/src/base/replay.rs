@@ -1,8 +1,8 @@
 //! Reading a session's log when it is watched or resumed: what a host missed, the
-//! prompts still waiting, the requests a previous process never finished.
+//! prompts still waiting, the requests a previous process never finished. Pure
+//! functions of the log; `session.watch` and `session.resume` use them
+//! ([`crate::commands::lifecycle`]).
 
-use keel_envelope::commands::SessionWatch;
-use keel_envelope::events::SessionWatched;
 use keel_envelope::types::Cursor;
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event};
 
@@ -77,42 +77,10 @@ pub(crate) fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
     open
 }
 
-impl crate::kernel::Kernel {
-    /// `session.watch`: under the session's emitter, so that no event slips between
-    /// the log read here and the live stream, answers with `session.watched`, replays
-    /// the events after the cursor and the running request's pending prompts.
-    pub(crate) async fn watch(
-        &self,
-        request_id: &str,
-        p: &SessionWatch,
-    ) -> Result<(), ErrorPayload> {
-        let session = self.inner.open.require(&p.session_id)?;
-        let mut g = session.emitter.lock().await;
-        let log = self
-            .inner
-            .services
-            .store()
-            .load_events(&p.session_id)?
-            .events;
-        let replay = after_cursor(&log, p.after_sequence.as_ref())?;
-        let snapshot = session.snapshot();
-        let pending = match &snapshot.active_request_id {
-            Some(active) => pending_prompts(&log, active, replay),
-            None => Vec::new(),
-        };
-        let answer = SessionWatched {
-            session: snapshot.session,
-            active_request_id: snapshot.active_request_id,
-            last_cursor: log.last().map(|e| Cursor {
-                request_id: e.request_id.clone(),
-                sequence: e.sequence,
-            }),
-            replayed: (replay.len() + pending.len()) as u32,
-        };
-        g.emit_unlogged(request_id, Event::SessionWatched(answer))
-            .await;
-        g.replay(request_id, replay).await;
-        g.replay(request_id, &pending).await;
-        Ok(())
-    }
+/// The cursor of the last event of `log`.
+pub(crate) fn last_cursor(log: &[Envelope]) -> Option<Cursor> {
+    log.last().map(|e| Cursor {
+        request_id: e.request_id.clone(),
+        sequence: e.sequence,
+    })
 }

@@ -5,11 +5,7 @@
 //! trimmed, with control characters turned into spaces, cut at 60 characters at a
 //! word boundary. No model call: it is instant, free, and the same offline.
 
-use keel_envelope::events::SessionTitleChanged;
-use keel_envelope::{ErrorCode, ErrorPayload, Event};
-
-use crate::base::model::Message;
-use crate::session::Session;
+use keel_envelope::{ErrorCode, ErrorPayload};
 
 /// Longest title `session.set_title` accepts, in characters.
 pub const MAX_TITLE_CHARS: usize = 200;
@@ -72,42 +68,6 @@ pub fn generate(message: &str) -> Option<String> {
         }
     };
     Some(cut.trim_end().to_owned())
-}
-
-impl Session {
-    /// Sets the title and reports it on `request_id`'s stream; persists the session.
-    pub(crate) async fn set_title(&self, request_id: &str, title: String, source: &str) {
-        let previous = self.data().state.title.replace(title.clone());
-        self.emitter
-            .emit(
-                request_id,
-                Event::SessionTitleChanged(SessionTitleChanged {
-                    title,
-                    previous_title: previous,
-                    source: source.to_owned(),
-                }),
-            )
-            .await;
-        self.persist(request_id).await;
-    }
-
-    /// After a request's work (before its terminal event): a session without a title
-    /// gets one generated from its first user message.
-    pub(crate) async fn generate_title(&self, request_id: &str) {
-        let title = {
-            let d = self.data();
-            if d.state.title.is_some() {
-                return;
-            }
-            d.state.history.iter().find_map(|m| match m {
-                Message::User { text, .. } => generate(text),
-                _ => None,
-            })
-        };
-        if let Some(title) = title {
-            self.set_title(request_id, title, "generated").await;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,99 +1,96 @@
-//! Sessions as stored: deletion, titles, the stored log, and the listing of stored and
-//! open sessions.
+//! Sessions as stored: `session.list` (stored and open sessions), `session.delete`
+//! and `session.set_title`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use keel_envelope::commands::CommandPayload;
+use keel_envelope::commands::{SessionDelete, SessionListCmd, SetTitle};
+use keel_envelope::events::{SessionDeleted, SessionList};
+use keel_envelope::ids::IdKind;
 use keel_envelope::types::SessionInfo;
-use keel_envelope::{Command, Envelope, ErrorCode, ErrorPayload, Event};
+use keel_envelope::{ErrorCode, ErrorPayload, Event};
 
-use crate::kernel::Kernel;
+use super::lifecycle::close_session;
+use super::Cx;
+use crate::session::open::Sessions;
+use crate::session::services::Services;
 use crate::session::Session;
 
-impl Kernel {
-    /// `session.delete`: closes the session if it is open (on a request id of its own,
-    /// as a shutdown does), removes its stored files, then answers `session.deleted`
-    /// on `request_id`'s stream (not logged: the log is gone).
-    pub(crate) async fn delete(&self, request_id: &str, id: &str) -> Result<(), ErrorPayload> {
-        let open = self.inner.open.remove(id);
-        if let Some(session) = &open {
-            let rid = self.new_request_id();
-            session.close(&rid, "deleted").await;
-        }
-        self.inner.open.forget(id);
-        let stored = self.inner.services.store().delete(id)?;
-        if open.is_none() && !stored {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                format!("no session {id:?} in the store"),
-            )
-            .with_detail("sessionId", id));
-        }
-        self.inner
-            .services
-            .emitter()
-            .emit_as(
-                Some(id.to_owned()),
-                request_id,
-                Event::SessionDeleted(keel_envelope::events::SessionDeleted {
-                    session_id: id.to_owned(),
-                }),
-            )
-            .await;
-        Ok(())
-    }
+/// `session.list`.
+pub(crate) async fn list(cx: &Cx<'_>, _: &SessionListCmd) -> Result<(), ErrorPayload> {
+    let sessions = infos(cx.services, cx.open)?;
+    cx.services
+        .emitter()
+        .emit(cx.rid, Event::SessionList(SessionList { sessions }))
+        .await;
+    Ok(())
+}
 
-    /// Deletes a session (open or stored) and its stored files (`session.delete`).
-    pub async fn delete_session(&self, id: &str) -> Result<(), ErrorPayload> {
-        let cmd = Command::new(
-            self.new_request_id(),
-            None,
-            CommandPayload::SessionDelete(keel_envelope::commands::SessionDelete {
+/// Stored and open sessions, most recently updated first.
+pub(crate) fn infos(
+    services: &Services,
+    open: &Sessions,
+) -> Result<Vec<SessionInfo>, ErrorPayload> {
+    let live: HashMap<String, Arc<Session>> = open.loaded_by_id();
+    let mut out: Vec<SessionInfo> = Vec::new();
+    for stored in services.store().list_summaries()? {
+        match live.get(&stored.session_id) {
+            Some(s) => out.push(s.info()),
+            None => out.push(stored.info()),
+        }
+    }
+    for (id, s) in &live {
+        if !out.iter().any(|i| &i.session_id == id) {
+            out.push(s.info());
+        }
+    }
+    out.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| a.session_id.cmp(&b.session_id))
+    });
+    Ok(out)
+}
+
+/// `session.delete`: closes the session if it is open (on a request id of its own,
+/// as a shutdown does), removes its stored files, then answers `session.deleted`
+/// on the command's stream (not logged: the log is gone).
+pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPayload> {
+    let id = p.session_id.as_str();
+    let open = cx.open.remove(id);
+    if let Some(session) = &open {
+        let rid = cx.services.next_id(IdKind::Request);
+        close_session(session, &rid, "deleted").await;
+    }
+    cx.open.forget(id);
+    let stored = cx.services.store().delete(id)?;
+    if open.is_none() && !stored {
+        return Err(ErrorPayload::new(
+            ErrorCode::SessionNotFound,
+            format!("no session {id:?} in the store"),
+        )
+        .with_detail("sessionId", id));
+    }
+    cx.services
+        .emitter()
+        .emit_as(
+            Some(id.to_owned()),
+            cx.rid,
+            Event::SessionDeleted(SessionDeleted {
                 session_id: id.to_owned(),
             }),
-        );
-        self.execute(cmd).await
-    }
+        )
+        .await;
+    Ok(())
+}
 
-    /// Sets an open session's title (`session.set_title`).
-    pub async fn set_session_title(&self, id: &str, title: &str) -> Result<(), ErrorPayload> {
-        let cmd = Command::new(
-            self.new_request_id(),
-            Some(id.to_owned()),
-            CommandPayload::SessionSetTitle(keel_envelope::commands::SetTitle {
-                title: title.to_owned(),
-            }),
-        );
-        self.execute(cmd).await
-    }
-
-    /// A session's whole event log, oldest first, as stored (for hosts that replay a
-    /// session in their own format, e.g. ACP's `session/load`).
-    pub fn session_log(&self, id: &str) -> Result<Vec<Envelope>, ErrorPayload> {
-        Ok(self.inner.services.store().load_events(id)?.events)
-    }
-
-    /// Stored and open sessions, most recently updated first.
-    pub fn list_sessions(&self) -> Result<Vec<SessionInfo>, ErrorPayload> {
-        let live: HashMap<String, Arc<Session>> = self.inner.open.loaded_by_id();
-        let mut out: Vec<SessionInfo> = Vec::new();
-        for stored in self.inner.services.store().list_summaries()? {
-            match live.get(&stored.session_id) {
-                Some(s) => out.push(s.info()),
-                None => out.push(stored.info()),
-            }
-        }
-        for (id, s) in &live {
-            if !out.iter().any(|i| &i.session_id == id) {
-                out.push(s.info());
-            }
-        }
-        out.sort_by(|a, b| {
-            b.updated_at
-                .cmp(&a.updated_at)
-                .then_with(|| a.session_id.cmp(&b.session_id))
-        });
-        Ok(out)
-    }
+/// `session.set_title`.
+pub(crate) async fn set_title(
+    cx: &Cx<'_>,
+    session: &Arc<Session>,
+    p: &SetTitle,
+) -> Result<(), ErrorPayload> {
+    let title = crate::base::title::validate(&p.title)?;
+    session.set_title(cx.rid, title, "host").await;
+    Ok(())
 }

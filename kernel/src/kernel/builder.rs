@@ -202,9 +202,9 @@ impl KernelBuilder {
         };
         let registry = registry(self.builtin_tools, self.tools)?;
         let hooks = crate::base::hooks::build(&self.config.hooks, self.hooks)?;
-        crate::work::budget::validate_limits(&self.config.budget.request, "budget.request")?;
-        crate::work::budget::validate_limits(&self.config.budget.session, "budget.session")?;
-        crate::work::budget::validate_max_output(self.config.max_output_tokens, "maxOutputTokens")?;
+        crate::base::limits::validate_limits(&self.config.budget.request, "budget.request")?;
+        crate::base::limits::validate_limits(&self.config.budget.session, "budget.session")?;
+        crate::base::limits::validate_max_output(self.config.max_output_tokens, "maxOutputTokens")?;
         let ctx = EmitCtx {
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
             ids: self.ids.unwrap_or_else(|| Arc::new(UlidGen::default())),
@@ -265,13 +265,13 @@ fn registry(
         .kernel(
             crate::base::prompt::TASK_GRAPH,
             typed::<TaskGraphArgs>,
-            Arc::new(crate::session::ext::TaskGraphTool),
+            Arc::new(crate::pipeline::task_graph::TaskGraphTool),
         );
     for tool in custom {
         b = b.custom(tool);
     }
     b.stage(Arc::new(crate::work::process::Background))
-        .stage(Arc::new(crate::session::ext::PatchPreview))
+        .stage(Arc::new(crate::pipeline::patch_preview::PatchPreview))
         .build()
 }
 

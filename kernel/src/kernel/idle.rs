@@ -12,7 +12,7 @@ use std::time::Duration;
 use keel_envelope::types::SessionState;
 
 use crate::base::time::now_ms;
-use crate::kernel::{Kernel, KernelInner};
+use crate::kernel::KernelInner;
 use crate::session::Session;
 
 /// Whether the session does nothing that lives only in memory. A session with host
@@ -26,17 +26,12 @@ fn is_idle(session: &Session) -> bool {
         return false;
     }
     let d = session.data();
-    session.info_state(&d) == SessionState::Idle
+    d.session_state() == SessionState::Idle
         && d.queue.is_empty()
         && d.runner.as_ref().is_none_or(|r| r.is_finished())
         && d.ext.processes.is_empty()
         && d.ext.sub_agents.active.is_empty()
-        && !d
-            .ext
-            .background
-            .tasks
-            .iter()
-            .any(|t| t.status == keel_envelope::ext::BackgroundStatus::Running)
+        && !d.ext.background.has_running()
 }
 
 /// When the session was last named by a command or last saved.
@@ -44,54 +39,40 @@ fn last_active(session: &Session) -> u64 {
     session.last_used.load(Ordering::Acquire)
 }
 
-impl Kernel {
-    /// Drops from memory the open sessions idle for longer than
-    /// [`crate::KernelConfig::idle_unload_after`] (nothing when it is `None`); returns
-    /// their ids. They stay open: the next command naming one reloads it.
-    pub fn unload_idle_sessions(&self) -> Vec<String> {
-        sweep(&self.inner)
+/// Starts the timer sweep once (it ends with the kernel).
+pub(crate) fn start_timer(inner: &Arc<KernelInner>) {
+    let Some(after) = inner
+        .services
+        .config()
+        .idle_unload_after
+        .filter(|d| !d.is_zero())
+    else {
+        return;
+    };
+    if inner.idle_timer.swap(true, Ordering::AcqRel) {
+        return;
     }
-
-    /// Ids of the sessions held in memory (open sessions not unloaded).
-    pub fn loaded_sessions(&self) -> Vec<String> {
-        self.inner.open.loaded_ids()
-    }
-
-    /// Starts the timer sweep once (it ends with the kernel).
-    pub(crate) fn start_idle_timer(&self) {
-        let Some(after) = self
-            .inner
-            .services
-            .config()
-            .idle_unload_after
-            .filter(|d| !d.is_zero())
-        else {
-            return;
-        };
-        if self.inner.idle_timer.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            self.inner.idle_timer.store(false, Ordering::Release);
-            return;
-        };
-        let period = (after / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
-        let weak: Weak<KernelInner> = Arc::downgrade(&self.inner);
-        let cancel = self.inner.services.cancel().clone();
-        rt.spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => return,
-                    _ = tokio::time::sleep(period) => {}
-                }
-                let Some(inner) = weak.upgrade() else { return };
-                sweep(&inner);
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        inner.idle_timer.store(false, Ordering::Release);
+        return;
+    };
+    let period = (after / 2).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    let weak: Weak<KernelInner> = Arc::downgrade(inner);
+    let cancel = inner.services.cancel().clone();
+    rt.spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(period) => {}
             }
-        });
-    }
+            let Some(inner) = weak.upgrade() else { return };
+            sweep(&inner);
+        }
+    });
 }
 
-fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
+/// Drops from memory the sessions idle for longer than the limit; returns their ids.
+pub(crate) fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
     let Some(after) = inner.services.config().idle_unload_after else {
         return Vec::new();
     };

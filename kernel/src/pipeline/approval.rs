@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::base::model::ToolCallRequest;
 use crate::base::probe::Point;
-use crate::pipeline::gate::GateVerdict;
+use crate::base::verdict::GateVerdict;
 use crate::pipeline::Interrupted;
 use crate::session::Session;
 

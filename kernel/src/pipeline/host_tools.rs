@@ -16,15 +16,10 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::pipeline::approval::sleep_opt;
-use crate::pipeline::CallCx;
+use crate::session::queue::HostAnswer;
+use crate::session::registry::CallCx;
 use crate::session::registry::{object, Entry, Handler, KernelHandler, Origin};
 use crate::session::Session;
-
-/// The host's answer to a call, and the requestId of the `host-tool.respond`.
-pub(crate) type HostAnswer = (Result<Value, String>, String);
-
-/// A pending call: the tool's name and where its answer goes.
-pub(crate) type HostWaiter = (String, oneshot::Sender<HostAnswer>);
 
 fn invalid(field: String, message: String) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::RequestInvalid, message).with_detail("field", field)
@@ -214,70 +209,5 @@ impl KernelHandler for HostTool {
             Err(message) => Err(ErrorPayload::new(ErrorCode::ToolExecutionFailed, message)
                 .with_detail("toolName", name)),
         }
-    }
-}
-
-impl Session {
-    /// The commands about the session's own tools: `session.set_host_tools`,
-    /// `host-tool.respond`, `mcp.list`. Returns whether `payload` was one of them.
-    pub(crate) async fn handle_host(
-        self: &Arc<Self>,
-        rid: &str,
-        payload: &keel_envelope::commands::CommandPayload,
-    ) -> Result<bool, ErrorPayload> {
-        use keel_envelope::commands::CommandPayload as P;
-        use keel_envelope::events::{McpList, SessionHostToolsUpdated};
-        match payload {
-            P::SessionSetHostTools(p) => {
-                let built = entries(&p.tools, "payload.tools")?;
-                if self.data().active.is_some() {
-                    return Err(ErrorPayload::new(
-                        ErrorCode::SessionBusy,
-                        "host tools can only be replaced while the session is idle",
-                    ));
-                }
-                self.tools.set_host(&self.services.registry(), built)?;
-                let tools = self.tools.host_names();
-                self.emitter
-                    .emit(
-                        rid,
-                        Event::SessionHostToolsUpdated(SessionHostToolsUpdated { tools }),
-                    )
-                    .await;
-            }
-            P::HostToolRespond(p) => {
-                if p.tool_call_id.trim().is_empty() {
-                    return Err(invalid(
-                        "payload.toolCallId".into(),
-                        "the toolCallId is empty".into(),
-                    ));
-                }
-                let answer = match (&p.result, &p.error) {
-                    (Some(_), Some(_)) => {
-                        return Err(invalid(
-                            "payload.error".into(),
-                            "give either `result` or `error`, not both".into(),
-                        ))
-                    }
-                    (_, Some(e)) if e.message.trim().is_empty() => {
-                        return Err(invalid(
-                            "payload.error.message".into(),
-                            "the error's message is empty".into(),
-                        ))
-                    }
-                    (_, Some(e)) => Err(e.message.clone()),
-                    (r, None) => Ok(r.clone().unwrap_or(Value::Null)),
-                };
-                respond(self, &p.tool_call_id, (answer, rid.to_owned()))?;
-            }
-            P::McpList(_) => {
-                let servers = self.mcp.list();
-                self.emitter
-                    .emit(rid, Event::McpList(McpList { servers }))
-                    .await;
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
     }
 }

@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::pipeline::approval::{expires_at, sleep_opt};
-use crate::pipeline::CallCx;
+use crate::session::queue::PlanAnswer;
+use crate::session::registry::CallCx;
 use crate::session::registry::KernelHandler;
-use crate::session::PlanAnswer;
 
 /// The arguments of a call, in the tool's typed shape.
 pub(crate) fn args<T: DeserializeOwned>(cx: &CallCx<'_>) -> Result<T, ErrorPayload> {

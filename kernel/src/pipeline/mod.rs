@@ -9,7 +9,7 @@
 //!    deny is `tool.call.skipped`;
 //! 3. approval wait, when the gate asks — a denial or timeout is `tool.call.skipped`;
 //! 4. checkpoint: when the verdict's level is above read (or the call spawns a
-//!    sub-agent), the workspace is checkpointed ([`crate::work::rewind`]) so a rewind can
+//!    sub-agent), the workspace is checkpointed ([`crate::session::checkpoints`]) so a rewind can
 //!    put it back as it was just before the call;
 //! 5. run: `tool.call.started` with the verdict's level, the entry's handler (or the
 //!    stage that takes the call over) with its own child cancellation token, streamed
@@ -25,8 +25,11 @@
 
 pub(crate) mod approval;
 pub mod gate;
+pub(crate) mod hooks;
 pub(crate) mod host_tools;
 pub(crate) mod kernel_tools;
+pub(crate) mod patch_preview;
+pub(crate) mod task_graph;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,11 +45,10 @@ use keel_tools::{ProgressStream, ToolContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use self::gate::GateVerdict;
-use crate::base::hooks::PreTool;
 use crate::base::model::ToolCallRequest;
 use crate::base::probe::Point;
-use crate::session::registry::{Entry, Handler};
+use crate::pipeline::hooks::PreTool;
+use crate::session::registry::{CallCx, Entry, Handler};
 use crate::session::Session;
 
 /// Marker: the request was interrupted.
@@ -55,23 +57,6 @@ pub(crate) struct Interrupted;
 
 /// How long a cancelled handler may take to stop by itself before it is dropped.
 const GRACE: Duration = Duration::from_millis(25);
-
-/// What a handler gets for one call.
-#[derive(Debug)]
-pub(crate) struct CallCx<'a> {
-    pub(crate) session: &'a Arc<Session>,
-    /// The request whose stream carries the call's events.
-    pub(crate) rid: &'a str,
-    pub(crate) tool_call_id: &'a str,
-    pub(crate) call: &'a ToolCallRequest,
-    /// The call's own token (a child of the request's).
-    pub(crate) cancel: &'a CancellationToken,
-    pub(crate) verdict: &'a GateVerdict,
-    /// The tools the caller may use (`None`: every entry).
-    pub(crate) scope: Option<&'a [String]>,
-    /// The session's permission mode when the gate decided.
-    pub(crate) mode: PermissionMode,
-}
 
 /// The content the model sees for a call, and whether it is an error.
 pub(crate) type CallContent = (String, bool);
@@ -102,7 +87,8 @@ pub(crate) async fn run_call(
     // Hooks: PreToolUse may deny the call, or rewrite its arguments, which are then
     // decoded again and gated like any call's.
     let rewritten;
-    let (call, entry) = match crate::base::hooks::pre_tool_use(session, rid, call, cancel).await {
+    let (call, entry) = match crate::pipeline::hooks::pre_tool_use(session, rid, call, cancel).await
+    {
         PreTool::Continue => (call, entry),
         PreTool::Deny(error, text) => {
             skip(session, rid, &tool_call_id, &call.name, error).await;
@@ -167,9 +153,11 @@ pub(crate) async fn run_call(
         return Err(Interrupted);
     }
     // 4. Checkpoint the workspace when the call may change files.
-    if crate::work::rewind::may_change_files(verdict.level(), &call.name) {
+    if crate::session::checkpoints::may_change_files(verdict.level(), &call.name) {
         let call_point = Some((tool_call_id.as_str(), call.name.as_str()));
-        if let Some(w) = crate::work::rewind::checkpoint(session, rid, call_point, cancel).await {
+        if let Some(w) =
+            crate::session::checkpoints::checkpoint(session, rid, call_point, cancel).await
+        {
             session.emitter.emit(rid, Event::Warning(w)).await;
         }
         if cancel.is_cancelled() {
@@ -190,7 +178,7 @@ pub(crate) async fn run_call(
     };
     let content = run(&cx, &entry).await?;
     // Hooks: PostToolUse may add a note for the model.
-    Ok(crate::base::hooks::post_tool_use(session, rid, call, content, cancel).await)
+    Ok(crate::pipeline::hooks::post_tool_use(session, rid, call, content, cancel).await)
 }
 
 /// Step 1: the call names a tool in scope, and its arguments are JSON of its shape.

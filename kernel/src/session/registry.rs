@@ -21,7 +21,10 @@ use keel_tools::{Tool, ToolSpec};
 use serde::de::DeserializeOwned;
 
 use crate::base::model::{ToolCallRequest, ToolDef};
-use crate::pipeline::CallCx;
+use keel_envelope::types::PermissionMode;
+use tokio_util::sync::CancellationToken;
+
+use crate::base::verdict::GateVerdict;
 use crate::session::Session;
 
 /// Where an entry came from (for messages, and for what a sub-agent may use).
@@ -62,6 +65,23 @@ pub(crate) fn conflict(name: &str, first: Origin, second: Origin) -> ErrorPayloa
         ),
     )
     .with_detail("toolName", name.to_owned())
+}
+
+/// What a handler gets for one call.
+#[derive(Debug)]
+pub(crate) struct CallCx<'a> {
+    pub(crate) session: &'a Arc<Session>,
+    /// The request whose stream carries the call's events.
+    pub(crate) rid: &'a str,
+    pub(crate) tool_call_id: &'a str,
+    pub(crate) call: &'a ToolCallRequest,
+    /// The call's own token (a child of the request's).
+    pub(crate) cancel: &'a CancellationToken,
+    pub(crate) verdict: &'a GateVerdict,
+    /// The tools the caller may use (`None`: every entry).
+    pub(crate) scope: Option<&'a [String]>,
+    /// The session's permission mode when the gate decided.
+    pub(crate) mode: PermissionMode,
 }
 
 /// A handler that needs the session (the kernel's own tools).

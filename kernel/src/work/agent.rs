@@ -13,7 +13,7 @@ use keel_envelope::types::{StopReason, Telemetry, TurnStopReason, Usage};
 use keel_envelope::{ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
-use crate::base::hooks;
+use crate::pipeline::hooks;
 use crate::work::budget::{self, Budget};
 
 use crate::base::model::{FinishReason, Message, ModelRequest};
@@ -163,7 +163,7 @@ pub(crate) async fn run(
     c: &mut Counters,
     b: &Budget,
 ) -> Outcome {
-    let session_context = crate::base::hooks::session_context(session);
+    let session_context = crate::pipeline::hooks::session_context(session);
     loop {
         if cancel.is_cancelled() {
             return Outcome::Interrupted;
@@ -178,7 +178,11 @@ pub(crate) async fn run(
         }
         let (model, mut request, unread) = {
             let d = session.data();
-            let (mut system, unread) = prompt::system_prompt(session, d.state.mode);
+            let (mut system, unread) = prompt::system_prompt(
+                &session.workspace,
+                session.services.config().system_prompt.as_deref(),
+                d.state.mode,
+            );
             system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             let request = ModelRequest {
                 system,

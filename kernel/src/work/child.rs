@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use crate::base::model::{Message, ModelRequest};
 use crate::base::probe::Point;
 use crate::base::prompt;
-use crate::pipeline::{self, CallCx, Interrupted};
+use crate::pipeline::{self, Interrupted};
+use crate::session::registry::CallCx;
 use crate::session::registry::{KernelHandler, Origin};
 use crate::session::Session;
 use crate::work::turn::{self, Echo, TurnEnd};
@@ -184,7 +185,11 @@ async fn run_child(
         }
         let (model, system) = {
             let d = session.data();
-            let (mut system, _) = prompt::system_prompt(session, d.state.mode);
+            let (mut system, _) = prompt::system_prompt(
+                &session.workspace,
+                session.services.config().system_prompt.as_deref(),
+                d.state.mode,
+            );
             system.push_str(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use crate::base::model::{Message, ModelRequest};
 use crate::base::probe::Point;
 use crate::base::prompt;
+use crate::session::queue::Active;
 use crate::session::Session;
-use crate::work::request::Active;
 use crate::work::turn::{self, Echo, TurnEnd};
 
 /// Messages kept verbatim at the end of the history.

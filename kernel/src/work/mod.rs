@@ -7,6 +7,5 @@ pub(crate) mod child;
 pub(crate) mod compact;
 pub(crate) mod process;
 pub(crate) mod request;
-pub(crate) mod rewind;
 pub(crate) mod side;
 pub(crate) mod turn;

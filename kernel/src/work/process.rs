@@ -21,19 +21,12 @@ use keel_tools::spec::Analysis;
 use keel_tools::{jail, ToolSpec, MAX_TIMEOUT_MS};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 use crate::base::model::ToolCallRequest;
-use crate::pipeline::CallCx;
+use crate::session::ext::Running;
+use crate::session::registry::CallCx;
 use crate::session::registry::Stage;
 use crate::session::Session;
-
-/// A running task's stop switch and the task that waits for it.
-#[derive(Debug)]
-pub(crate) struct Running {
-    stop: CancellationToken,
-    waiter: JoinHandle<()>,
-}
 
 /// Longest kept output line of a background task; the rest of the line is dropped.
 const LINE_CAP: usize = 8 * 1024;

@@ -17,10 +17,11 @@ use keel_envelope::types::{StopReason, Telemetry};
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
-use crate::base::hooks;
 use crate::base::model::Message;
 use crate::base::probe::Point;
-use crate::session::{Queued, Session};
+use crate::pipeline::hooks;
+use crate::session::queue::{Active, Queued};
+use crate::session::Session;
 use crate::work::agent::{self, Counters, Outcome};
 use crate::work::budget::{self, Budget};
 
@@ -79,8 +80,8 @@ async fn run_request<'s>(
 ) -> tokio::sync::MutexGuard<'s, ()> {
     let rid = q.id.as_str();
     // The workspace and the conversation as they are before the request.
-    crate::work::rewind::mark_request(session, rid);
-    let warning = crate::work::rewind::checkpoint(session, rid, None, cancel).await;
+    crate::session::checkpoints::mark_request(session, rid);
+    let warning = crate::session::checkpoints::checkpoint(session, rid, None, cancel).await;
     session
         .emitter
         .emit(
@@ -401,50 +402,4 @@ pub(crate) fn next_queued(
     let cancel = session.cancel.child_token();
     d.active = Some(Active::new(&q.id, cancel.clone(), q.patch_preview));
     Some((q, cancel))
-}
-
-/// The running request.
-#[derive(Debug)]
-pub(crate) struct Active {
-    pub(crate) id: String,
-    pub(crate) cancel: CancellationToken,
-    /// The requestId of the command that interrupted it.
-    pub(crate) interrupt_reply: Option<String>,
-    /// Messages steered into the running request, not yet given to the model.
-    pub(crate) steer: Vec<String>,
-    /// Whether `edit_file` / `write_file` are proposed as patches.
-    pub(crate) patch_preview: bool,
-    /// Its terminal event is out: the session reads as idle (or running the next
-    /// queued request) while it turns over.
-    pub(crate) ended: bool,
-}
-
-impl Active {
-    pub(crate) fn new(id: &str, cancel: CancellationToken, patch_preview: bool) -> Active {
-        Active {
-            id: id.to_owned(),
-            cancel,
-            interrupt_reply: None,
-            steer: Vec::new(),
-            patch_preview,
-            ended: false,
-        }
-    }
-}
-
-/// A request's id names its stream, its checkpoints and its place in the history: one
-/// already used by a request of this session (running, queued or done) is refused.
-pub(crate) fn refuse_reused_id(d: &crate::session::Data, id: &str) -> Result<(), ErrorPayload> {
-    let reused = d.state.request_marks.iter().any(|m| m.request_id == id)
-        || d.active.as_ref().is_some_and(|a| a.id == id)
-        || d.queue.iter().any(|w| w.id == id);
-    if !reused {
-        return Ok(());
-    }
-    Err(ErrorPayload::new(
-        ErrorCode::RequestInvalid,
-        format!("requestId {id:?} was already used by a request of this session; use a new one"),
-    )
-    .with_detail("field", "requestId")
-    .with_detail("reason", "duplicate_request_id"))
 }

@@ -106,6 +106,18 @@ impl BackgroundBook {
     pub(crate) fn is_empty(&self) -> bool {
         self.tasks.is_empty()
     }
+
+    /// The tasks still running.
+    pub(crate) fn running(&self) -> impl Iterator<Item = &BackgroundTask> {
+        self.tasks
+            .iter()
+            .filter(|t| t.status == BackgroundStatus::Running)
+    }
+
+    /// Whether a task still runs.
+    pub(crate) fn has_running(&self) -> bool {
+        self.running().next().is_some()
+    }
 }
 
 #[cfg(test)]

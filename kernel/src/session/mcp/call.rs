@@ -10,7 +10,7 @@ use keel_mcp::CallError;
 use serde_json::{json, Value};
 
 use super::Server;
-use crate::pipeline::CallCx;
+use crate::session::registry::CallCx;
 use crate::session::registry::KernelHandler;
 
 /// Calls one tool of one server.

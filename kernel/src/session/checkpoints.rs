@@ -1,5 +1,7 @@
-//! Checkpoints of a session's workspace (`keel_tools::checkpoint`), `checkpoint.list`,
-//! `session.rewind` and `session.fork`.
+//! A session's checkpoint book: checkpoints of its workspace (`keel_tools::checkpoint`,
+//! on the blocking pool), what `checkpoint.list` shows, and the restore of one, for
+//! `session.rewind` and `session.fork` ([`crate::commands::checkpoints`],
+//! [`crate::commands::fork`]).
 //!
 //! A checkpoint is taken before each request starts and, as a step of the tool-call
 //! pipeline, before each allowed call that may change files (the gate's verdict is
@@ -13,12 +15,11 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use keel_envelope::commands::{SessionFork, SessionRewind};
 use keel_envelope::events::{
     CheckpointEntry, CheckpointFileChange, CheckpointList, FileChangeKind, NotRestorableFile,
-    RewindAction, RewoundFile, SessionForked, SessionRewound,
+    RewindAction, RewoundFile,
 };
-use keel_envelope::{ErrorCode, ErrorPayload, Event, Sequencer};
+use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::checkpoint::{
     ChangeKind, CheckpointConfig, CheckpointError, CheckpointInfo, Checkpoints, FileChange,
     RestoreAction, RestoreReport,
@@ -27,7 +28,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::base::model::Message;
 use crate::base::store::RequestMark as Mark;
-use crate::kernel::Kernel;
 use crate::session::Session;
 
 /// What a checkpoint records besides the files.
@@ -109,7 +109,7 @@ fn checkpoint_error(e: CheckpointError) -> ErrorPayload {
     }
 }
 
-fn not_found(id: &str) -> ErrorPayload {
+pub(crate) fn not_found(id: &str) -> ErrorPayload {
     ErrorPayload::new(
         ErrorCode::CheckpointNotFound,
         format!("no checkpoint was taken before {id:?} in this session"),
@@ -156,7 +156,8 @@ pub(crate) fn mark_request(session: &Session, rid: &str) {
     });
 }
 
-fn marks(session: &Session) -> Vec<Mark> {
+/// Where the conversation stood as each request started.
+pub(crate) fn marks(session: &Session) -> Vec<Mark> {
     session.data().state.request_marks.clone()
 }
 
@@ -303,7 +304,7 @@ pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, Error
     .await?
 }
 
-fn wire_report(r: RestoreReport) -> (Vec<RewoundFile>, Vec<NotRestorableFile>) {
+pub(crate) fn wire_report(r: RestoreReport) -> (Vec<RewoundFile>, Vec<NotRestorableFile>) {
     let files = r
         .files
         .into_iter()
@@ -328,7 +329,7 @@ fn wire_report(r: RestoreReport) -> (Vec<RewoundFile>, Vec<NotRestorableFile>) {
 }
 
 /// Restores the files of checkpoint `id`; returns the report and the checkpoint's meta.
-async fn restore_files(
+pub(crate) async fn restore_files(
     session: &Arc<Session>,
     id: String,
 ) -> Result<(RestoreReport, usize), ErrorPayload> {
@@ -349,7 +350,10 @@ async fn restore_files(
 }
 
 /// The history length recorded for checkpoint `id` (without touching files).
-async fn history_len_of(session: &Arc<Session>, id: String) -> Result<Option<usize>, ErrorPayload> {
+pub(crate) async fn history_len_of(
+    session: &Arc<Session>,
+    id: String,
+) -> Result<Option<usize>, ErrorPayload> {
     with_book(session, move |engine, _| {
         engine.and_then(|e| {
             e.list()
@@ -360,256 +364,4 @@ async fn history_len_of(session: &Arc<Session>, id: String) -> Result<Option<usi
         })
     })
     .await
-}
-
-fn invalid(message: &str, field: &str) -> ErrorPayload {
-    ErrorPayload::new(ErrorCode::RequestInvalid, message).with_detail("field", field)
-}
-
-fn busy(session: &Session, what: &str) -> Option<ErrorPayload> {
-    let d = session.data();
-    let active = d.active.as_ref().map(|a| a.id.clone())?;
-    Some(
-        ErrorPayload::new(
-            ErrorCode::SessionBusy,
-            format!("{what} is refused while request {active} runs; interrupt it first"),
-        )
-        .retryable(true)
-        .with_detail("activeRequestId", active),
-    )
-}
-
-/// `session.rewind`.
-pub(crate) async fn rewind(
-    session: &Arc<Session>,
-    rid: &str,
-    p: &SessionRewind,
-) -> Result<(), ErrorPayload> {
-    let id = match (&p.to_request_id, &p.to_tool_call_id) {
-        (Some(r), None) => r.clone(),
-        (None, Some(c)) => c.clone(),
-        _ => {
-            return Err(invalid(
-                "give exactly one of `toRequestId` and `toToolCallId`",
-                "payload.toRequestId",
-            ))
-        }
-    };
-    let files = p.files.unwrap_or(true);
-    let conversation = p.conversation.unwrap_or(true);
-    if !files && !conversation {
-        return Err(invalid(
-            "nothing to rewind: `files` and `conversation` are both false",
-            "payload.files",
-        ));
-    }
-    // Held to the end: no request starts while files are put back.
-    let _turnover = session.turnover.lock().await;
-    if let Some(e) = busy(session, "a rewind") {
-        return Err(e);
-    }
-    let (report, history_len) = if files {
-        let (report, len) = restore_files(session, id.clone()).await?;
-        (Some(report), Some(len))
-    } else {
-        let len = match history_len_of(session, id.clone()).await? {
-            Some(len) => Some(len),
-            None => marks(session)
-                .iter()
-                .find(|m| m.request_id == id)
-                .map(|m| m.history_len),
-        };
-        (None, len)
-    };
-    let mut conversation_cut = false;
-    if conversation {
-        let Some(len) = history_len else {
-            return Err(not_found(&id));
-        };
-        let mut d = session.data();
-        if len < d.state.history.len() {
-            d.state.history.truncate(len);
-            conversation_cut = true;
-        }
-        d.state
-            .request_marks
-            .retain(|m| m.history_len < len || (m.history_len == len && m.request_id != id));
-    }
-    let (files, not_restorable) = report.map(wire_report).unwrap_or_default();
-    session
-        .emitter
-        .emit(
-            rid,
-            Event::SessionRewound(SessionRewound {
-                files,
-                not_restorable,
-                conversation_cut,
-            }),
-        )
-        .await;
-    session.persist(rid).await;
-    Ok(())
-}
-
-/// Extension keys a fork copies (the plan, rules and mode are in the state itself).
-const FORK_COPIES: &[&str] = &["review", "patches", "taskGraph"];
-
-impl Kernel {
-    /// `session.fork`: a new session with `parent`'s history up to `atRequestId`.
-    pub(crate) async fn fork(
-        &self,
-        parent: &Arc<Session>,
-        rid: &str,
-        p: &SessionFork,
-        mcp_servers: &[keel_envelope::host::McpServerSpec],
-    ) -> Result<Arc<Session>, ErrorPayload> {
-        // The servers given with the fork are checked before anything is done.
-        let given = crate::base::mcp_config::from_specs(mcp_servers)?;
-        let files = p.files.unwrap_or(false);
-        if files && p.at_request_id.is_none() {
-            return Err(invalid(
-                "`files: true` needs `atRequestId` (the point to restore the workspace to)",
-                "payload.atRequestId",
-            ));
-        }
-        if parent.data().state.closed {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                "the session is closed",
-            ));
-        }
-        // The point of the cut: before `atRequestId`, or before the running request.
-        let running = parent.data().active.as_ref().map(|a| a.id.clone());
-        let at = p.at_request_id.clone().or(running.clone());
-        let cut = match &at {
-            None => None,
-            Some(r) => Some(
-                marks(parent)
-                    .iter()
-                    .find(|m| &m.request_id == r)
-                    .map(|m| m.history_len)
-                    .ok_or_else(|| {
-                        invalid(
-                            &format!("no request {r:?} in this session"),
-                            "payload.atRequestId",
-                        )
-                    })?,
-            ),
-        };
-        if files {
-            if let Some(e) = busy(parent, "a fork with `files: true`") {
-                return Err(e);
-            }
-            let r = p.at_request_id.clone().unwrap_or_default();
-            restore_files(parent, r).await?;
-        }
-        let id = self
-            .inner
-            .services
-            .next_id(keel_envelope::ids::IdKind::Session);
-        let now = self.inner.services.now();
-        let admission = self.admit()?;
-        let mut state = {
-            let mut d = parent.data();
-            let crate::session::Data { state, ext, .. } = &mut *d;
-            ext.save(&mut state.extensions);
-            state.clone()
-        };
-        state.session_id = id.clone();
-        state.created_at = now;
-        state.updated_at = now;
-        state.closed = false;
-        if let Some(len) = cut {
-            state.history.truncate(len);
-        }
-        state
-            .request_marks
-            .retain(|m| cut.is_none_or(|c| m.history_len < c));
-        let budget = crate::work::budget::fork_extension(&state.extensions);
-        state
-            .extensions
-            .retain(|k, _| FORK_COPIES.contains(&k.as_str()));
-        if let Some(b) = budget {
-            state
-                .extensions
-                .insert(crate::work::budget::EXT_KEY.to_owned(), b);
-        }
-        let model = match self.inner.services.model(Some(&state.model)) {
-            Ok(m) => m,
-            Err(_) => self.inner.services.model(None)?,
-        };
-        self.inner.services.store().save_state(&state)?;
-        let session = Session::new(self.inner.services.clone(), state, model, Sequencer::new());
-        // The parent's host tools (they were accepted beside the same kernel tools).
-        session
-            .tools
-            .set_host(&self.inner.services.registry(), parent.tools.host_entries())?;
-        let session = admission.insert(&id, session);
-        session
-            .emitter
-            .emit(
-                rid,
-                Event::SessionForked(SessionForked {
-                    session_id: id,
-                    parent_session_id: parent.id.clone(),
-                    at_request_id: at,
-                }),
-            )
-            .await;
-        // The same MCP servers: those given with the fork, the parent's own (one of the
-        // same name as a given one is left out), then the configured ones.
-        let mut servers = given;
-        for s in parent.mcp.session_configs() {
-            if !servers.iter().any(|g| g.name == s.name) {
-                servers.push(s);
-            }
-        }
-        self.start_mcp(&session, servers, rid);
-        Ok(session)
-    }
-
-    /// Forks an open session (`session.fork`) and opens the fork, for library hosts
-    /// (ACP's `session/fork`). The fork's stream starts after its `session.forked`.
-    pub async fn fork_session(
-        &self,
-        parent_id: &str,
-        p: SessionFork,
-    ) -> Result<
-        (
-            crate::kernel::handle::SessionHandle,
-            crate::kernel::handle::EventStream,
-        ),
-        ErrorPayload,
-    > {
-        self.fork_session_with_mcp(parent_id, p, &[]).await
-    }
-
-    /// [`Kernel::fork_session`], with MCP servers of its own for the fork: they come
-    /// first, and replace a server of the parent's of the same name (ACP's
-    /// `session/fork {mcpServers}`). A malformed one refuses the fork with
-    /// `REQUEST_INVALID` before anything is done.
-    pub async fn fork_session_with_mcp(
-        &self,
-        parent_id: &str,
-        p: SessionFork,
-        mcp_servers: &[keel_envelope::host::McpServerSpec],
-    ) -> Result<
-        (
-            crate::kernel::handle::SessionHandle,
-            crate::kernel::handle::EventStream,
-        ),
-        ErrorPayload,
-    > {
-        let parent = self.inner.open.require(parent_id)?;
-        let rid = self.new_request_id();
-        let session = self.fork(&parent, &rid, &p, mcp_servers).await?;
-        let stream = self.session_stream(&session.id);
-        Ok((
-            crate::kernel::handle::SessionHandle {
-                kernel: self.clone(),
-                session,
-            },
-            stream,
-        ))
-    }
 }
