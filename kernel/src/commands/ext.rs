@@ -14,7 +14,7 @@ use keel_envelope::events::{
     BackgroundEvent, BackgroundHistory, BackgroundList, PatchEvent, PatchSummary, ReviewEvent,
     ReviewStateEvent, SubAgentGet, SubAgentList,
 };
-use keel_envelope::ext::PatchStatus;
+use keel_envelope::ext::{PatchStatus, ReviewState};
 use keel_envelope::ids::IdKind;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 
@@ -26,30 +26,37 @@ use crate::session::Session;
 /// Who acts through a command.
 const HOST: &str = "host";
 
+/// Applies a review transition (`step`, given now) and reports the review after it
+/// with `event`.
+async fn review_step(
+    cx: &Cx<'_>,
+    session: &Session,
+    step: impl FnOnce(&mut Option<ReviewState>, u64) -> Result<ReviewState, ErrorPayload>,
+    event: fn(ReviewEvent) -> Event,
+) -> Result<(), ErrorPayload> {
+    let now = session.now();
+    let review = step(&mut session.data().ext.review, now)?;
+    session
+        .emit_persist(cx.rid, event(ReviewEvent { review }))
+        .await;
+    Ok(())
+}
+
 /// `review.enter`.
 pub(crate) async fn review_enter(
     cx: &Cx<'_>,
     session: &Arc<Session>,
     p: &ReviewEnter,
 ) -> Result<(), ErrorPayload> {
-    let now = session.now();
     let id = session.services.next_id(IdKind::Review);
-    let r = {
-        let mut d = session.data();
-        review::enter(
-            &mut d.ext.review,
-            id,
-            &p.reason,
-            p.blocking,
-            p.checklist.as_deref().unwrap_or(&[]),
-            HOST,
-            now,
-        )?
-    };
-    session
-        .emit_persist(cx.rid, Event::ReviewRequested(ReviewEvent { review: r }))
-        .await;
-    Ok(())
+    let checklist = p.checklist.as_deref().unwrap_or(&[]);
+    review_step(
+        cx,
+        session,
+        |r, now| review::enter(r, id, &p.reason, p.blocking, checklist, HOST, now),
+        Event::ReviewRequested,
+    )
+    .await
 }
 
 /// `review.submit`.
@@ -58,21 +65,14 @@ pub(crate) async fn review_submit(
     session: &Arc<Session>,
     p: &ReviewSubmit,
 ) -> Result<(), ErrorPayload> {
-    let now = session.now();
-    let r = {
-        let mut d = session.data();
-        review::submit(
-            &mut d.ext.review,
-            p.comment.as_deref(),
-            p.checklist_item.as_ref(),
-            HOST,
-            now,
-        )?
-    };
-    session
-        .emit_persist(cx.rid, Event::ReviewUpdated(ReviewEvent { review: r }))
-        .await;
-    Ok(())
+    let (comment, item) = (p.comment.as_deref(), p.checklist_item.as_ref());
+    review_step(
+        cx,
+        session,
+        |r, now| review::submit(r, comment, item, HOST, now),
+        Event::ReviewUpdated,
+    )
+    .await
 }
 
 /// `review.resolve`.
@@ -81,21 +81,14 @@ pub(crate) async fn review_resolve(
     session: &Arc<Session>,
     p: &ReviewResolve,
 ) -> Result<(), ErrorPayload> {
-    let now = session.now();
-    let r = {
-        let mut d = session.data();
-        review::resolve(
-            &mut d.ext.review,
-            p.decision,
-            p.summary.as_deref(),
-            HOST,
-            now,
-        )?
-    };
-    session
-        .emit_persist(cx.rid, Event::ReviewResolved(ReviewEvent { review: r }))
-        .await;
-    Ok(())
+    let summary = p.summary.as_deref();
+    review_step(
+        cx,
+        session,
+        |r, now| review::resolve(r, p.decision, summary, HOST, now),
+        Event::ReviewResolved,
+    )
+    .await
 }
 
 /// `review.status`.

@@ -14,7 +14,7 @@ use crate::base::probe::Probe;
 use crate::base::store::{FileStore, FileStoreOptions, MemoryStore, Store};
 use crate::kernel::{Kernel, KernelInner, ModelFactory};
 use crate::session::open::Sessions;
-use crate::session::registry::{typed, RegistryBuilder};
+use crate::session::registry::{kernel_args, Decoder, KernelHandler, RegistryBuilder};
 use crate::session::services::{Parts, Services};
 
 /// Builds a [`Kernel`].
@@ -236,37 +236,43 @@ fn registry(
     builtin: bool,
     custom: Vec<Arc<dyn Tool>>,
 ) -> Result<crate::session::registry::Registry, ErrorPayload> {
+    use crate::base::prompt::{ASK_USER, PROPOSE_PLAN, SPAWN_SUB_AGENT, TASK_GRAPH, UPDATE_PLAN};
+    use crate::pipeline::kernel_tools::{AskUser, ProposePlan, UpdatePlan};
     use keel_envelope::kernel_tools::*;
     let mut b = RegistryBuilder::default();
     if builtin {
         b = b.builtin();
     }
-    b = b
-        .kernel(
-            crate::base::prompt::PROPOSE_PLAN,
-            typed::<ProposePlanArgs>,
-            Arc::new(crate::pipeline::kernel_tools::ProposePlan),
-        )
-        .kernel(
-            crate::base::prompt::UPDATE_PLAN,
-            typed::<UpdatePlanArgs>,
-            Arc::new(crate::pipeline::kernel_tools::UpdatePlan),
-        )
-        .kernel(
-            crate::base::prompt::ASK_USER,
-            typed::<AskUserArgs>,
-            Arc::new(crate::pipeline::kernel_tools::AskUser),
-        )
-        .kernel(
-            crate::base::prompt::SPAWN_SUB_AGENT,
-            typed::<SpawnSubAgentArgs>,
+    let own: [(&str, Decoder, Arc<dyn KernelHandler>); 5] = [
+        (
+            PROPOSE_PLAN,
+            Decoder::Kernel(kernel_args::<ProposePlanArgs>),
+            Arc::new(ProposePlan),
+        ),
+        (
+            UPDATE_PLAN,
+            Decoder::Kernel(kernel_args::<UpdatePlanArgs>),
+            Arc::new(UpdatePlan),
+        ),
+        (
+            ASK_USER,
+            Decoder::Kernel(kernel_args::<AskUserArgs>),
+            Arc::new(AskUser),
+        ),
+        (
+            SPAWN_SUB_AGENT,
+            Decoder::Kernel(kernel_args::<SpawnSubAgentArgs>),
             Arc::new(crate::work::child::SpawnSubAgent),
-        )
-        .kernel(
-            crate::base::prompt::TASK_GRAPH,
-            typed::<TaskGraphArgs>,
+        ),
+        (
+            TASK_GRAPH,
+            Decoder::Kernel(kernel_args::<TaskGraphArgs>),
             Arc::new(crate::pipeline::task_graph::TaskGraphTool),
-        );
+        ),
+    ];
+    for (name, decoder, handler) in own {
+        b = b.kernel(name, decoder, handler);
+    }
     for tool in custom {
         b = b.custom(tool);
     }

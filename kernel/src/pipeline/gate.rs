@@ -1,11 +1,12 @@
 //! The permission gate: the session's mode and rules applied to one call.
 //!
 //! Every call is decided by `keel_tools::policy` from the tool's row of the
-//! permission matrix; this module only gathers the session's mode and rules.
+//! permission matrix, on the arguments the pipeline decoded; this module only gathers
+//! the session's mode and rules.
 
 use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::{self, DecisionInput, Rules};
-use keel_tools::ToolSpec;
+use keel_tools::{ToolArgs, ToolSpec};
 
 use crate::base::verdict::GateVerdict;
 use crate::session::{Data, Session};
@@ -25,22 +26,25 @@ pub(crate) fn rules_of(d: &Data) -> Rules {
 
 /// Decides one call with the session's current mode and rules, from the tool's row
 /// of the permission matrix (built-in or host-registered).
+/// `args` are the call's arguments decoded once by the pipeline; `raw` the JSON they
+/// came from.
 pub(crate) fn decide(
     session: &Session,
     d: &Data,
     spec: &ToolSpec,
-    args: &serde_json::Value,
+    raw: &serde_json::Value,
+    args: &ToolArgs,
 ) -> GateVerdict {
     let rules = rules_of(d);
     let input = DecisionInput {
         tool: &spec.name,
-        args,
+        args: raw,
         mode: d.state.mode,
         rules: &rules,
         workspace: &session.workspace,
         shell: &session.services.config().shell,
     };
-    GateVerdict(policy::decide_with_spec(&input, Some(spec)))
+    GateVerdict(policy::decide_decoded(&input, args, Some(spec)))
 }
 
 /// Checks every rule of a `session.set_rules`: each must be `tool` or

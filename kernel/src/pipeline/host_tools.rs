@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use crate::pipeline::approval::sleep_opt;
 use crate::session::queue::HostAnswer;
 use crate::session::registry::CallCx;
-use crate::session::registry::{object, Entry, Handler, KernelHandler, Origin};
+use crate::session::registry::{Args, Decoder, Entry, Handler, KernelHandler, Origin};
 use crate::session::Session;
 
 fn invalid(field: String, message: String) -> ErrorPayload {
@@ -76,7 +76,7 @@ pub(crate) fn entries(specs: &[HostToolSpec], field: &str) -> Result<Vec<Entry>,
             spec,
             origin: Origin::Host,
             handler: Handler::Kernel(Arc::new(HostTool)),
-            decode: object,
+            decoder: Decoder::Row,
         });
     }
     Ok(out)
@@ -143,7 +143,7 @@ struct HostTool;
 
 #[async_trait]
 impl KernelHandler for HostTool {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<Value, ErrorPayload> {
+    async fn run(&self, cx: &CallCx<'_>, _: Args) -> Result<Value, ErrorPayload> {
         let session = cx.session;
         let id = cx.tool_call_id;
         let name = cx.call.name.clone();

@@ -9,27 +9,15 @@ use keel_envelope::events::{
     PlanStarted, PlanUpdated, SessionModeChanged,
 };
 use keel_envelope::ids::IdKind;
-use keel_envelope::kernel_tools::{AskUserArgs, PlanStepArg, ProposePlanArgs, UpdatePlanArgs};
+use keel_envelope::kernel_tools::PlanStepArg;
 use keel_envelope::types::{PermissionMode, Plan, PlanStatus, PlanStep, StepStatus};
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::pipeline::approval::{expires_at, sleep_opt};
 use crate::session::queue::PlanAnswer;
-use crate::session::registry::CallCx;
-use crate::session::registry::KernelHandler;
-
-/// The arguments of a call, in the tool's typed shape.
-pub(crate) fn args<T: DeserializeOwned>(cx: &CallCx<'_>) -> Result<T, ErrorPayload> {
-    serde_json::from_value(cx.call.arguments.clone()).map_err(|e| {
-        ErrorPayload::new(
-            ErrorCode::ToolArgumentsInvalid,
-            format!("bad arguments for {}: {e}", cx.call.name),
-        )
-    })
-}
+use crate::session::registry::{args_mismatch, Args, CallCx, KernelHandler};
 
 fn interrupted() -> ErrorPayload {
     ErrorPayload::new(ErrorCode::Interrupted, "interrupted before it finished")
@@ -45,9 +33,11 @@ pub(crate) struct ProposePlan;
 
 #[async_trait]
 impl KernelHandler for ProposePlan {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<Value, ErrorPayload> {
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<Value, ErrorPayload> {
         let session = cx.session;
-        let a: ProposePlanArgs = args(cx)?;
+        let Args::ProposePlan(a) = args else {
+            return Err(args_mismatch(&cx.call.name));
+        };
         if a.steps.is_empty() {
             return Err(ErrorPayload::new(
                 ErrorCode::ToolArgumentsInvalid,
@@ -184,8 +174,10 @@ pub(crate) struct UpdatePlan;
 
 #[async_trait]
 impl KernelHandler for UpdatePlan {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<Value, ErrorPayload> {
-        let a: UpdatePlanArgs = args(cx)?;
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<Value, ErrorPayload> {
+        let Args::UpdatePlan(a) = args else {
+            return Err(args_mismatch(&cx.call.name));
+        };
         let updated = {
             let mut d = cx.session.data();
             d.state.plan.as_mut().map(|plan| {
@@ -234,10 +226,12 @@ pub(crate) struct AskUser;
 
 #[async_trait]
 impl KernelHandler for AskUser {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<Value, ErrorPayload> {
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<Value, ErrorPayload> {
         let session = cx.session;
         let rid = cx.rid;
-        let a: AskUserArgs = args(cx)?;
+        let Args::AskUser(a) = args else {
+            return Err(args_mismatch(&cx.call.name));
+        };
         let ask_id = session.services.next_id(IdKind::Ask);
         let (tx, mut rx) = oneshot::channel();
         session.data().asks.insert(ask_id.clone(), tx);

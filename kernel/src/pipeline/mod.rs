@@ -48,7 +48,7 @@ use tokio_util::sync::CancellationToken;
 use crate::base::model::ToolCallRequest;
 use crate::base::probe::Point;
 use crate::pipeline::hooks::PreTool;
-use crate::session::registry::{CallCx, Entry, Handler};
+use crate::session::registry::{Args, CallCx, Entry, Handler};
 use crate::session::Session;
 
 /// Marker: the request was interrupted.
@@ -76,8 +76,8 @@ pub(crate) async fn run_call(
 ) -> Result<CallContent, Interrupted> {
     let tool_call_id = session.services.next_id(IdKind::ToolCall);
     // 1. Decode.
-    let entry = match decode(session, call, scope) {
-        Ok(e) => e,
+    let (entry, args) = match decode(session, call, scope) {
+        Ok(decoded) => decoded,
         Err(error) => {
             tracing::debug!(tool = %call.name, code = %error.code, "tool call not decoded");
             skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
@@ -87,30 +87,30 @@ pub(crate) async fn run_call(
     // Hooks: PreToolUse may deny the call, or rewrite its arguments, which are then
     // decoded again and gated like any call's.
     let rewritten;
-    let (call, entry) = match crate::pipeline::hooks::pre_tool_use(session, rid, call, cancel).await
-    {
-        PreTool::Continue => (call, entry),
-        PreTool::Deny(error, text) => {
-            skip(session, rid, &tool_call_id, &call.name, error).await;
-            return Ok((text, true));
-        }
-        PreTool::Rewrite(c) => {
-            rewritten = c;
-            match decode(session, &rewritten, scope) {
-                Ok(e) => (&rewritten, e),
-                Err(error) => {
-                    let error = error.with_detail("rewrittenBy", "PreToolUse");
-                    skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
-                    return Ok((refusal_text(&error), true));
+    let (call, entry, args) =
+        match crate::pipeline::hooks::pre_tool_use(session, rid, call, cancel).await {
+            PreTool::Continue => (call, entry, args),
+            PreTool::Deny(error, text) => {
+                skip(session, rid, &tool_call_id, &call.name, error).await;
+                return Ok((text, true));
+            }
+            PreTool::Rewrite(c) => {
+                rewritten = c;
+                match decode(session, &rewritten, scope) {
+                    Ok((entry, args)) => (&rewritten, entry, args),
+                    Err(error) => {
+                        let error = error.with_detail("rewrittenBy", "PreToolUse");
+                        skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
+                        return Ok((refusal_text(&error), true));
+                    }
                 }
             }
-        }
-    };
+        };
     session.probe(Point::BeforeGate, rid).await;
     // 2. Gate.
     let (verdict, mode) = {
         let d = session.data();
-        let v = gate::decide(session, &d, &entry.spec, &call.arguments);
+        let v = gate::decide(session, &d, &entry.spec, &call.arguments, args.tool_args());
         (v, d.state.mode)
     };
     tracing::debug!(tool = %call.name, tool_call_id = %tool_call_id, decision = ?verdict.decision(), level = ?verdict.level(), risk = ?verdict.risk(), "gate");
@@ -176,17 +176,18 @@ pub(crate) async fn run_call(
         scope,
         mode,
     };
-    let content = run(&cx, &entry).await?;
+    let content = run(&cx, &entry, args).await?;
     // Hooks: PostToolUse may add a note for the model.
     Ok(crate::pipeline::hooks::post_tool_use(session, rid, call, content, cancel).await)
 }
 
-/// Step 1: the call names a tool in scope, and its arguments are JSON of its shape.
+/// Step 1: the call names a tool in scope, and its arguments are JSON of its shape,
+/// decoded here once for the gate and the handler.
 fn decode(
     session: &Session,
     call: &ToolCallRequest,
     scope: Option<&[String]>,
-) -> Result<Entry, ErrorPayload> {
+) -> Result<(Entry, Args), ErrorPayload> {
     if let Some(raw) = call.arguments.get("__invalid_json") {
         return Err(ErrorPayload::new(
             ErrorCode::ToolArgumentsInvalid,
@@ -207,14 +208,14 @@ fn decode(
             ErrorPayload::new(ErrorCode::ToolNotRegistered, message)
                 .with_detail("toolName", call.name.clone())
         })?;
-    (entry.decode)(&call.arguments).map_err(|e| {
+    let args = entry.decode(&call.arguments).map_err(|e| {
         ErrorPayload::new(
             ErrorCode::ToolArgumentsInvalid,
             format!("bad arguments for {}: {e}", call.name),
         )
         .with_detail("toolName", call.name.clone())
     })?;
-    Ok(entry)
+    Ok((entry, args))
 }
 
 async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, error: ErrorPayload) {
@@ -232,7 +233,7 @@ async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, erro
 }
 
 /// Step 4: started, the handler or stage under the call's token, progress, the end.
-async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted> {
+async fn run(cx: &CallCx<'_>, entry: &Entry, args: Args) -> Result<CallContent, Interrupted> {
     let session = cx.session;
     session
         .emitter
@@ -248,20 +249,17 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
         .await;
     session.probe(Point::ToolRunning, cx.rid).await;
     let (ptx, mut prx) = mpsc::unbounded_channel::<(ProgressStream, String)>();
-    let stage = session
-        .services
-        .registry()
-        .stage_for(session, &entry.spec, cx.call);
+    let stage = session.services.registry().stage_for(session, &args);
     // Results of the kernel's own runners put their `message` before the model.
     let prefer_message = stage.is_some() || matches!(entry.handler, Handler::Kernel(_));
     let started = Instant::now();
     // Boxed so that it can be dropped (and whatever it holds killed) right here.
     let mut fut = Box::pin(async {
         if let Some(stage) = stage {
-            return stage.run(cx).await;
+            return stage.run(cx, args).await;
         }
         match &entry.handler {
-            Handler::Kernel(h) => h.run(cx).await,
+            Handler::Kernel(h) => h.run(cx, args).await,
             Handler::Tool(tool) => {
                 let ctx = ToolContext {
                     workspace: session.workspace.clone(),
@@ -278,7 +276,8 @@ async fn run(cx: &CallCx<'_>, entry: &Entry) -> Result<CallContent, Interrupted>
                         .clone()
                         .required(cx.mode == PermissionMode::Auto),
                 };
-                tool.run(cx.call.arguments.clone(), ctx).await
+                tool.run_decoded(args.into_tool_args(), &cx.call.arguments, ctx)
+                    .await
             }
         }
     });

@@ -8,21 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_envelope::events::PatchEvent;
 use keel_envelope::ids::IdKind;
-use keel_envelope::tools::{EditFileArgs, WriteFileArgs};
 use keel_envelope::{ErrorPayload, Event};
-use keel_tools::spec::Analysis;
-use keel_tools::{ToolContext, ToolSpec};
-use serde::de::DeserializeOwned;
+use keel_tools::{ToolArgs, ToolContext};
 use tokio_util::sync::CancellationToken;
 
 use crate::base::model::ToolCallRequest;
 use crate::session::ext::patch;
-use crate::session::registry::{CallCx, Stage};
+use crate::session::registry::{args_mismatch, Args, CallCx, Stage};
 use crate::session::Session;
-
-fn parse<T: DeserializeOwned>(call: &ToolCallRequest) -> Result<T, ErrorPayload> {
-    keel_tools::fs::parse_args(&call.name, call.arguments.clone())
-}
 
 /// Computes the change of an `edit_file` / `write_file` call in memory, with the
 /// tool's own semantics, and records it as a pending patch.
@@ -30,6 +23,7 @@ fn propose_from_call(
     session: &Session,
     rid: &str,
     call: &ToolCallRequest,
+    args: &ToolArgs,
 ) -> Result<keel_envelope::ext::Patch, ErrorPayload> {
     let ctx = ToolContext {
         workspace: session.workspace.clone(),
@@ -38,14 +32,16 @@ fn propose_from_call(
         elevated: false,
         sandbox: session.services.config().sandbox.clone(),
     };
-    let file = if call.name == "edit_file" {
-        let args: EditFileArgs = parse(call)?;
-        let (r, old, new, _) = keel_tools::fs::plan_edit(&args, &ctx)?;
-        patch::file_change(0, &r.display, Some(old), Some(new))
-    } else {
-        let args: WriteFileArgs = parse(call)?;
-        let (r, old) = keel_tools::fs::plan_write(&args, &ctx)?;
-        patch::file_change(0, &r.display, old, Some(args.content))
+    let file = match args {
+        ToolArgs::EditFile(a) => {
+            let (r, old, new, _) = keel_tools::fs::plan_edit(a, &ctx)?;
+            patch::file_change(0, &r.display, Some(old), Some(new))
+        }
+        ToolArgs::WriteFile(a) => {
+            let (r, old) = keel_tools::fs::plan_write(a, &ctx)?;
+            patch::file_change(0, &r.display, old, Some(a.content.clone()))
+        }
+        _ => return Err(args_mismatch(&call.name)),
     };
     let id = session.services.next_id(IdKind::Patch);
     let p = patch::new_patch(
@@ -68,17 +64,19 @@ pub(crate) struct PatchPreview;
 
 #[async_trait]
 impl Stage for PatchPreview {
-    fn claims(&self, session: &Session, spec: &ToolSpec, _call: &ToolCallRequest) -> bool {
-        matches!(spec.analysis, Analysis::Edit | Analysis::Write)
-            && session
-                .data()
-                .active
-                .as_ref()
-                .is_some_and(|a| a.patch_preview)
+    fn claims(&self, session: &Session, args: &Args) -> bool {
+        matches!(
+            args.tool_args(),
+            ToolArgs::EditFile(_) | ToolArgs::WriteFile(_)
+        ) && session
+            .data()
+            .active
+            .as_ref()
+            .is_some_and(|a| a.patch_preview)
     }
 
-    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
-        let p = propose_from_call(cx.session, cx.rid, cx.call)?;
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<serde_json::Value, ErrorPayload> {
+        let p = propose_from_call(cx.session, cx.rid, cx.call, args.tool_args())?;
         cx.session
             .emitter
             .emit(

@@ -12,7 +12,7 @@ use keel_envelope::kernel_tools::{TaskGraphAction, TaskGraphArgs};
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 
 use crate::session::ext::graph;
-use crate::session::registry::{CallCx, KernelHandler};
+use crate::session::registry::{args_mismatch, Args, CallCx, KernelHandler};
 use crate::session::Session;
 
 /// A task-graph operation, from a command or from the `task_graph` tool.
@@ -169,8 +169,10 @@ pub(crate) struct TaskGraphTool;
 
 #[async_trait]
 impl KernelHandler for TaskGraphTool {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
-        let args: TaskGraphArgs = crate::pipeline::kernel_tools::args(cx)?;
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<serde_json::Value, ErrorPayload> {
+        let Args::TaskGraph(args) = args else {
+            return Err(args_mismatch(&cx.call.name));
+        };
         let out = graph_op(cx.session, cx.rid, graph_op_of(args)?).await?;
         let mut message = match &out.graph {
             Some(g) => graph::describe(g),

@@ -1,5 +1,5 @@
 //! The tool registry: every tool the model can call is one entry — its row of the
-//! permission table ([`ToolSpec`]), a check of its arguments, and a handler — whether
+//! permission table ([`ToolSpec`]), the decoder of its arguments, and a handler — whether
 //! it is built in, one of the kernel's own tools, or registered by the host. Names are
 //! unique: a clash is a builder error naming both registrations.
 //!
@@ -15,15 +15,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_envelope::{ErrorCode, ErrorPayload};
-use keel_tools::spec::Analysis;
-use keel_tools::{Tool, ToolSpec};
-use serde::de::DeserializeOwned;
-
-use crate::base::model::{ToolCallRequest, ToolDef};
+use keel_envelope::kernel_tools::{
+    AskUserArgs, ProposePlanArgs, SpawnSubAgentArgs, TaskGraphArgs, UpdatePlanArgs,
+};
 use keel_envelope::types::PermissionMode;
+use keel_envelope::{ErrorCode, ErrorPayload};
+use keel_tools::{Tool, ToolArgs, ToolSpec};
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::base::model::{ToolCallRequest, ToolDef};
 use crate::base::verdict::GateVerdict;
 use crate::session::Session;
 
@@ -84,12 +85,80 @@ pub(crate) struct CallCx<'a> {
     pub(crate) mode: PermissionMode,
 }
 
+/// A call's arguments, decoded once by the pipeline ([`Entry::decode`]) and handed as
+/// they are to the gate and to the stage or handler that runs the call.
+#[derive(Debug, Clone)]
+pub(crate) enum Args {
+    /// The shape the entry's row names (built-in tools, the host's registered tools,
+    /// host-app and MCP tools: [`ToolArgs::Untyped`] for those without one).
+    Tool(ToolArgs),
+    /// `propose_plan`.
+    ProposePlan(ProposePlanArgs),
+    /// `update_plan`.
+    UpdatePlan(UpdatePlanArgs),
+    /// `ask_user`.
+    AskUser(AskUserArgs),
+    /// `spawn_sub_agent`.
+    SpawnSubAgent(SpawnSubAgentArgs),
+    /// `task_graph`.
+    TaskGraph(TaskGraphArgs),
+}
+
+macro_rules! kernel_args {
+    ($($ty:ident => $variant:ident),* $(,)?) => {$(
+        impl From<$ty> for Args {
+            fn from(a: $ty) -> Self {
+                Args::$variant(a)
+            }
+        }
+    )*};
+}
+
+kernel_args! {
+    ProposePlanArgs => ProposePlan,
+    UpdatePlanArgs => UpdatePlan,
+    AskUserArgs => AskUser,
+    SpawnSubAgentArgs => SpawnSubAgent,
+    TaskGraphArgs => TaskGraph,
+}
+
+impl Args {
+    /// What the gate and a tool object read: the row's shape (a kernel tool's row
+    /// names none).
+    pub(crate) fn tool_args(&self) -> &ToolArgs {
+        const UNTYPED: &ToolArgs = &ToolArgs::Untyped;
+        match self {
+            Args::Tool(t) => t,
+            _ => UNTYPED,
+        }
+    }
+
+    /// [`Args::tool_args`], taken.
+    pub(crate) fn into_tool_args(self) -> ToolArgs {
+        match self {
+            Args::Tool(t) => t,
+            _ => ToolArgs::Untyped,
+        }
+    }
+}
+
+/// The error of a handler given arguments decoded for another tool (a registry bug:
+/// every entry's decoder matches its handler).
+pub(crate) fn args_mismatch(tool: &str) -> ErrorPayload {
+    ErrorPayload::new(
+        ErrorCode::ToolArgumentsInvalid,
+        format!("bad arguments for {tool}: they were decoded for another tool"),
+    )
+    .with_detail("toolName", tool.to_owned())
+}
+
 /// A handler that needs the session (the kernel's own tools).
 #[async_trait]
 pub(crate) trait KernelHandler: Send + Sync + std::fmt::Debug {
-    /// Runs the call; the result (or error) becomes `tool.call.completed` (or
-    /// `failed`). Must return promptly once `cx.cancel` fires.
-    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload>;
+    /// Runs the call with its decoded `args`; the result (or error) becomes
+    /// `tool.call.completed` (or `failed`). Must return promptly once `cx.cancel`
+    /// fires.
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<serde_json::Value, ErrorPayload>;
 }
 
 /// A stage: a runner that takes over an allowed call of another entry (patch
@@ -97,10 +166,10 @@ pub(crate) trait KernelHandler: Send + Sync + std::fmt::Debug {
 /// task instead of waiting for it).
 #[async_trait]
 pub(crate) trait Stage: Send + Sync + std::fmt::Debug {
-    /// Whether this stage runs `call` (of the entry `spec`) in `session`.
-    fn claims(&self, session: &Session, spec: &ToolSpec, call: &ToolCallRequest) -> bool;
+    /// Whether this stage runs a call with these arguments in `session`.
+    fn claims(&self, session: &Session, args: &Args) -> bool;
     /// Runs it, like a [`KernelHandler`].
-    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload>;
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<serde_json::Value, ErrorPayload>;
 }
 
 /// How an entry runs.
@@ -112,36 +181,20 @@ pub(crate) enum Handler {
     Kernel(Arc<dyn KernelHandler>),
 }
 
-/// Checks a call's arguments before the gate sees them.
-pub(crate) type Decoder = fn(&serde_json::Value) -> Result<(), String>;
-
-/// Decodes into `T` and drops it: the typed shape is the check.
-pub(crate) fn typed<T: DeserializeOwned>(v: &serde_json::Value) -> Result<(), String> {
-    T::deserialize(v).map(|_| ()).map_err(|e| e.to_string())
+/// How an entry's arguments are decoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Decoder {
+    /// Into the shape the entry's row names ([`ToolArgs::decode`]).
+    Row,
+    /// Into the typed shape of one of the kernel's own tools.
+    Kernel(fn(&serde_json::Value) -> Result<Args, String>),
 }
 
-/// The decoder of a tool without a typed shape: the arguments are a JSON object.
-pub(crate) fn object(v: &serde_json::Value) -> Result<(), String> {
-    if v.is_object() {
-        Ok(())
-    } else {
-        Err("the arguments must be a JSON object".to_owned())
-    }
-}
-
-/// The decoder of a built-in tool: its argument struct, named by its row's analysis.
-fn builtin_decoder(analysis: Analysis) -> Decoder {
-    use keel_envelope::tools::*;
-    match analysis {
-        Analysis::ReadPath => typed::<ReadFileArgs>,
-        Analysis::ListPath => typed::<ListDirArgs>,
-        Analysis::SearchPath => typed::<SearchFilesArgs>,
-        Analysis::Edit => typed::<EditFileArgs>,
-        Analysis::Write => typed::<WriteFileArgs>,
-        Analysis::Shell => typed::<RunShellArgs>,
-        Analysis::Git => typed::<GitArgs>,
-        Analysis::None => object,
-    }
+/// The decoder of a kernel tool whose arguments are `T`.
+pub(crate) fn kernel_args<T: DeserializeOwned + Into<Args>>(
+    v: &serde_json::Value,
+) -> Result<Args, String> {
+    T::deserialize(v).map(Into::into).map_err(|e| e.to_string())
 }
 
 /// One tool.
@@ -150,10 +203,18 @@ pub(crate) struct Entry {
     pub(crate) spec: ToolSpec,
     pub(crate) origin: Origin,
     pub(crate) handler: Handler,
-    pub(crate) decode: Decoder,
+    pub(crate) decoder: Decoder,
 }
 
 impl Entry {
+    /// Decodes a call's arguments, once: the error is the decoder's message.
+    pub(crate) fn decode(&self, args: &serde_json::Value) -> Result<Args, String> {
+        match self.decoder {
+            Decoder::Row => ToolArgs::decode(self.spec.analysis, args).map(Args::Tool),
+            Decoder::Kernel(f) => f(args),
+        }
+    }
+
     /// The definition offered to the model.
     pub(crate) fn def(&self) -> ToolDef {
         ToolDef {
@@ -185,13 +246,11 @@ impl RegistryBuilder {
     /// Adds the seven built-in tools.
     pub(crate) fn builtin(mut self) -> Self {
         for tool in keel_tools::builtin_tools() {
-            let spec = tool.spec().clone();
-            let decode = builtin_decoder(spec.analysis);
             self.entries.push(Entry {
-                spec,
+                spec: tool.spec().clone(),
                 origin: Origin::Builtin,
                 handler: Handler::Tool(tool),
-                decode,
+                decoder: Decoder::Row,
             });
         }
         self
@@ -201,7 +260,7 @@ impl RegistryBuilder {
     pub(crate) fn kernel(
         mut self,
         name: &str,
-        decode: Decoder,
+        decoder: Decoder,
         handler: Arc<dyn KernelHandler>,
     ) -> Self {
         let spec = keel_tools::spec::kernel_specs()
@@ -223,23 +282,18 @@ impl RegistryBuilder {
             spec,
             origin: Origin::Kernel,
             handler: Handler::Kernel(handler),
-            decode,
+            decoder,
         });
         self
     }
 
     /// Adds a tool registered by the host.
     pub(crate) fn custom(mut self, tool: Arc<dyn Tool>) -> Self {
-        let spec = tool.spec().clone();
-        let decode = match spec.analysis {
-            Analysis::None => object,
-            other => builtin_decoder(other),
-        };
         self.entries.push(Entry {
-            spec,
+            spec: tool.spec().clone(),
             origin: Origin::Custom,
             handler: Handler::Tool(tool),
-            decode,
+            decoder: Decoder::Row,
         });
         self
     }
@@ -301,16 +355,11 @@ impl Registry {
             .collect()
     }
 
-    /// The first stage that takes over `call`, if any.
-    pub(crate) fn stage_for(
-        &self,
-        session: &Session,
-        spec: &ToolSpec,
-        call: &ToolCallRequest,
-    ) -> Option<Arc<dyn Stage>> {
+    /// The first stage that takes over a call with these arguments, if any.
+    pub(crate) fn stage_for(&self, session: &Session, args: &Args) -> Option<Arc<dyn Stage>> {
         self.stages
             .iter()
-            .find(|s| s.claims(session, spec, call))
+            .find(|s| s.claims(session, args))
             .cloned()
     }
 }

@@ -12,7 +12,6 @@ use async_trait::async_trait;
 use keel_envelope::events::{SubAgentEvent, SubAgentProgress};
 use keel_envelope::ext::{SubAgentInfo, SubAgentStatus};
 use keel_envelope::ids::IdKind;
-use keel_envelope::kernel_tools::SpawnSubAgentArgs;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
@@ -20,8 +19,7 @@ use crate::base::model::{Message, ModelRequest};
 use crate::base::probe::Point;
 use crate::base::prompt;
 use crate::pipeline::{self, Interrupted};
-use crate::session::registry::CallCx;
-use crate::session::registry::{KernelHandler, Origin};
+use crate::session::registry::{args_mismatch, Args, CallCx, KernelHandler, Origin};
 use crate::session::Session;
 use crate::work::turn::{self, Echo, TurnEnd};
 
@@ -94,10 +92,12 @@ pub(crate) struct SpawnSubAgent;
 
 #[async_trait]
 impl KernelHandler for SpawnSubAgent {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<serde_json::Value, ErrorPayload> {
         let session = cx.session;
         let rid = cx.rid;
-        let a: SpawnSubAgentArgs = crate::pipeline::kernel_tools::args(cx)?;
+        let Args::SpawnSubAgent(a) = args else {
+            return Err(args_mismatch(&cx.call.name));
+        };
         if a.task.trim().is_empty() {
             return Err(ErrorPayload::new(
                 ErrorCode::ToolArgumentsInvalid,

@@ -17,15 +17,12 @@ use keel_envelope::tools::RunShellArgs;
 use keel_envelope::types::PermissionMode;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use keel_tools::exec::{self, LineSplitter, ShellCommand};
-use keel_tools::spec::Analysis;
-use keel_tools::{jail, ToolSpec, MAX_TIMEOUT_MS};
+use keel_tools::{jail, ToolArgs, MAX_TIMEOUT_MS};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
-use crate::base::model::ToolCallRequest;
 use crate::session::ext::Running;
-use crate::session::registry::CallCx;
-use crate::session::registry::Stage;
+use crate::session::registry::{args_mismatch, Args, CallCx, Stage};
 use crate::session::Session;
 
 /// Longest kept output line of a background task; the rest of the line is dropped.
@@ -182,15 +179,15 @@ pub(crate) struct Background;
 
 #[async_trait]
 impl Stage for Background {
-    fn claims(&self, _session: &Session, spec: &ToolSpec, call: &ToolCallRequest) -> bool {
-        spec.analysis == Analysis::Shell
-            && call.arguments.get("background") == Some(&serde_json::Value::Bool(true))
+    fn claims(&self, _session: &Session, args: &Args) -> bool {
+        matches!(args.tool_args(), ToolArgs::RunShell(a) if a.background == Some(true))
     }
 
-    async fn run(&self, cx: &CallCx<'_>) -> Result<serde_json::Value, ErrorPayload> {
-        let args =
-            keel_tools::fs::parse_args::<RunShellArgs>(&cx.call.name, cx.call.arguments.clone())?;
-        let task = start(cx.session, cx.rid, &args, cx.verdict.elevated())?;
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<serde_json::Value, ErrorPayload> {
+        let ToolArgs::RunShell(args) = args.tool_args() else {
+            return Err(args_mismatch(&cx.call.name));
+        };
+        let task = start(cx.session, cx.rid, args, cx.verdict.elevated())?;
         let message = format!(
             "Started background task {}: `{}`. It keeps running after this call; the user can follow its output and stop it.",
             task.task_id, task.command

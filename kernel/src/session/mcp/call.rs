@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::Server;
 use crate::session::registry::CallCx;
-use crate::session::registry::KernelHandler;
+use crate::session::registry::{Args, KernelHandler};
 
 /// Calls one tool of one server.
 #[derive(Debug)]
@@ -27,7 +27,7 @@ fn interrupted() -> ErrorPayload {
 
 #[async_trait]
 impl KernelHandler for McpCall {
-    async fn run(&self, cx: &CallCx<'_>) -> Result<Value, ErrorPayload> {
+    async fn run(&self, cx: &CallCx<'_>, _: Args) -> Result<Value, ErrorPayload> {
         let server = &self.server;
         let name = server.config.name.as_str();
         let Some(conn) = server.connection(cx.session, cx.cancel).await? else {

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::base::mcp_config::{McpServerConfig, McpTransport};
 
-use crate::session::registry::{object, Entry, Handler, Origin};
+use crate::session::registry::{Decoder, Entry, Handler, Origin};
 use crate::session::Session;
 
 /// Longest tool name the providers accept.
@@ -225,7 +225,7 @@ impl Server {
                                 server: me.clone(),
                                 tool: t.name.clone(),
                             })),
-                            decode: object,
+                            decoder: Decoder::Row,
                         });
                         infos.push(McpToolInfo {
                             name,
