@@ -173,7 +173,7 @@ impl KernelHandler for TaskGraphTool {
         let Args::TaskGraph(args) = args else {
             return Err(args_mismatch(&cx.call.name));
         };
-        let out = graph_op(cx.session, cx.rid, graph_op_of(args)?).await?;
+        let out = graph_op(cx.session, cx.rid, graph_op_of(*args)?).await?;
         let mut message = match &out.graph {
             Some(g) => graph::describe(g),
             None => "There is no task graph yet.".to_owned(),

@@ -100,8 +100,8 @@ pub(crate) enum Args {
     AskUser(AskUserArgs),
     /// `spawn_sub_agent`.
     SpawnSubAgent(SpawnSubAgentArgs),
-    /// `task_graph`.
-    TaskGraph(TaskGraphArgs),
+    /// `task_graph` (boxed: by far the largest).
+    TaskGraph(Box<TaskGraphArgs>),
 }
 
 macro_rules! kernel_args {
@@ -119,7 +119,12 @@ kernel_args! {
     UpdatePlanArgs => UpdatePlan,
     AskUserArgs => AskUser,
     SpawnSubAgentArgs => SpawnSubAgent,
-    TaskGraphArgs => TaskGraph,
+}
+
+impl From<TaskGraphArgs> for Args {
+    fn from(a: TaskGraphArgs) -> Self {
+        Args::TaskGraph(Box::new(a))
+    }
 }
 
 impl Args {

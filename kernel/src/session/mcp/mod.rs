@@ -234,7 +234,7 @@ impl Server {
                         });
                     }
                     let refused = session.tools.set_mcp(
-                        &session.services.registry(),
+                        session.services.registry(),
                         &me.config.name,
                         entries,
                     );
