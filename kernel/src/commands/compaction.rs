@@ -1,5 +1,5 @@
 //! Compaction by hand: `context.compact` starts it as the session's unit of work
-//! ([`crate::work::compact`]) and is answered once it is accepted.
+//! ([`crate::work::request::start_compaction`]) and is answered once it is accepted.
 
 use std::sync::Arc;
 
@@ -15,5 +15,5 @@ pub(crate) async fn compact(
     session: &Arc<Session>,
     _: &ContextCompact,
 ) -> Result<(), ErrorPayload> {
-    crate::work::compact::start_manual(session, cx.rid).await
+    crate::work::request::start_compaction(session, cx.rid).await
 }

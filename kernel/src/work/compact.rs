@@ -2,11 +2,8 @@
 //! engine) and replaced by the summary; on failure they are truncated instead.
 //!
 //! Automatic compaction runs inside a request, before a model call. Compaction by hand
-//! (`context.compact`) runs as the session's unit of work, like a request: while it
-//! runs the session is busy (messages sent meanwhile are queued behind it, settings
-//! that need an idle session are refused), it runs under a child of the session's
-//! cancellation token (interrupt, close and shutdown stop it), and the command is
-//! answered as soon as it is accepted, so a host's next command is read at once.
+//! (`context.compact`) runs as the session's unit of work, like a request
+//! ([`crate::work::request::start_compaction`]).
 
 use std::sync::Arc;
 
@@ -17,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use crate::base::model::{Message, ModelRequest};
 use crate::base::probe::Point;
 use crate::base::prompt;
-use crate::session::queue::Active;
 use crate::session::Session;
 use crate::work::turn::{self, Echo, TurnEnd};
 
@@ -25,89 +21,6 @@ use crate::work::turn::{self, Echo, TurnEnd};
 const KEEP_LAST: usize = 4;
 
 const SUMMARY_PROMPT: &str = "Summarise the conversation below for a coding agent that will continue the work. Keep file names, decisions, open tasks and user preferences. Answer with the summary only.";
-
-/// Starts a compaction by hand as the session's running unit of work; returns once
-/// it is accepted. Refused with `SESSION_BUSY` while a request (or another
-/// compaction) runs.
-pub(crate) async fn start_manual(session: &Arc<Session>, rid: &str) -> Result<(), ErrorPayload> {
-    // The turnover lock is held until the task is recorded as the session's runner,
-    // so the switch at its end cannot run before that.
-    let _turnover = session.turnover.lock().await;
-    let cancel = {
-        let mut d = session.data();
-        if d.state.closed {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                "the session is closed",
-            ));
-        }
-        if let Some(active) = &d.active {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionBusy,
-                format!(
-                    "request {} is running; compaction by hand runs while the session is idle",
-                    active.id
-                ),
-            )
-            .retryable(true)
-            .with_detail("activeRequestId", active.id.clone()));
-        }
-        let cancel = session.cancel.child_token();
-        d.active = Some(Active::new(rid, cancel.clone(), false));
-        d.compacting = true;
-        cancel
-    };
-    let task = tokio::spawn(run_manual(session.clone(), rid.to_owned(), cancel));
-    session.data().runner = Some(task);
-    Ok(())
-}
-
-/// The task of a compaction by hand: compacts, saves, answers an interrupt that
-/// reached it, then hands the session to the first queued request (or leaves it idle).
-async fn run_manual(session: Arc<Session>, rid: String, cancel: CancellationToken) {
-    let work = std::panic::AssertUnwindSafe(run(&session, &rid, "manual", &cancel));
-    let outcome = match futures::FutureExt::catch_unwind(work).await {
-        Ok(done) => Event::CompactionCompleted(done),
-        Err(panic) => {
-            let what = crate::work::request::panic_text(panic.as_ref());
-            let error = ErrorPayload::new(
-                ErrorCode::RuntimeInternalError,
-                format!("the compaction failed inside the runtime: {what}"),
-            )
-            .with_detail("panic", what);
-            Event::Error(error)
-        }
-    };
-    // Saved before the outcome is told, so a host that has it can rely on the log.
-    session.persist(&rid).await;
-    let _turnover = session.turnover.lock().await;
-    let interrupted = session
-        .data()
-        .active
-        .as_ref()
-        .is_some_and(|a| a.interrupt_reply.is_some());
-    // The last event the compaction sends is its terminal event: the outcome, or the
-    // `session.interrupted` after it that answers the interrupt.
-    if interrupted {
-        session.emitter.emit(&rid, outcome).await;
-        crate::work::request::emit_interrupted(&session, &rid).await;
-    } else {
-        crate::work::request::emit_terminal(&session, &rid, None, outcome).await;
-    }
-    let next = {
-        let mut d = session.data();
-        d.compacting = false;
-        crate::work::request::next_queued(&session, &mut d)
-    };
-    if let Some((q, cancel)) = next {
-        let task = tokio::spawn(crate::work::request::run_requests(
-            session.clone(),
-            q,
-            cancel,
-        ));
-        session.data().runner = Some(task);
-    }
-}
 
 /// Compacts when the history passes the configured share of the context window.
 pub(crate) async fn maybe(session: &Arc<Session>, rid: &str, cancel: &CancellationToken) {

@@ -1,5 +1,6 @@
 //! A request's life: `request.accepted`, the agent loop, the terminal event, then the
-//! next queued request. One task runs a session's requests one after another.
+//! next queued request. One task runs a session's requests one after another. A
+//! compaction by hand is a unit of work like a request and ends the same way.
 //!
 //! The terminal event is decided under the session's turnover lock. An interrupt
 //! takes the same lock, so it either finds the request still running (and the request
@@ -24,6 +25,7 @@ use crate::session::queue::{Active, Queued};
 use crate::session::Session;
 use crate::work::agent::{self, Counters, Outcome};
 use crate::work::budget::{self, Budget};
+use crate::work::compact;
 
 /// Runs `first`, then whatever is queued, until the queue is empty.
 pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: CancellationToken) {
@@ -266,6 +268,91 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
             .await;
         }
         Outcome::Interrupted | Outcome::Failed(_) => finish_interrupted(session, rid).await,
+    }
+}
+
+/// Starts a compaction by hand (`context.compact`) as the session's running unit of
+/// work, like a request: while it runs the session is busy (messages sent meanwhile
+/// are queued behind it, settings that need an idle session are refused), it runs
+/// under a child of the session's cancellation token (interrupt, close and shutdown
+/// stop it), and it returns once accepted, so a host's next command is read at once. Refused with `SESSION_BUSY` while a request (or another
+/// compaction) runs.
+pub(crate) async fn start_compaction(
+    session: &Arc<Session>,
+    rid: &str,
+) -> Result<(), ErrorPayload> {
+    // The turnover lock is held until the task is recorded as the session's runner,
+    // so the switch at its end cannot run before that.
+    let _turnover = session.turnover.lock().await;
+    let cancel = {
+        let mut d = session.data();
+        if d.state.closed {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionNotFound,
+                "the session is closed",
+            ));
+        }
+        if let Some(active) = &d.active {
+            return Err(ErrorPayload::new(
+                ErrorCode::SessionBusy,
+                format!(
+                    "request {} is running; compaction by hand runs while the session is idle",
+                    active.id
+                ),
+            )
+            .retryable(true)
+            .with_detail("activeRequestId", active.id.clone()));
+        }
+        let cancel = session.cancel.child_token();
+        d.active = Some(Active::new(rid, cancel.clone(), false));
+        d.compacting = true;
+        cancel
+    };
+    let task = tokio::spawn(run_compaction(session.clone(), rid.to_owned(), cancel));
+    session.data().runner = Some(task);
+    Ok(())
+}
+
+/// The task of a compaction by hand: compacts, saves, answers an interrupt that
+/// reached it, then hands the session to the first queued request (or leaves it idle).
+async fn run_compaction(session: Arc<Session>, rid: String, cancel: CancellationToken) {
+    let work = std::panic::AssertUnwindSafe(compact::run(&session, &rid, "manual", &cancel));
+    let outcome = match futures::FutureExt::catch_unwind(work).await {
+        Ok(done) => Event::CompactionCompleted(done),
+        Err(panic) => {
+            let what = panic_text(panic.as_ref());
+            let error = ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                format!("the compaction failed inside the runtime: {what}"),
+            )
+            .with_detail("panic", what);
+            Event::Error(error)
+        }
+    };
+    // Saved before the outcome is told, so a host that has it can rely on the log.
+    session.persist(&rid).await;
+    let _turnover = session.turnover.lock().await;
+    let interrupted = session
+        .data()
+        .active
+        .as_ref()
+        .is_some_and(|a| a.interrupt_reply.is_some());
+    // The last event the compaction sends is its terminal event: the outcome, or the
+    // `session.interrupted` after it that answers the interrupt.
+    if interrupted {
+        session.emitter.emit(&rid, outcome).await;
+        emit_interrupted(&session, &rid).await;
+    } else {
+        emit_terminal(&session, &rid, None, outcome).await;
+    }
+    let next = {
+        let mut d = session.data();
+        d.compacting = false;
+        next_queued(&session, &mut d)
+    };
+    if let Some((q, cancel)) = next {
+        let task = tokio::spawn(run_requests(session.clone(), q, cancel));
+        session.data().runner = Some(task);
     }
 }
 
