@@ -287,10 +287,7 @@ pub(crate) async fn start_compaction(
     let cancel = {
         let mut d = session.data();
         if d.state.closed {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                "the session is closed",
-            ));
+            return Err(crate::session::closed());
         }
         if let Some(active) = &d.active {
             return Err(ErrorPayload::new(

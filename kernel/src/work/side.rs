@@ -45,10 +45,7 @@ pub(crate) fn spawn(session: &Arc<Session>, rid: &str, message: &str) -> Result<
     let (model, mut messages) = {
         let d = session.data();
         if d.state.closed {
-            return Err(ErrorPayload::new(
-                ErrorCode::SessionNotFound,
-                "the session is closed",
-            ));
+            return Err(crate::session::closed());
         }
         (d.model.clone(), settled(d.state.history.clone()))
     };
