@@ -10,8 +10,8 @@
 //! - [`error`]: every failure is an `ErrorPayload` with a stable `details.reason`.
 //! - [`group::GroupAppender`]: group commit of one session's events over any
 //!   [`AsyncStore`] (each batch is what arrived during the previous commit).
-//! - Feature `testing`: [`testing`] starts a real PostgreSQL server for tests (initdb
-//!   in a temporary directory, `pg_ctl`, a Unix socket) and [`conformance`] holds the
+//! - Feature `testing`: `testing` starts a real PostgreSQL server for tests (initdb
+//!   in a temporary directory, `pg_ctl`, a Unix socket) and `conformance` holds the
 //!   store conformance suite, generic over [`AsyncStore`].
 //!
 //! The layout of the tables and the reasons for it are in each module's
