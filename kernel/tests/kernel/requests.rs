@@ -256,11 +256,7 @@ async fn the_state_read_after_a_terminal_event_is_not_the_ended_request() {
         loop {
             let env = events.recv().await.unwrap();
             if ends(&env, &first) {
-                let want = match &second {
-                    None => SessionState::Idle,
-                    Some(_) => SessionState::Running,
-                };
-                assert_eq!(s.state().session.state, want, "round {round}");
+                assert_not_still_running(&s.state(), &first, second.as_deref(), round);
                 break;
             }
         }
