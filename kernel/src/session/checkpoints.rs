@@ -123,6 +123,14 @@ pub(crate) fn not_found(id: &str) -> ErrorPayload {
     .with_detail("id", id)
 }
 
+/// How many checkpoint operations run at once in the process.
+const MAX_OPERATIONS: usize = 16;
+
+fn operations() -> &'static tokio::sync::Semaphore {
+    static OPS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| tokio::sync::Semaphore::new(MAX_OPERATIONS))
+}
+
 /// Runs `f` on the session's checkpoints on the blocking pool.
 async fn with_book<T: Send + 'static>(
     session: &Arc<Session>,
@@ -132,7 +140,13 @@ async fn with_book<T: Send + 'static>(
     let workspace = session.workspace.clone();
     let dir = store_dir(session);
     let id = session.id.clone();
+    // A bounded number of operations at once in the process: each holds a few files
+    // open (the store's lock, a pack, the files it reads) and a blocking thread, and
+    // thousands of sessions may checkpoint at once.
+    let permit = operations().acquire().await.map_err(internal)?;
     tokio::task::spawn_blocking(move || {
+        // Held by the operation itself, even if its caller stops waiting.
+        let _permit = permit;
         let mut guard = lock(&book.0);
         let slot = &mut *guard;
         slot.open(&workspace, &id, dir);

@@ -2,11 +2,10 @@
 //! listing them, restoring one, and what other sessions of the same workspace do.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use nix::fcntl::Flock;
 use serde::Serialize;
 
 use super::git::Repo;
@@ -79,7 +78,7 @@ pub struct Checkpoints {
     /// The store's garbage-collection generation last seen.
     generation: u64,
     /// Marks the session open for other processes.
-    _open: Option<Flock<File>>,
+    _open: Option<super::marks::OpenSession>,
 }
 
 fn now_ns() -> i64 {

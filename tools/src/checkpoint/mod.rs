@@ -43,6 +43,7 @@ mod engine;
 mod gc;
 mod git;
 mod manifest;
+mod marks;
 mod objects;
 mod refresh;
 mod restore;

@@ -6,8 +6,11 @@
 //! - `sessions/<sessionId>/NNNNNNNN.json`: one record per checkpoint (its id, the
 //!   caller's data, the root tree, the paths changed since the session's previous
 //!   one), written atomically once every object it names is on disk;
-//! - `sessions/<sessionId>/open`: locked (`flock`) by the process that has the
-//!   session's checkpoints open, so other processes can tell the session is open;
+//! - `procs/<name>`: the mark of a process that has sessions of this store open,
+//!   locked (`flock`) while it does; `sessions/<sessionId>/owner` names the mark of
+//!   the process that opened the session, and `sessions/<sessionId>/open` is locked
+//!   briefly while a process opens it ([`super::marks`]): one open file per process,
+//!   not per session;
 //! - `head`: the root of the newest checkpoint of any session, the known state a new
 //!   session's baseline compares its stat scan with;
 //! - `lock`: shared (`flock`) by every operation that writes objects or records or
@@ -145,32 +148,15 @@ impl Layout {
         Ok(())
     }
 
-    /// Marks session `id` open for as long as the returned lock lives; `None` when
-    /// another holder has it open already.
-    pub fn open_session(&self, id: &str) -> io::Result<Option<Flock<File>>> {
-        let dir = self.session(id);
-        fs::create_dir_all(&dir)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("open"))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(l) => Ok(Some(l)),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
-            Err((_, e)) => Err(e.into()),
-        }
+    /// Marks session `id` open for as long as the returned guard lives; `None` when
+    /// this or another process has it open already ([`super::marks`]).
+    pub fn open_session(&self, id: &str) -> io::Result<Option<super::marks::OpenSession>> {
+        super::marks::open(&self.dir, &self.session(id), id)
     }
 
     /// Whether some process has session `id` open.
     pub fn session_is_open(&self, id: &str) -> bool {
-        let Ok(file) = File::open(self.session(id).join("open")) else {
-            return false;
-        };
-        matches!(
-            Flock::lock(file, FlockArg::LockExclusiveNonblock),
-            Err((_, nix::errno::Errno::EWOULDBLOCK))
-        )
+        super::marks::is_open(&self.dir, &self.session(id), id)
     }
 
     /// The sessions that have a directory here.

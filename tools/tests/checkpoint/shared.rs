@@ -284,3 +284,32 @@ fn pruning_drops_old_and_closed_first_never_pinned_and_open_engines_cope() {
     assert!(w.read("open-0.txt").expect("back").starts_with("open 0"));
     assert!(home.verify().expect("verify").is_empty());
 }
+
+fn open_files() -> usize {
+    fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+}
+
+/// Open sessions cost no open file each: a runtime with thousands of sessions open
+/// stays below its limit of open files. Each still shows as open to the others, and
+/// closing them lets them show as closed.
+#[test]
+fn open_sessions_hold_no_file_each() {
+    let w = ws();
+    w.write("a.txt", "a\n");
+    let before = open_files();
+    let engines: Vec<Checkpoints> = (0..300)
+        .map(|i| open_as(&w, &format!("s{i:03}"), false))
+        .collect();
+    let during = open_files();
+    assert!(
+        during < before + 30,
+        "300 open sessions hold {} more open files",
+        during - before
+    );
+    let probe = open_as(&w, "probe", false);
+    assert_eq!(probe.shared_with().len(), 300);
+    drop(engines);
+    assert!(probe.shared_with().is_empty(), "the 300 are closed");
+    drop(probe);
+    assert!(open_files() <= before + 2, "closing them gives the files back");
+}
