@@ -314,7 +314,11 @@ fn assert_not_still_running(
     round: usize,
 ) {
     use keel_envelope::types::SessionState;
-    assert_ne!(state.active_request_id.as_deref(), Some(ended), "round {round}");
+    assert_ne!(
+        state.active_request_id.as_deref(),
+        Some(ended),
+        "round {round}"
+    );
     let Some(next) = next else {
         assert_eq!(state.session.state, SessionState::Idle, "round {round}");
         assert_eq!(state.active_request_id, None, "round {round}");

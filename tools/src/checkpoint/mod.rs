@@ -62,6 +62,7 @@ pub use engine::{Checkpoints, ForeignChange, UndoPoint};
 pub use gc::{CheckpointHome, DroppedCheckpoint, PruneReport, PruneRules, StoreUsage};
 pub use manifest::Unsaved;
 pub use restore::{NotRestorable, RestoreAction, RestoreReport, RestoredPath};
+pub use watch::MAX_WATCHERS;
 
 /// Test seam: garbage collection calls this between its steps (crash tests).
 #[doc(hidden)]

@@ -24,6 +24,7 @@ pub(crate) struct Drained {
 }
 
 pub(crate) struct Watcher {
+    _slot: Slot,
     ino: Inotify,
     /// At most this many watches (below the system's own limit, for tests and for
     /// users who cap it); past it the caller falls back to scanning.
@@ -53,10 +54,42 @@ fn mask() -> AddWatchFlags {
         | AddWatchFlags::IN_DONT_FOLLOW
 }
 
+/// At most this many watchers (inotify instances) live in one process: the system
+/// allows a user few of them (128 by default, `fs.inotify.max_user_instances`), and a
+/// runtime with many open sessions must not take them all from the user's other
+/// programs. A session past the limit detects changes by scanning.
+pub const MAX_WATCHERS: usize = 32;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the process's [`MAX_WATCHERS`] places, given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        use std::sync::atomic::Ordering;
+        LIVE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_WATCHERS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 impl Watcher {
     pub fn new(limit: usize) -> io::Result<Self> {
+        let slot = Slot::take().ok_or_else(|| {
+            io::Error::other(format!("{MAX_WATCHERS} watchers are live in this process"))
+        })?;
         let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         Ok(Watcher {
+            _slot: slot,
             ino,
             limit,
             by_wd: HashMap::new(),

@@ -286,7 +286,9 @@ fn pruning_drops_old_and_closed_first_never_pinned_and_open_engines_cope() {
 }
 
 fn open_files() -> usize {
-    fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+    fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 /// Open sessions cost no open file each: a runtime with thousands of sessions open
@@ -311,5 +313,8 @@ fn open_sessions_hold_no_file_each() {
     drop(engines);
     assert!(probe.shared_with().is_empty(), "the 300 are closed");
     drop(probe);
-    assert!(open_files() <= before + 2, "closing them gives the files back");
+    assert!(
+        open_files() <= before + 2,
+        "closing them gives the files back"
+    );
 }

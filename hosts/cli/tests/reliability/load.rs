@@ -162,10 +162,14 @@ fn run_load(sessions: usize, requests: usize, max_files: Option<u64>) -> (usize,
     if let Some(limit) = max_files {
         eprintln!("open files of the bridge: at most {peak_files} seen (limit {limit})");
         assert!(peak_files < limit as usize);
-        // The logs kept open are bounded; the rest is the process's own (stdio, the
-        // runtime, the log file) and files a tool has open for a moment.
+        // The logs kept open and the checkpoint watchers are bounded; the rest is the
+        // process's own (stdio, the runtime, the log file) and files a tool or a
+        // checkpoint has open for a moment.
         assert!(
-            peak_files <= keel_kernel::store::DEFAULT_MAX_OPEN_LOGS + 64,
+            peak_files
+                <= keel_kernel::store::DEFAULT_MAX_OPEN_LOGS
+                    + keel_tools::checkpoint::MAX_WATCHERS
+                    + 64,
             "{peak_files} files open"
         );
     }
