@@ -63,6 +63,8 @@ struct Slot {
     /// Why there is no engine (after the first try).
     disabled: Option<String>,
     tried: bool,
+    /// Opening failed and no checkpoint has told it yet: (why, the disk is full).
+    untold: Option<(String, bool)>,
 }
 
 /// The checkpoint of a request being taken beside its first model call: what it
@@ -116,8 +118,16 @@ impl Slot {
                         session_id,
                         CheckpointConfig::default(),
                     ) {
-                        Ok(e) => self.engine = Some(e),
-                        Err(e) => self.disabled = Some(e.to_string()),
+                        Ok(e) => {
+                            self.engine = Some(e);
+                            self.disabled = None;
+                        }
+                        Err(e) => {
+                            // A full disk may not stay full: the next use tries again.
+                            self.tried = !e.is_disk_full();
+                            self.untold = Some((e.to_string(), e.is_disk_full()));
+                            self.disabled = Some(e.to_string());
+                        }
                     }
                 }
             }
@@ -149,6 +159,17 @@ async fn with_book<T: Send + 'static>(
     session: &Session,
     f: impl FnOnce(Option<&mut Checkpoints>, &mut Option<String>) -> T + Send + 'static,
 ) -> Result<T, ErrorPayload> {
+    with_slot(session, move |slot| {
+        f(slot.engine.as_mut(), &mut slot.disabled)
+    })
+    .await
+}
+
+/// Runs `f` on the session's checkpoint slot (opened on first use) on the blocking pool.
+async fn with_slot<T: Send + 'static>(
+    session: &Session,
+    f: impl FnOnce(&mut Slot) -> T + Send + 'static,
+) -> Result<T, ErrorPayload> {
     let book = session.checkpoints.clone();
     let workspace = session.workspace.clone();
     let dir = store_dir(session);
@@ -157,7 +178,7 @@ async fn with_book<T: Send + 'static>(
         let mut guard = lock(&book.slot);
         let slot = &mut *guard;
         slot.open(&workspace, &id, dir);
-        f(slot.engine.as_mut(), &mut slot.disabled)
+        f(slot)
     })
     .await
     .map_err(internal)
@@ -288,8 +309,12 @@ async fn record(
     value: serde_json::Value,
     cancel: Option<&CancellationToken>,
 ) -> Option<ErrorPayload> {
-    let work = with_book(session, move |engine, disabled| {
-        let engine = engine?;
+    let work = with_slot(session, move |slot| {
+        let Some(engine) = slot.engine.as_mut() else {
+            // The store could not be opened: told once.
+            return slot.untold.take().map(|(why, full)| (why, false, full));
+        };
+        let disabled = &mut slot.disabled;
         match engine.checkpoint(&id, value) {
             Ok(_) | Err(CheckpointError::DuplicateId(_)) => None,
             Err(e @ CheckpointError::TooManyFiles { .. }) => {
