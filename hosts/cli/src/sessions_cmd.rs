@@ -155,6 +155,11 @@ pub fn parse_age(text: &str) -> Result<std::time::Duration, String> {
         Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c),
         _ => (t, 'd'),
     };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{text:?} is not an age: a whole number with d, h or m, e.g. 7d, 12h or 30m"
+        ));
+    }
     let secs_per = match unit {
         'd' => 86_400,
         'h' => 3_600,
@@ -165,11 +170,6 @@ pub fn parse_age(text: &str) -> Result<std::time::Duration, String> {
             ))
         }
     };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!(
-            "{text:?} is not an age: a whole number with d, h or m, e.g. 7d, 12h or 30m"
-        ));
-    }
     let n: u64 = digits
         .parse()
         .map_err(|_| format!("{text:?} is too large"))?;
