@@ -115,7 +115,11 @@ async fn case(name: &str, ws: &Path, fresh_store: bool, rounds: usize) -> Case {
     };
     for _ in 0..rounds {
         let fresh = tempfile::tempdir().unwrap();
-        let store = if fresh_store { fresh.path() } else { keep.path() };
+        let store = if fresh_store {
+            fresh.path()
+        } else {
+            keep.path()
+        };
         let (first, done) = round(ws, store).await;
         c.first.push(first);
         c.done.push(done);
