@@ -12,6 +12,7 @@ use keel_tools::{SandboxConfig, SandboxMode};
 use serde::Deserialize;
 
 use crate::agent::{AgentConfig, RawAgent, RawBudget, RawHooks, RawPrice};
+pub use crate::checkpoints::CheckpointsConfig;
 use crate::mcp;
 use crate::retry::RetryPolicy;
 use crate::skills;
@@ -118,6 +119,8 @@ pub struct Config {
     pub host_tool_timeout_secs: u64,
     /// `[skills]`: configured skill folders.
     pub skills: SkillsConfig,
+    /// `[checkpoints]`: on or off, and the limits of the checkpoint stores.
+    pub checkpoints: CheckpointsConfig,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -148,6 +151,7 @@ impl Default for Config {
             mcp_tool_timeout_secs: 120,
             host_tool_timeout_secs: 60,
             skills: SkillsConfig::default(),
+            checkpoints: CheckpointsConfig::default(),
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -182,6 +186,7 @@ struct RawConfig {
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
     skills: Option<skills::RawSkills>,
+    checkpoints: Option<crate::checkpoints::RawCheckpoints>,
     /// `[telemetry]`: the host reads it (`keel_telemetry::TelemetryConfig`) from the
     /// user's own file; here it is only accepted, and ignored in a project's file.
     #[serde(rename = "telemetry")]
@@ -469,6 +474,11 @@ impl Config {
                     "serve",
                     "can only be set in $KEEL_HOME/config.toml: a project cannot open the daemon to the network",
                 ))
+            } else if raw.checkpoints.is_some() {
+                Some((
+                    "checkpoints",
+                    "can only be set in $KEEL_HOME/config.toml: its limits apply to the checkpoints of every workspace",
+                ))
             } else if raw.mcp_servers.is_some() && !trusted {
                 Some((
                     "mcpServers",
@@ -603,6 +613,9 @@ impl Config {
         set(&mut self.host_tool_timeout_secs, raw.host_tool_timeout_secs);
         if let Some(sk) = raw.skills {
             self.skills.apply(sk, project.is_some(), &invalid)?;
+        }
+        if let Some(c) = raw.checkpoints {
+            self.checkpoints.apply(c, &invalid)?;
         }
         if raw.telemetry_table.is_some() && project.is_some() {
             self.warnings.push(format!(

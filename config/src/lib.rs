@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod checkpoints;
 pub mod config;
 mod env;
 mod mcp;
@@ -31,8 +32,8 @@ mod toml_keys;
 
 pub use agent::{AgentConfig, ProjectTrust};
 pub use config::{
-    Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig, SkillsConfig, CONFIG_FILE,
-    CONFIG_MAX_BYTES, PROJECT_DIR,
+    CheckpointsConfig, Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig,
+    SkillsConfig, CONFIG_FILE, CONFIG_MAX_BYTES, PROJECT_DIR,
 };
 pub use env::{default_keel_home, EnvMap};
 pub use retry::RetryPolicy;

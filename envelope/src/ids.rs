@@ -34,6 +34,9 @@ pub enum IdKind {
     Review,
     /// A background task (`bg_`).
     Background,
+    /// A checkpoint taken for something else than a request or a tool call (`ckpt_`:
+    /// the state a rewind replaced).
+    Checkpoint,
 }
 
 impl IdKind {
@@ -52,6 +55,7 @@ impl IdKind {
             IdKind::Ask => "ask_",
             IdKind::Review => "rev_",
             IdKind::Background => "bg_",
+            IdKind::Checkpoint => "ckpt_",
         }
     }
 }

@@ -50,6 +50,12 @@ payloads! {
         /// Files changed after it, up to the next checkpoint (for the last one: up to now).
         /// Rewinding to this checkpoint undoes at least these changes.
         pub files_changed: Vec<CheckpointFileChange>,
+        /// Taken by a rewind (its `requestId` is the rewind's) just before it restored
+        /// files: the checkpoint it went back to. Rewinding to this one undoes the
+        /// rewind. Absent for the checkpoints of requests and tool calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub before_rewind_to: Option<String>,
     }
 
     /// `checkpoint.list`: the answer to `checkpoint.list`.
@@ -85,6 +91,34 @@ payloads! {
         pub not_restorable: Vec<NotRestorableFile>,
         /// Whether the conversation was cut back.
         pub conversation_cut: bool,
+        /// The checkpoint holding the files as they were just before the rewind:
+        /// rewinding to it (`toRequestId` or `toToolCallId`) undoes the rewind. Absent
+        /// when no file was rewound (`files: false`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub undo_checkpoint_id: Option<String>,
+        /// Other open sessions whose workspace is this one (a fork, or a session
+        /// started on the same folder, in this process or another): the rewind
+        /// changed their files too. Absent when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub shared_with: Option<Vec<String>>,
+        /// Files that other sessions' checkpoints recorded as changed after the
+        /// checkpoint rewound to (a rewind of files puts them back too, so a host may
+        /// warn). Absent when there is none, and when no file was rewound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub changed_by_others: Option<Vec<ForeignFileChange>>,
+    }
+
+    /// A file another session of the same workspace changed.
+    pub struct ForeignFileChange {
+        /// The other session.
+        pub session_id: String,
+        /// Relative to the workspace, `/`-separated.
+        pub path: String,
+        /// How it changed (the last change that session recorded).
+        pub change: FileChangeKind,
     }
 
     /// `session.forked`: the answer to `session.fork`, first event of the new session's
@@ -96,6 +130,12 @@ payloads! {
         pub parent_session_id: String,
         /// The history was copied up to just before this request; absent: all of it.
         pub at_request_id: Option<String>,
+        /// The other open sessions whose workspace the fork shares (the parent first,
+        /// then sessions started on the same folder, in this process or another): the
+        /// fork's edits and rewinds change their files. Absent when there is none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub shared_with: Option<Vec<String>>,
     }
 
     /// `side.answered`: the answer to `request.side`, on the side request's own stream.

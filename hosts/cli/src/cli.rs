@@ -234,6 +234,17 @@ pub enum SessionsCommand {
         #[command(flatten)]
         socket: SocketArg,
     },
+    /// Prune checkpoints: those older than the age limit go, then the oldest beyond checkpoints.maxBytes (closed sessions' first), and what only they used is freed. Sessions some process holds open keep theirs; sessions' logs stay.
+    Prune {
+        /// Drop the checkpoints older than D: a number with `d` (days), `h` or `m`, or a plain number of days (default: checkpoints.maxAgeDays).
+        #[arg(long, value_name = "D", value_parser = crate::sessions_cmd::parse_age)]
+        older_than: Option<std::time::Duration>,
+        /// Say what would go and what it would free; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        json: JsonArg,
+    },
 }
 
 /// `--socket`, the same for every command that takes it.
@@ -734,6 +745,7 @@ pub mod docs {
                 "keel demo",
                 "keel sessions list",
                 "keel sessions delete",
+                "keel sessions prune",
                 "keel bridge",
                 "keel serve",
                 "keel serve token create",

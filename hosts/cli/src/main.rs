@@ -5,6 +5,7 @@ mod attach_cmd;
 mod bridge_cmd;
 mod cli;
 mod demo_cmd;
+mod doctor_checkpoints;
 mod doctor_cmd;
 mod doctor_mcp;
 mod doctor_skills;

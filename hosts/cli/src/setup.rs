@@ -106,6 +106,9 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         mcp_startup_timeout: Duration::from_secs(config.mcp_startup_timeout_secs),
         mcp_call_timeout: Duration::from_secs(config.mcp_tool_timeout_secs),
         host_tool_timeout: Duration::from_secs(config.host_tool_timeout_secs),
+        checkpoints: config.checkpoints.enabled,
+        checkpoint_max_bytes: config.checkpoints.max_bytes,
+        checkpoint_max_age: config.checkpoints.max_age(),
         ..KernelConfig::default()
     };
     // Budgets, prices, the output cap and hooks.

@@ -63,6 +63,13 @@ pub struct KernelConfig {
     /// directory; else `checkpoints/` in each session's directory of a store that
     /// keeps files.
     pub checkpoint_dir: Option<PathBuf>,
+    /// The checkpoint stores under `checkpoint_dir` together hold at most about this
+    /// many bytes: beyond it the oldest checkpoints go, closed sessions' first, never
+    /// those of a running request (`None`: no size limit). Default 2 GiB.
+    pub checkpoint_max_bytes: Option<u64>,
+    /// Checkpoints older than this go (except those of a running request); `None`:
+    /// kept whatever their age. Default 30 days.
+    pub checkpoint_max_age: Option<Duration>,
     /// How long an open session may do nothing before it is dropped from memory (and
     /// reloaded from its log by the next command naming it); `None`: never.
     pub idle_unload_after: Option<Duration>,
@@ -87,6 +94,12 @@ pub struct KernelConfig {
     pub host_tool_timeout: Duration,
 }
 
+/// Default of [`KernelConfig::checkpoint_max_bytes`]: 2 GiB.
+pub const DEFAULT_CHECKPOINT_MAX_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// Default of [`KernelConfig::checkpoint_max_age`]: 30 days.
+pub const DEFAULT_CHECKPOINT_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
 /// Default of [`KernelConfig::max_open_sessions`].
 pub const DEFAULT_MAX_OPEN_SESSIONS: usize = 1000;
 
@@ -110,6 +123,8 @@ impl Default for KernelConfig {
             patch_preview: false,
             checkpoints: true,
             checkpoint_dir: None,
+            checkpoint_max_bytes: Some(DEFAULT_CHECKPOINT_MAX_BYTES),
+            checkpoint_max_age: Some(DEFAULT_CHECKPOINT_MAX_AGE),
             idle_unload_after: Some(Duration::from_secs(30 * 60)),
             fsync_each_event: false,
             max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,

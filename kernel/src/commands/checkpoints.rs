@@ -1,6 +1,9 @@
 //! Checkpoints and rewind: `checkpoint.list` and `session.rewind` (files and/or the
-//! conversation, cut at the request marks kept in the persisted state). The
-//! checkpoints themselves are the session's book ([`crate::session::checkpoints`]).
+//! conversation, cut at the request marks kept in the persisted state). A rewind of
+//! files first records the state it replaces, names that checkpoint in its answer,
+//! and says which other open sessions share the workspace and which files their
+//! checkpoints recorded as changed since the target. The checkpoints themselves are
+//! the session's book ([`crate::session::checkpoints`]).
 
 use std::sync::Arc;
 
@@ -58,9 +61,10 @@ pub(crate) async fn rewind(
     if let Some(e) = refuse_while_running(session, "a rewind") {
         return Err(e);
     }
-    let (report, history_len) = if files {
-        let (report, len) = restore_files(session, id.clone()).await?;
-        (Some(report), Some(len))
+    let (restored, history_len) = if files {
+        let r = restore_files(session, id.clone(), rid).await?;
+        let len = r.history_len;
+        (Some(r), Some(len))
     } else {
         let len = match history_len_of(session, id.clone()).await? {
             Some(len) => Some(len),
@@ -85,6 +89,11 @@ pub(crate) async fn rewind(
             .request_marks
             .retain(|m| m.history_len < len || (m.history_len == len && m.request_id != id));
     }
+    let shared = checkpoints::shared_with(session, cx.open.loaded(), None).await;
+    let (undo, others, report) = match restored {
+        Some(r) => (Some(r.undo), r.changed_by_others, Some(r.report)),
+        None => (None, Vec::new(), None),
+    };
     let (files, not_restorable) = report.map(wire_report).unwrap_or_default();
     session
         .emitter
@@ -94,6 +103,9 @@ pub(crate) async fn rewind(
                 files,
                 not_restorable,
                 conversation_cut,
+                undo_checkpoint_id: undo,
+                shared_with: Some(shared).filter(|s| !s.is_empty()),
+                changed_by_others: Some(others).filter(|o| !o.is_empty()),
             }),
         )
         .await;

@@ -1,6 +1,7 @@
 //! `session.fork`: a new session with the parent's history up to a request (and, with
-//! `files`, the workspace put back to that point), the parent's review, patches, task
-//! graph, budget limits, host tools and MCP servers.
+//! `files`, the workspace put back to that point, undoably, in the parent's
+//! checkpoints), the parent's review, patches, task graph, budget limits, host tools
+//! and MCP servers. Its answer names the open sessions whose folder it shares.
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use super::lifecycle::start_mcp;
 use super::{invalid, refuse_while_running, Cx};
 use crate::base::limits::{fork_extension, EXT_KEY};
 use crate::base::mcp_config::from_specs;
-use crate::session::checkpoints::{marks, restore_files};
+use crate::session::checkpoints::{marks, restore_files, shared_with};
 use crate::session::{closed, Data, Session};
 
 /// Extension keys a fork copies (the plan, rules and mode are in the state itself).
@@ -73,7 +74,7 @@ pub(crate) async fn open_fork(
             return Err(e);
         }
         let r = p.at_request_id.clone().unwrap_or_default();
-        restore_files(parent, r).await?;
+        restore_files(parent, r, rid).await?;
     }
     let id = services.next_id(IdKind::Session);
     let now = services.now();
@@ -109,6 +110,9 @@ pub(crate) async fn open_fork(
         .tools
         .set_host(services.registry(), parent.tools.host_entries())?;
     let session = admission.insert(&id, session);
+    // The fork works in the parent's folder: the parent first, then the others.
+    let mut shared = vec![parent.id.clone()];
+    shared.extend(shared_with(parent, cx.open.loaded(), Some(&id)).await);
     session
         .emitter
         .emit(
@@ -117,6 +121,7 @@ pub(crate) async fn open_fork(
                 session_id: id,
                 parent_session_id: parent.id.clone(),
                 at_request_id: at,
+                shared_with: Some(shared),
             }),
         )
         .await;

@@ -332,6 +332,8 @@ pub(crate) async fn close_session(session: &Session, rid: &str, reason: &str) {
     }
     crate::work::process::stop_all(session).await;
     session.mcp.stop_all();
+    // Closed: other processes see it so, and its checkpoints may be pruned first.
+    crate::session::checkpoints::release(session).await;
     session.data().state.closed = true;
     session.persist(rid).await;
     session

@@ -64,6 +64,8 @@ pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPa
     }
     cx.open.forget(id);
     let stored = cx.services.store().delete(id)?;
+    // What only this session's checkpoints used is freed too.
+    crate::session::checkpoints::forget_session(cx.services, id).await;
     if open.is_none() && !stored {
         return Err(ErrorPayload::new(
             ErrorCode::SessionNotFound,

@@ -229,6 +229,7 @@ impl KernelBuilder {
                 open: Sessions::new(services.clone()),
                 services,
                 idle_timer: Default::default(),
+                prune: Default::default(),
             }),
         })
     }

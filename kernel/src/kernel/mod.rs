@@ -6,6 +6,7 @@
 pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
+pub(crate) mod prune;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +36,8 @@ pub(crate) struct KernelInner {
     pub(crate) open: Sessions,
     /// Whether the idle sweep's timer runs ([`idle`]).
     pub(crate) idle_timer: std::sync::atomic::AtomicBool,
+    /// Automatic pruning of the checkpoint stores ([`prune`]).
+    pub(crate) prune: prune::State,
 }
 
 /// The kernel. Cheap to clone; every clone is the same kernel.
@@ -147,10 +150,26 @@ impl Kernel {
         idle::sweep(&self.inner)
     }
 
+    /// Prunes the checkpoint stores now, by the configured limits
+    /// ([`crate::KernelConfig::checkpoint_max_bytes`], and `older_than` or else
+    /// [`crate::KernelConfig::checkpoint_max_age`]), or only says what would go
+    /// (`dry_run`). The checkpoints of a running request, and of sessions another
+    /// process holds open, stay. `Ok(None)`: the kernel keeps no checkpoint stores (no
+    /// checkpoint directory). The kernel also prunes by itself, at most every ten
+    /// minutes, when the stores are past a limit.
+    pub async fn prune_checkpoints(
+        &self,
+        older_than: Option<std::time::Duration>,
+        dry_run: bool,
+    ) -> Result<Option<keel_tools::checkpoint::PruneReport>, ErrorPayload> {
+        prune::run_now(&self.inner, older_than, dry_run).await
+    }
+
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
     pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
         idle::start_timer(&self.inner);
+        prune::maybe(&self.inner);
         let result = table::dispatch(&self.cx(&cmd.request_id), &cmd).await;
         if let Err(e) = &result {
             self.emit_error(&cmd, e.clone()).await;

@@ -221,6 +221,8 @@ pub(crate) async fn user_prompt_submit(
     if hooks.is_empty() {
         return Ok(None);
     }
+    // A hook may change files: the request's checkpoint comes first.
+    crate::session::checkpoints::settle(session, rid, cancel).await;
     let mut i = input(session, HookEvent::UserPromptSubmit, Some(rid), cancel);
     i.prompt = Some(prompt.to_owned());
     let mut parts = Vec::new();

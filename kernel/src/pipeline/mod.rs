@@ -10,7 +10,8 @@
 //! 3. approval wait, when the gate asks — a denial or timeout is `tool.call.skipped`;
 //! 4. checkpoint: when the verdict's level is above read (or the call spawns a
 //!    sub-agent), the workspace is checkpointed ([`crate::session::checkpoints`]) so a rewind can
-//!    put it back as it was just before the call;
+//!    put it back as it was just before the call; the request's own checkpoint,
+//!    taken beside its first model call, is waited for first;
 //! 5. run: `tool.call.started` with the verdict's level, the entry's handler (or the
 //!    stage that takes the call over) with its own child cancellation token, streamed
 //!    `tool.call.progress`, then `tool.call.completed` or `tool.call.failed` with the
@@ -155,7 +156,7 @@ pub(crate) async fn run_call(
     }
     // 4. Checkpoint the workspace when the call may change files.
     if crate::session::checkpoints::may_change_files(verdict.level(), &call.name) {
-        let call_point = Some((tool_call_id.as_str(), call.name.as_str()));
+        let call_point = (tool_call_id.as_str(), call.name.as_str());
         if let Some(w) =
             crate::session::checkpoints::checkpoint(session, rid, call_point, cancel).await
         {

@@ -3,29 +3,39 @@
 //! `session.rewind` and `session.fork` ([`crate::commands::checkpoints`],
 //! [`crate::commands::fork`]).
 //!
-//! A checkpoint is taken before each request starts and, as a step of the tool-call
+//! A checkpoint is taken as each request starts and, as a step of the tool-call
 //! pipeline, before each allowed call that may change files (the gate's verdict is
-//! above the read level, or the call spawns a sub-agent). The checkpoint of a request
-//! has the request's id; the checkpoint of a tool call has the call's id. Each records
-//! where the conversation stood, so a rewind can cut the history back to the same point.
+//! above the read level, or the call spawns a sub-agent). The request's checkpoint is
+//! taken beside the request, on the blocking pool: its first model call never waits
+//! for it; the first tool call that may change files waits for it (and a
+//! `UserPromptSubmit` hook, which may change files too), and so does the request's
+//! terminal event, so a request that is over always has its checkpoint. The checkpoint
+//! of a request has the request's id; the checkpoint of a tool call has the call's id.
+//! Each records where the conversation stood, so a rewind can cut the history back to
+//! the same point. A rewind that restores files first records the state it replaces
+//! (`restore_undoable`), as a checkpoint of its own listed like the others.
 //! Checkpoints live in the workspace's store under
 //! [`crate::KernelConfig::checkpoint_dir`] (else under the session's store directory);
 //! a session whose store keeps no files, or whose workspace is over the file limit,
 //! takes none and says why in `checkpoint.list`.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures::future::{BoxFuture, FutureExt, Shared};
 use keel_envelope::events::{
-    CheckpointEntry, CheckpointFileChange, CheckpointList, FileChangeKind, NotRestorableFile,
-    RewindAction, RewoundFile,
+    CheckpointEntry, CheckpointFileChange, CheckpointList, FileChangeKind, ForeignFileChange,
+    NotRestorableFile, RewindAction, RewoundFile,
 };
-use keel_envelope::{ErrorCode, ErrorPayload};
+use keel_envelope::ids::IdKind;
+use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use keel_tools::checkpoint::{
-    ChangeKind, CheckpointConfig, CheckpointError, CheckpointInfo, Checkpoints, FileChange,
-    RestoreAction, RestoreReport,
+    ChangeKind, CheckpointConfig, CheckpointError, CheckpointHome, CheckpointInfo, Checkpoints,
+    FileChange, ForeignChange, RestoreAction, RestoreReport,
 };
 use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
 
 use crate::base::model::Message;
 use crate::base::store::RequestMark as Mark;
@@ -42,6 +52,9 @@ struct Meta {
     tool_name: Option<String>,
     /// History length to cut back to.
     history_len: usize,
+    /// Taken by a rewind before it restored files: the checkpoint it went back to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    before_rewind: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -50,20 +63,30 @@ struct Slot {
     /// Why there is no engine (after the first try).
     disabled: Option<String>,
     tried: bool,
+    /// Opening failed and no checkpoint has told it yet: (why, the disk is full).
+    untold: Option<(String, bool)>,
 }
+
+/// The checkpoint of a request being taken beside its first model call: what it
+/// warns of when it ends (`None`: recorded, or its failure was told already).
+type Pending = Shared<BoxFuture<'static, Option<ErrorPayload>>>;
 
 /// A session's checkpoints. Operations run on the blocking pool.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Book(Arc<Mutex<Slot>>);
+pub(crate) struct Book {
+    slot: Arc<Mutex<Slot>>,
+    /// The running request's checkpoint while it is taken (its request id).
+    baseline: Arc<Mutex<Option<(String, Pending)>>>,
+}
 
 impl Book {
     /// Closes the engine (and its watcher); the next use reopens it from its files.
     pub(crate) fn release(&self) {
-        *lock(&self.0) = Slot::default();
+        *lock(&self.slot) = Slot::default();
     }
 }
 
-fn lock(slot: &Mutex<Slot>) -> MutexGuard<'_, Slot> {
+fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -95,8 +118,16 @@ impl Slot {
                         session_id,
                         CheckpointConfig::default(),
                     ) {
-                        Ok(e) => self.engine = Some(e),
-                        Err(e) => self.disabled = Some(e.to_string()),
+                        Ok(e) => {
+                            self.engine = Some(e);
+                            self.disabled = None;
+                        }
+                        Err(e) => {
+                            // A full disk may not stay full: the next use tries again.
+                            self.tried = !e.is_disk_full();
+                            self.untold = Some((e.to_string(), e.is_disk_full()));
+                            self.disabled = Some(e.to_string());
+                        }
                     }
                 }
             }
@@ -133,8 +164,19 @@ fn operations() -> &'static tokio::sync::Semaphore {
 
 /// Runs `f` on the session's checkpoints on the blocking pool.
 async fn with_book<T: Send + 'static>(
-    session: &Arc<Session>,
+    session: &Session,
     f: impl FnOnce(Option<&mut Checkpoints>, &mut Option<String>) -> T + Send + 'static,
+) -> Result<T, ErrorPayload> {
+    with_slot(session, move |slot| {
+        f(slot.engine.as_mut(), &mut slot.disabled)
+    })
+    .await
+}
+
+/// Runs `f` on the session's checkpoint slot (opened on first use) on the blocking pool.
+async fn with_slot<T: Send + 'static>(
+    session: &Session,
+    f: impl FnOnce(&mut Slot) -> T + Send + 'static,
 ) -> Result<T, ErrorPayload> {
     let book = session.checkpoints.clone();
     let workspace = session.workspace.clone();
@@ -147,10 +189,10 @@ async fn with_book<T: Send + 'static>(
     tokio::task::spawn_blocking(move || {
         // Held by the operation itself, even if its caller stops waiting.
         let _permit = permit;
-        let mut guard = lock(&book.0);
+        let mut guard = lock(&book.slot);
         let slot = &mut *guard;
         slot.open(&workspace, &id, dir);
-        f(slot.engine.as_mut(), &mut slot.disabled)
+        f(slot)
     })
     .await
     .map_err(internal)
@@ -188,19 +230,9 @@ pub(crate) fn may_change_files(level: keel_envelope::types::PermissionLevel, too
         || tool == crate::base::prompt::SPAWN_SUB_AGENT
 }
 
-/// Takes a checkpoint before request `rid` (`call`: `None`) or before one of its tool
-/// calls (`Some((toolCallId, toolName))`). A failure is logged and returned (once per
-/// session) as a warning for the request's stream; the request goes on. When `cancel`
-/// fires first, the request stops waiting (the checkpoint finishes in the background).
-pub(crate) async fn checkpoint(
-    session: &Arc<Session>,
-    rid: &str,
-    call: Option<(&str, &str)>,
-    cancel: &tokio_util::sync::CancellationToken,
-) -> Option<ErrorPayload> {
-    if !session.services.config().checkpoints {
-        return None;
-    }
+/// The checkpoint's id and what it records besides the files: where the
+/// conversation stands now.
+fn point(session: &Session, rid: &str, call: Option<(&str, &str)>) -> (String, serde_json::Value) {
     let history_len = {
         let d = session.data();
         match call {
@@ -213,48 +245,129 @@ pub(crate) async fn checkpoint(
         tool_call_id: call.map(|c| c.0.to_owned()),
         tool_name: call.map(|c| c.1.to_owned()),
         history_len,
+        before_rewind: None,
     };
     let id = call.map_or(rid, |c| c.0).to_owned();
-    let value = serde_json::to_value(&meta).unwrap_or_default();
-    let work = with_book(session, move |engine, disabled| {
-        let engine = engine?;
+    (id, serde_json::to_value(&meta).unwrap_or_default())
+}
+
+/// Starts the checkpoint before request `rid` beside the request (the first model
+/// call does not wait for it): the first tool call that may change files waits for
+/// it ([`checkpoint`]), and so does the request's end ([`settle`]). Call it before
+/// the request's message enters the history.
+pub(crate) fn begin_request(session: &Arc<Session>, rid: &str) {
+    if !session.services.config().checkpoints {
+        return;
+    }
+    let (id, value) = point(session, rid, None);
+    let s = session.clone();
+    let r = rid.to_owned();
+    // Spawned so that it starts now, whoever polls it.
+    let task = tokio::spawn(async move { record(&s, &r, id, value, None).await });
+    let pending: Pending = async move { task.await.ok().flatten() }.boxed().shared();
+    *lock(&session.checkpoints.baseline) = Some((rid.to_owned(), pending));
+}
+
+/// Waits until the checkpoint [`begin_request`] started for `rid` is recorded (or
+/// `cancel` fires), and emits its warning on the request's stream if it failed.
+pub(crate) async fn settle(session: &Session, rid: &str, cancel: &CancellationToken) {
+    let pending = match &*lock(&session.checkpoints.baseline) {
+        Some((r, p)) if r == rid => p.clone(),
+        _ => return,
+    };
+    let warning = tokio::select! {
+        w = pending => w,
+        _ = cancel.cancelled() => return,
+    };
+    // The first to see it end tells its warning.
+    let taken = {
+        let mut b = lock(&session.checkpoints.baseline);
+        match &*b {
+            Some((r, _)) if r == rid => b.take(),
+            _ => None,
+        }
+    };
+    if let (Some(_), Some(w)) = (taken, warning) {
+        session.emitter.emit(rid, Event::Warning(w)).await;
+    }
+}
+
+/// Takes a checkpoint before one of the tool calls of request `rid` (`call`:
+/// `(toolCallId, toolName)`), after the request's own checkpoint ([`settle`]). A
+/// failure is logged and returned (once per session) as a warning for the request's
+/// stream; the request goes on. When `cancel` fires first, the request stops waiting
+/// (the checkpoint finishes in the background).
+pub(crate) async fn checkpoint(
+    session: &Arc<Session>,
+    rid: &str,
+    call: (&str, &str),
+    cancel: &CancellationToken,
+) -> Option<ErrorPayload> {
+    if !session.services.config().checkpoints {
+        return None;
+    }
+    settle(session, rid, cancel).await;
+    if cancel.is_cancelled() {
+        return None;
+    }
+    let (id, value) = point(session, rid, Some(call));
+    record(session, rid, id, value, Some(cancel)).await
+}
+
+/// Records checkpoint `id` with `value`; a failure is logged and returned once per
+/// session as a warning (a full disk: with `details.reason` `disk_full`).
+async fn record(
+    session: &Session,
+    rid: &str,
+    id: String,
+    value: serde_json::Value,
+    cancel: Option<&CancellationToken>,
+) -> Option<ErrorPayload> {
+    let work = with_slot(session, move |slot| {
+        let Some(engine) = slot.engine.as_mut() else {
+            // The store could not be opened: told once.
+            return slot.untold.take().map(|(why, full)| (why, false, full));
+        };
+        let disabled = &mut slot.disabled;
         match engine.checkpoint(&id, value) {
             Ok(_) | Err(CheckpointError::DuplicateId(_)) => None,
             Err(e @ CheckpointError::TooManyFiles { .. }) => {
                 let text = e.to_string();
                 *disabled = Some(text.clone());
-                Some((text, true))
+                Some((text, true, false))
             }
-            Err(e) => Some((e.to_string(), false)),
+            Err(e) => Some((e.to_string(), false, e.is_disk_full())),
         }
     });
-    let result = tokio::select! {
-        r = work => r,
-        _ = cancel.cancelled() => return None,
+    let result = match cancel {
+        Some(cancel) => tokio::select! {
+            r = work => r,
+            _ = cancel.cancelled() => return None,
+        },
+        None => work.await,
     };
     let failure = match result {
         Ok(f) => f,
-        Err(e) => Some((e.message, false)),
+        Err(e) => Some((e.message, false, false)),
     };
-    if let Some((message, off)) = failure {
-        tracing::warn!(session_id = %session.id, request_id = %rid, %message, "checkpoint failed");
-        if off {
-            lock(&session.checkpoints.0).engine = None;
-        }
-        let warned = std::mem::replace(&mut session.data().checkpoint_warned, true);
-        if !warned {
-            return Some(
-                ErrorPayload::new(
-                    ErrorCode::SessionPersistenceFailed,
-                    format!(
-                        "no checkpoint of the workspace: {message}; rewinding files may not be possible"
-                    ),
-                )
-                .severity(keel_envelope::error::Severity::Warning),
-            );
-        }
+    let (message, off, full) = failure?;
+    tracing::warn!(session_id = %session.id, request_id = %rid, %message, "checkpoint failed");
+    if off {
+        lock(&session.checkpoints.slot).engine = None;
     }
-    None
+    let warned = std::mem::replace(&mut session.data().checkpoint_warned, true);
+    if warned {
+        return None;
+    }
+    let mut w = ErrorPayload::new(
+        ErrorCode::SessionPersistenceFailed,
+        format!("no checkpoint of the workspace: {message}; rewinding files may not be possible"),
+    )
+    .severity(keel_envelope::error::Severity::Warning);
+    if full {
+        w = w.with_detail("reason", "disk_full");
+    }
+    Some(w)
 }
 
 fn wire_change(c: ChangeKind) -> FileChangeKind {
@@ -286,6 +399,7 @@ fn entry(info: &CheckpointInfo, after: &[FileChange]) -> CheckpointEntry {
         tool_name: meta.as_ref().and_then(|m| m.tool_name.clone()),
         created_at: info.created_ms,
         files_changed: wire_changes(after),
+        before_rewind_to: meta.and_then(|m| m.before_rewind),
     }
 }
 
@@ -349,11 +463,36 @@ pub(crate) fn wire_report(r: RestoreReport) -> (Vec<RewoundFile>, Vec<NotRestora
     (files, not)
 }
 
-/// Restores the files of checkpoint `id`; returns the report and the checkpoint's meta.
+/// What restoring the files of a checkpoint did.
+#[derive(Debug)]
+pub(crate) struct Restored {
+    pub(crate) report: RestoreReport,
+    /// The history length the checkpoint recorded.
+    pub(crate) history_len: usize,
+    /// The checkpoint that undoes the restore.
+    pub(crate) undo: String,
+    /// Files other sessions' checkpoints recorded as changed after the target.
+    pub(crate) changed_by_others: Vec<ForeignFileChange>,
+}
+
+/// Restores the files of checkpoint `id` for a command on stream `rid`, after
+/// recording the state it replaces (when it changed since the last checkpoint) as a
+/// checkpoint of its own, so the restore can be undone. If that state cannot be
+/// recorded (a full disk), nothing is restored.
 pub(crate) async fn restore_files(
-    session: &Arc<Session>,
+    session: &Session,
     id: String,
-) -> Result<(RestoreReport, usize), ErrorPayload> {
+    rid: &str,
+) -> Result<Restored, ErrorPayload> {
+    let undo_id = session.services.next_id(IdKind::Checkpoint);
+    let undo_meta = Meta {
+        request_id: rid.to_owned(),
+        tool_call_id: None,
+        tool_name: None,
+        history_len: session.data().state.history.len(),
+        before_rewind: Some(id.clone()),
+    };
+    let undo_meta = serde_json::to_value(&undo_meta).map_err(internal)?;
     with_book(session, move |engine, disabled| {
         let Some(engine) = engine else {
             let why = disabled.clone().unwrap_or_default();
@@ -364,10 +503,111 @@ pub(crate) async fn restore_files(
             return Err(not_found(&id));
         };
         let meta: Meta = serde_json::from_value(info.meta).map_err(internal)?;
-        let report = engine.restore(&id).map_err(checkpoint_error)?;
-        Ok((report, meta.history_len))
+        let others = engine.changed_by_others_since(&id).unwrap_or_default();
+        let (report, undo) = engine
+            .restore_undoable(&id, &undo_id, undo_meta)
+            .map_err(|e| match e {
+                CheckpointError::UnknownCheckpoint(id) => not_found(&id),
+                other => ErrorPayload::new(
+                    ErrorCode::SessionPersistenceFailed,
+                    format!(
+                        "the files as they are now could not be saved first, so nothing was rewound: {other}"
+                    ),
+                )
+                .with_detail("reason", if other.is_disk_full() { "disk_full" } else { "io" }),
+            })?;
+        Ok(Restored {
+            report,
+            history_len: meta.history_len,
+            undo: undo.checkpoint_id,
+            changed_by_others: foreign(others),
+        })
     })
     .await?
+}
+
+/// Each (session, path) once, with the last change recorded.
+fn foreign(changes: Vec<ForeignChange>) -> Vec<ForeignFileChange> {
+    let mut last: BTreeMap<(String, String), ChangeKind> = BTreeMap::new();
+    for c in changes {
+        last.insert((c.session_id, c.path), c.change);
+    }
+    last.into_iter()
+        .map(|((session_id, path), change)| ForeignFileChange {
+            session_id,
+            path,
+            change: wire_change(change),
+        })
+        .collect()
+}
+
+/// The other open sessions whose workspace is `session`'s: those of `loaded` (the
+/// sessions in memory of this process) on the same folder, then those the
+/// workspace's checkpoint store says some process holds open; without `session`
+/// itself and `except`.
+pub(crate) async fn shared_with(
+    session: &Session,
+    loaded: Vec<Arc<Session>>,
+    except: Option<&str>,
+) -> Vec<String> {
+    let ws = session.workspace.clone();
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dir = store_dir(session);
+    let enabled = session.services.config().checkpoints;
+    let mine = session.id.clone();
+    let except = except.map(str::to_owned);
+    let found = tokio::task::spawn_blocking(move || {
+        let here = canon(&ws);
+        let mut out: Vec<String> = loaded
+            .iter()
+            .filter(|s| s.id != mine && !s.data().state.closed)
+            .filter(|s| s.workspace == ws || canon(&s.workspace) == here)
+            .map(|s| s.id.clone())
+            .collect();
+        out.sort();
+        if let Some(dir) = dir.filter(|_| enabled) {
+            for id in CheckpointHome::new(dir).open_sessions(&ws) {
+                if id != mine && !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+        }
+        out.retain(|s| Some(s) != except.as_ref());
+        out
+    })
+    .await;
+    found.unwrap_or_default()
+}
+
+/// Lets go of the session's engine (its watcher, and the mark that tells other
+/// processes it is open), once its running checkpoint, if any, is recorded.
+pub(crate) async fn release(session: &Session) {
+    let book = session.checkpoints.clone();
+    let _ = tokio::task::spawn_blocking(move || book.release()).await;
+}
+
+/// Drops every checkpoint of deleted session `id` from the stores under the kernel's
+/// checkpoint directory, and what only it used. A failure is logged: the session is
+/// deleted all the same (the next pruning collects what is left).
+pub(crate) async fn forget_session(services: &crate::session::services::Services, id: &str) {
+    let Some(dir) = services.config().checkpoint_dir.clone() else {
+        return;
+    };
+    let sid = id.to_owned();
+    let done =
+        tokio::task::spawn_blocking(move || CheckpointHome::new(dir).delete_session(&sid, false))
+            .await;
+    match done {
+        Ok(Ok(r)) => {
+            tracing::info!(session_id = %id, freed = r.bytes_freed(), "checkpoints of a deleted session removed")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(session_id = %id, error = %e, "removing a deleted session's checkpoints failed")
+        }
+        Err(e) => {
+            tracing::warn!(session_id = %id, error = %e, "removing a deleted session's checkpoints failed")
+        }
+    }
 }
 
 /// The history length recorded for checkpoint `id` (without touching files).

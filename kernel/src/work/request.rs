@@ -81,9 +81,10 @@ async fn run_request<'s>(
     from_queue: bool,
 ) -> tokio::sync::MutexGuard<'s, ()> {
     let rid = q.id.as_str();
-    // The workspace and the conversation as they are before the request.
+    // The workspace and the conversation as they are before the request: the
+    // workspace's checkpoint is taken beside the first model call.
     crate::session::checkpoints::mark_request(session, rid);
-    let warning = crate::session::checkpoints::checkpoint(session, rid, None, cancel).await;
+    crate::session::checkpoints::begin_request(session, rid);
     session
         .emitter
         .emit(
@@ -94,9 +95,6 @@ async fn run_request<'s>(
             }),
         )
         .await;
-    if let Some(w) = warning {
-        session.emitter.emit(rid, Event::Warning(w)).await;
-    }
     tracing::info!(from_queue, "request accepted");
     hooks::wait_session_start(session, cancel).await;
     let b = Budget::start(session, &q.overrides);
@@ -122,6 +120,8 @@ async fn run_request<'s>(
             run_clocked(session, rid, cancel, &mut c, &b).await
         }
     };
+    // The request's checkpoint is recorded before its end (unless interrupted).
+    crate::session::checkpoints::settle(session, rid, cancel).await;
     if !c.stop_hooks_ran {
         let reason = match &outcome {
             Outcome::Done { stop, .. } => Some(stop.clone()),

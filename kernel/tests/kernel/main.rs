@@ -375,6 +375,7 @@ macro_rules! all_events {
 
 mod bounds;
 mod budget;
+mod checkpoint_store;
 mod compaction;
 mod context;
 mod history_store;

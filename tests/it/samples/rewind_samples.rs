@@ -19,6 +19,7 @@ pub fn checkpoint_list() -> Event {
                 tool_name: None,
                 created_at: 1_700_000_000_000,
                 files_changed: Vec::new(),
+                before_rewind_to: None,
             },
             ev::CheckpointEntry {
                 checkpoint_id: s("call_0001"),
@@ -30,6 +31,19 @@ pub fn checkpoint_list() -> Event {
                     path: s("src/lib.rs"),
                     change: ev::FileChangeKind::Modified,
                 }],
+                before_rewind_to: None,
+            },
+            ev::CheckpointEntry {
+                checkpoint_id: s("ckpt_0001"),
+                request_id: s("req_c008"),
+                tool_call_id: None,
+                tool_name: None,
+                created_at: 1_700_000_002_000,
+                files_changed: vec![ev::CheckpointFileChange {
+                    path: s("src/lib.rs"),
+                    change: ev::FileChangeKind::Modified,
+                }],
+                before_rewind_to: Some(s("call_0001")),
             },
         ],
         disabled_reason: None,
@@ -53,6 +67,13 @@ pub fn session_rewound() -> Event {
             reason: s("not saved: a binary file (not saved in checkpoints)"),
         }],
         conversation_cut: true,
+        undo_checkpoint_id: Some(s("ckpt_0001")),
+        shared_with: Some(vec![s("sess_0002")]),
+        changed_by_others: Some(vec![ev::ForeignFileChange {
+            session_id: s("sess_0002"),
+            path: s("build/out.txt"),
+            change: ev::FileChangeKind::Created,
+        }]),
     })
 }
 
@@ -61,6 +82,7 @@ pub fn session_forked() -> Event {
         session_id: s("sess_0002"),
         parent_session_id: s(SESSION),
         at_request_id: Some(s("req_0002")),
+        shared_with: Some(vec![s(SESSION)]),
     })
 }
 

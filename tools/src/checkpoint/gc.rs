@@ -55,8 +55,16 @@ pub struct PruneRules {
     pub open: HashSet<String>,
     /// Sessions deleted: all their checkpoints go.
     pub delete_sessions: HashSet<String>,
+    /// A session some process holds open and that is not in `open` counts as pinned
+    /// (another process may be running a request in it). For a caller that cannot
+    /// know which of another process's sessions are busy.
+    pub pin_held_open: bool,
     /// The time to judge ages by (ms since the epoch); default: now.
     pub now_ms: Option<u64>,
+    /// Checkpoints taken at or after this time (ms since the epoch) are kept: a
+    /// caller that read which sessions are busy at this time spares the requests
+    /// that started since.
+    pub keep_from_ms: Option<u64>,
 }
 
 /// One dropped checkpoint.
@@ -165,6 +173,23 @@ impl CheckpointHome {
         Ok(out)
     }
 
+    /// The sessions of `workspace`'s store that some process holds open now (this
+    /// one included), in id order; none when the store does not exist.
+    pub fn open_sessions(&self, workspace: &Path) -> Vec<String> {
+        let Ok(dir) = self.store_dir(workspace) else {
+            return Vec::new();
+        };
+        let layout = Layout { dir };
+        let mut ids: Vec<String> = layout
+            .session_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| layout.session_is_open(s))
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// Each store's size and contents.
     pub fn usage(&self) -> Result<Vec<StoreUsage>, CheckpointError> {
         let mut out = Vec::new();
@@ -185,6 +210,29 @@ impl CheckpointHome {
             });
         }
         Ok(out)
+    }
+
+    /// When the oldest checkpoint of any store was written (ms since the epoch, from
+    /// its record's modification time: a cheap look, for deciding whether to prune).
+    pub fn oldest_ms(&self) -> Option<u64> {
+        let mut oldest: Option<u64> = None;
+        for l in self.stores().ok()? {
+            for s in l.session_ids().unwrap_or_default() {
+                // Records are numbered in order: the first is the session's oldest.
+                let Some(first) = l.record_paths(&s).ok().and_then(|p| p.into_iter().next()) else {
+                    continue;
+                };
+                let Ok(t) = fs::metadata(&first).and_then(|m| m.modified()) else {
+                    continue;
+                };
+                let ms = t
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                    .unwrap_or(0);
+                oldest = Some(oldest.map_or(ms, |o| o.min(ms)));
+            }
+        }
+        oldest
     }
 
     /// The bytes every store holds.
@@ -558,7 +606,14 @@ fn prune_layouts(
                 plan.drop_record(i);
                 continue;
             }
-            if rules.pinned.contains(&s) {
+            if rules.pinned.contains(&s)
+                || rules
+                    .keep_from_ms
+                    .is_some_and(|t| plan.records[i].created_ms >= t)
+                || (rules.pin_held_open
+                    && !rules.open.contains(&s)
+                    && plan.layout.session_is_open(&s))
+            {
                 continue;
             }
             if age_limit.is_some_and(|limit| plan.records[i].created_ms < limit) {

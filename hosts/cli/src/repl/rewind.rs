@@ -62,9 +62,10 @@ impl Repl {
         let Some(pick) = words.next() else {
             let st = self.screen.style;
             for (i, p) in points.iter().enumerate() {
-                let what = match &p.tool_name {
-                    Some(t) => format!("before {t} in {}", p.request_id),
-                    None => format!("before request {}", p.request_id),
+                let what = match (&p.tool_name, &p.before_rewind_to) {
+                    (_, Some(to)) => format!("before the rewind to {to} (undoes it)"),
+                    (Some(t), None) => format!("before {t} in {}", p.request_id),
+                    (None, None) => format!("before request {}", p.request_id),
                 };
                 let changed: Vec<String> = p
                     .files_changed
@@ -107,9 +108,10 @@ impl Repl {
                 return;
             }
         };
+        // Either field takes any checkpoint's id.
         let (req, call) = match &point.tool_call_id {
-            Some(c) => (None, Some(c.clone())),
-            None => (Some(point.request_id.clone()), None),
+            Some(_) => (None, Some(point.checkpoint_id.clone())),
+            None => (Some(point.checkpoint_id.clone()), None),
         };
         self.send_rewind(req, call, files, conversation);
     }
@@ -119,7 +121,11 @@ impl Repl {
         let Some(points) = self.checkpoints() else {
             return;
         };
-        let Some(last) = points.iter().rev().find(|p| p.tool_call_id.is_none()) else {
+        let Some(last) = points
+            .iter()
+            .rev()
+            .find(|p| p.tool_call_id.is_none() && p.before_rewind_to.is_none())
+        else {
             self.screen.line("nothing to undo");
             return;
         };
@@ -178,6 +184,25 @@ impl Repl {
             r.files.len(),
             if r.files.len() == 1 { "" } else { "s" }
         ));
+        if let Some(shared) = &r.shared_with {
+            self.warn_line(&format!(
+                "this folder is shared with {}: their files were rewound too",
+                shared.join(", ")
+            ));
+        }
+        for c in r.changed_by_others.iter().flatten().take(10) {
+            self.warn_line(&format!(
+                "  {}{} had been changed by {}",
+                change_mark(c.change.clone()),
+                c.path,
+                c.session_id
+            ));
+        }
+        if r.undo_checkpoint_id.is_some() && !r.files.is_empty() {
+            self.screen.line(&st.dim(
+                "undo it with /rewind: the point \"before the rewind\" brings the files back",
+            ));
+        }
     }
 
     /// `/fork [n]`: a new session with this one's history (up to point n's request),
@@ -236,7 +261,7 @@ impl Repl {
         self.session = super::link::Session::Local(handle);
         self.context = None;
         self.screen.line(&format!(
-            "forked {parent} into {id} ({} messages); the parent stays as it was (/resume {parent})",
+            "forked {parent} into {id} ({} messages); the parent stays as it was (/resume {parent}); both work in this folder, so file changes and rewinds reach both",
             self.session.state().message_count
         ));
     }

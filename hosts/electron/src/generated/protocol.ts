@@ -547,7 +547,13 @@ createdAt: number,
  * Files changed after it, up to the next checkpoint (for the last one: up to now).
  * Rewinding to this checkpoint undoes at least these changes.
  */
-filesChanged: Array<CheckpointFileChange>, };
+filesChanged: Array<CheckpointFileChange>, 
+/**
+ * Taken by a rewind (its `requestId` is the rewind's) just before it restored
+ * files: the checkpoint it went back to. Rewinding to this one undoes the
+ * rewind. Absent for the checkpoints of requests and tool calls.
+ */
+beforeRewindTo?: string | null, };
 
 /**
  * A file changed after a checkpoint.
@@ -816,6 +822,23 @@ stats: DiffStats,
  * Number of replacements made (edit_file).
  */
 replacements: number, };
+
+/**
+ * A file another session of the same workspace changed.
+ */
+export type ForeignFileChange = { 
+/**
+ * The other session.
+ */
+sessionId: string, 
+/**
+ * Relative to the workspace, `/`-separated.
+ */
+path: string, 
+/**
+ * How it changed (the last change that session recorded).
+ */
+change: FileChangeKind, };
 
 /**
  * `git {command, args?}`.
@@ -2372,7 +2395,13 @@ parentSessionId: string,
 /**
  * The history was copied up to just before this request; absent: all of it.
  */
-atRequestId: string | null, };
+atRequestId: string | null, 
+/**
+ * The other open sessions whose workspace the fork shares (the parent first,
+ * then sessions started on the same folder, in this process or another): the
+ * fork's edits and rewinds change their files. Absent when there is none.
+ */
+sharedWith?: Array<string> | null, };
 
 /**
  * `session.history_loaded`.
@@ -2583,7 +2612,25 @@ notRestorable: Array<NotRestorableFile>,
 /**
  * Whether the conversation was cut back.
  */
-conversationCut: boolean, };
+conversationCut: boolean, 
+/**
+ * The checkpoint holding the files as they were just before the rewind:
+ * rewinding to it (`toRequestId` or `toToolCallId`) undoes the rewind. Absent
+ * when no file was rewound (`files: false`).
+ */
+undoCheckpointId?: string | null, 
+/**
+ * Other open sessions whose workspace is this one (a fork, or a session
+ * started on the same folder, in this process or another): the rewind
+ * changed their files too. Absent when there is none.
+ */
+sharedWith?: Array<string> | null, 
+/**
+ * Files that other sessions' checkpoints recorded as changed after the
+ * checkpoint rewound to (a rewind of files puts them back too, so a host may
+ * warn). Absent when there is none, and when no file was rewound.
+ */
+changedByOthers?: Array<ForeignFileChange> | null, };
 
 /**
  * `session.rules_updated`: rules changed, by `session.set_rules` or by an
