@@ -111,6 +111,12 @@ pub(crate) fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
         if let Err(e) = inner.services.store().release(&session.id) {
             tracing::warn!(session_id = %session.id, code = %e.code, "releasing an idle session's log failed");
         }
+        // Another node may serve it now; the reload claims it again.
+        if session.lease.is_leased() && !session.lease.is_lost() {
+            if let Err(e) = inner.services.store().unclaim(&session.id) {
+                tracing::warn!(session_id = %session.id, code = %e.code, "releasing an idle session's lease failed");
+            }
+        }
         tracing::info!(session_id = %session.id, "idle session unloaded");
         out.push(session.id.clone());
     }

@@ -6,6 +6,7 @@
 pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
+pub(crate) mod leases;
 
 use std::path::PathBuf;
 use std::sync::Arc;
