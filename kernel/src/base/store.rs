@@ -50,7 +50,7 @@ use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::base::model::History;
-pub use crate::base::ownership::{Claim, OwnerInfo, Owned, Tail};
+pub use crate::base::ownership::{Claim, Owned, OwnerInfo, Tail};
 use crate::base::summary::SessionSummary;
 use std::time::Duration;
 
@@ -178,7 +178,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`Claim::Local`] (the default). A shared store takes the lease when it is free,
     /// ran out, or is `owner`'s already, and from then on fences the session's writes
     /// with its epoch.
-    fn claim(&self, _session_id: &str, _owner: &str, _ttl: Duration) -> Result<Claim, ErrorPayload> {
+    fn claim(
+        &self,
+        _session_id: &str,
+        _owner: &str,
+        _ttl: Duration,
+    ) -> Result<Claim, ErrorPayload> {
         Ok(Claim::Local)
     }
     /// Extends the lease this node holds on the session by its TTL from now; an

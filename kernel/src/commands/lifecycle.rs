@@ -254,7 +254,12 @@ pub(crate) async fn reopen(
             &unfinished,
             Event::SessionInterrupted(SessionInterrupted {
                 interrupted_request_id: Some(unfinished.clone()),
-                reason: if previous_owner.is_some() { "owner_lost" } else { "restart" }.into(),
+                reason: if previous_owner.is_some() {
+                    "owner_lost"
+                } else {
+                    "restart"
+                }
+                .into(),
                 was_running: true,
             }),
         )

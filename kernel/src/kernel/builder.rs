@@ -298,7 +298,13 @@ pub fn default_node_id() -> String {
         .unwrap_or_else(|| "node".to_owned());
     let host: String = host
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(64)
         .collect();
     let random = UlidGen::default().next_id(keel_envelope::ids::IdKind::Event);

@@ -82,7 +82,11 @@ async fn tick(inner: &Arc<KernelInner>) {
             }
         }
     });
-    for lost in futures::future::join_all(renewals).await.into_iter().flatten() {
+    for lost in futures::future::join_all(renewals)
+        .await
+        .into_iter()
+        .flatten()
+    {
         let inner = inner.clone();
         tokio::spawn(async move { stop(&inner, lost).await });
     }
@@ -95,11 +99,7 @@ async fn stop(inner: &Arc<KernelInner>, session: Arc<Session>) {
     }
     tracing::warn!(session_id = %session.id, epoch = ?session.lease.epoch(), "lease lost: this node stops serving the session");
     let rid = inner.services.next_id(IdKind::Request);
-    let running = session
-        .data()
-        .active
-        .as_ref()
-        .is_some_and(|a| !a.ended);
+    let running = session.data().active.as_ref().is_some_and(|a| !a.ended);
     if !running {
         // Nothing to interrupt: the clients are told all the same.
         session

@@ -196,7 +196,10 @@ impl Sessions {
     /// Takes `session` out of memory if it is the one there; answers whether it was.
     pub(crate) fn remove_exact(&self, session: &Arc<Session>) -> bool {
         let mut map = self.map();
-        if map.get(&session.id).is_some_and(|s| Arc::ptr_eq(s, session)) {
+        if map
+            .get(&session.id)
+            .is_some_and(|s| Arc::ptr_eq(s, session))
+        {
             map.remove(&session.id);
             true
         } else {

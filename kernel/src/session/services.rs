@@ -18,8 +18,8 @@ use crate::base::config::KernelConfig;
 use crate::base::emit::{EmitCtx, Emitter, Hub};
 use crate::base::hooks::{Hooks, Starting};
 use crate::base::model::Model;
-use crate::base::probe::{Point, Probe};
 use crate::base::ownership::{owned_elsewhere, Claim, LeaseCell};
+use crate::base::probe::{Point, Probe};
 use crate::base::store::Store;
 use crate::session::registry::Registry;
 
@@ -102,16 +102,18 @@ impl Services {
     /// Claims session `id` for this node: a lease cell for the session when the store
     /// gave it (or keeps no leases), `SESSION_OWNED_ELSEWHERE` when another node
     /// holds it, and the previous owner when this claim took the session over.
-    pub(crate) fn claim(
-        &self,
-        id: &str,
-    ) -> Result<(Arc<LeaseCell>, Option<String>), ErrorPayload> {
+    pub(crate) fn claim(&self, id: &str) -> Result<(Arc<LeaseCell>, Option<String>), ErrorPayload> {
         let ttl = self.config.lease_ttl;
         let sent = crate::base::time::now_ms();
         match self.store().claim(id, &self.node, ttl)? {
             Claim::Local => Ok((Arc::new(LeaseCell::local()), None)),
             Claim::Owned(o) => Ok((
-                Arc::new(LeaseCell::owned(o.epoch, ttl, sent, self.lease_wake.clone())),
+                Arc::new(LeaseCell::owned(
+                    o.epoch,
+                    ttl,
+                    sent,
+                    self.lease_wake.clone(),
+                )),
                 o.previous_owner.filter(|p| p != &self.node),
             )),
             Claim::Elsewhere(owner) => Err(owned_elsewhere(id, &owner)),
