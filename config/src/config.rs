@@ -118,6 +118,11 @@ pub struct Config {
     pub host_tool_timeout_secs: u64,
     /// `[skills]`: configured skill folders.
     pub skills: SkillsConfig,
+    /// Where sessions are kept (`store`: a directory or a PostgreSQL URL; only in
+    /// `$KEEL_HOME/config.toml`); `None`: files under `KEEL_HOME`.
+    pub store: Option<crate::StoreSetting>,
+    /// Seconds a node's lease on a session lasts in a shared store (`leaseTtlSecs`).
+    pub lease_ttl_secs: u64,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -148,6 +153,8 @@ impl Default for Config {
             mcp_tool_timeout_secs: 120,
             host_tool_timeout_secs: 60,
             skills: SkillsConfig::default(),
+            store: None,
+            lease_ttl_secs: crate::DEFAULT_LEASE_TTL_SECS,
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -182,6 +189,8 @@ struct RawConfig {
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
     skills: Option<skills::RawSkills>,
+    store: Option<String>,
+    lease_ttl_secs: Option<u64>,
     /// `[telemetry]`: the host reads it (`keel_telemetry::TelemetryConfig`) from the
     /// user's own file; here it is only accepted, and ignored in a project's file.
     #[serde(rename = "telemetry")]
@@ -464,6 +473,11 @@ impl Config {
                     "trustedProjects",
                     "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
                 ))
+            } else if raw.store.is_some() || raw.lease_ttl_secs.is_some() {
+                Some((
+                    if raw.store.is_some() { "store" } else { "leaseTtlSecs" },
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot move where your sessions are kept",
+                ))
             } else if raw.serve.is_some() {
                 Some((
                     "serve",
@@ -609,6 +623,18 @@ impl Config {
                 "{}: [telemetry] is ignored in a project's file (only $KEEL_HOME/config.toml sets where telemetry goes)",
                 file.display()
             ));
+        }
+        if let Some(st) = raw.store {
+            self.store = Some(crate::parse_store(&st).map_err(|why| invalid("store", why))?);
+        }
+        if let Some(t) = raw.lease_ttl_secs {
+            if t == 0 || t > 3600 {
+                return Err(invalid(
+                    "leaseTtlSecs",
+                    format!("{t} is not between 1 and 3600 seconds"),
+                ));
+            }
+            self.lease_ttl_secs = t;
         }
         if let Some(servers) = raw.mcp_servers {
             mcp::merge(&mut self.mcp_servers, servers, &invalid)?;
