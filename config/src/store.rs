@@ -89,7 +89,14 @@ mod tests {
             parse_store("postgresql:///keel?host=/run/pg"),
             Ok(StoreSetting::Postgres(_))
         ));
-        for bad in ["", "  ", "sessions", "./keel", "mysql://u@h/db", "redis://h"] {
+        for bad in [
+            "",
+            "  ",
+            "sessions",
+            "./keel",
+            "mysql://u@h/db",
+            "redis://h",
+        ] {
             let e = parse_store(bad).expect_err(bad);
             assert!(e.contains("postgres://"), "{bad:?}: {e}");
         }

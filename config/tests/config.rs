@@ -466,7 +466,9 @@ fn the_store_is_a_directory_or_a_postgres_url_and_only_the_user_sets_it() {
     let c = Config::load(home.path(), Some(ws.path())).unwrap();
     assert_eq!(
         c.store,
-        Some(StoreSetting::Postgres("postgres://keel:pw@db:5432/keel".into()))
+        Some(StoreSetting::Postgres(
+            "postgres://keel:pw@db:5432/keel".into()
+        ))
     );
     assert_eq!(c.lease_ttl_secs, 4);
     write(home.path(), "config.toml", "store = \"/srv/keel\"\n");
@@ -491,7 +493,8 @@ fn the_store_is_a_directory_or_a_postgres_url_and_only_the_user_sets_it() {
         write(ws.path(), ".keel/config.toml", text);
         let err = Config::load(home.path(), Some(ws.path())).unwrap_err();
         assert!(
-            err.message.contains("only be set in $KEEL_HOME/config.toml"),
+            err.message
+                .contains("only be set in $KEEL_HOME/config.toml"),
             "{text}: {}",
             err.message
         );

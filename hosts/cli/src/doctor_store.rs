@@ -51,7 +51,10 @@ pub(crate) async fn store_check(
         }
         Ok(Ok(Err(e))) => Check::fail(
             "store",
-            format!("PostgreSQL {shown} ({source}) cannot be used: {}", e.message),
+            format!(
+                "PostgreSQL {shown} ({source}) cannot be used: {}",
+                e.message
+            ),
             crate::store_select::fix_for(&e),
         ),
         Ok(Err(e)) => Check::fail("store", format!("opening {shown} failed: {e}"), "report it"),

@@ -131,10 +131,9 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
             builder.store(crate::store_select::open_postgres(url)?)
         }
     };
-    let mut builder = builder
-        .model_factory(Arc::new(move |spec: &str| {
-            build_model(spec, &factory_config)
-        }));
+    let mut builder = builder.model_factory(Arc::new(move |spec: &str| {
+        build_model(spec, &factory_config)
+    }));
     if let Some(m) = default_model {
         builder = builder.model(m);
     }
