@@ -229,7 +229,8 @@ mod tests {
         assert!(c.lose());
         assert!(!c.lose());
         assert!(!c.is_live());
-        let c = LeaseCell::owned(3, Duration::from_millis(1), 0, wake);
+        let c = LeaseCell::owned(3, Duration::from_millis(1), now_ms(), wake);
+        std::thread::sleep(Duration::from_millis(5));
         assert!(!c.is_live(), "a deadline in the past is a lost lease");
         assert!(c.is_lost());
     }
