@@ -55,7 +55,7 @@ fn the_owner_killed_at_random_moments_is_taken_over_and_nothing_is_lost() {
     let c = cluster(server.create_database());
     let watcher_node = c.node("node-w");
     let mut on_w = Conn::open(&watcher_node);
-    let mut rng = Rng::new(0x5eed_0f_c0ffee);
+    let mut rng = Rng::new(0x5eed_0fc0_ffee);
     let mut owner = c.node("node-0");
     let mut on_owner = Conn::open(&owner);
     let sid = start_session(&mut on_owner, &c.workspace);
