@@ -86,6 +86,10 @@ pub(crate) fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
         .collect();
     let mut out = Vec::new();
     for session in candidates {
+        if !session.lease.is_live() {
+            // The lease keeper stops it; nothing of it is written any more.
+            continue;
+        }
         // Saved first (so the reload finds everything), then dropped if still idle.
         let saved = {
             let mut d = session.data();

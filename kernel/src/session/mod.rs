@@ -183,6 +183,12 @@ impl Session {
     /// sessions saving at once must not hold the runtime's worker threads.
     pub(crate) async fn persist(&self, request_id: &str) {
         self.touch();
+        if !self.lease.is_live() {
+            // The lease is lost: this node writes nothing more of the session (a
+            // save now could mark it closed in the store while another node takes
+            // it over).
+            return;
+        }
         let _saving = self.saving.lock().await;
         let snapshot = {
             let mut d = self.data();
