@@ -121,6 +121,11 @@ pub struct Config {
     pub skills: SkillsConfig,
     /// `[checkpoints]`: on or off, and the limits of the checkpoint stores.
     pub checkpoints: CheckpointsConfig,
+    /// Where sessions are kept (`store`: a directory or a PostgreSQL URL; only in
+    /// `$KEEL_HOME/config.toml`); `None`: files under `KEEL_HOME`.
+    pub store: Option<crate::StoreSetting>,
+    /// Seconds a node's lease on a session lasts in a shared store (`leaseTtlSecs`).
+    pub lease_ttl_secs: u64,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -152,6 +157,8 @@ impl Default for Config {
             host_tool_timeout_secs: 60,
             skills: SkillsConfig::default(),
             checkpoints: CheckpointsConfig::default(),
+            store: None,
+            lease_ttl_secs: crate::DEFAULT_LEASE_TTL_SECS,
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -187,6 +194,8 @@ struct RawConfig {
     host_tool_timeout_secs: Option<u64>,
     skills: Option<skills::RawSkills>,
     checkpoints: Option<crate::checkpoints::RawCheckpoints>,
+    store: Option<String>,
+    lease_ttl_secs: Option<u64>,
     /// `[telemetry]`: the host reads it (`keel_telemetry::TelemetryConfig`) from the
     /// user's own file; here it is only accepted, and ignored in a project's file.
     #[serde(rename = "telemetry")]
@@ -469,6 +478,11 @@ impl Config {
                     "trustedProjects",
                     "can only be set in $KEEL_HOME/config.toml: a project cannot trust itself",
                 ))
+            } else if raw.store.is_some() || raw.lease_ttl_secs.is_some() {
+                Some((
+                    if raw.store.is_some() { "store" } else { "leaseTtlSecs" },
+                    "can only be set in $KEEL_HOME/config.toml: a project cannot move where your sessions are kept",
+                ))
             } else if raw.serve.is_some() {
                 Some((
                     "serve",
@@ -622,6 +636,18 @@ impl Config {
                 "{}: [telemetry] is ignored in a project's file (only $KEEL_HOME/config.toml sets where telemetry goes)",
                 file.display()
             ));
+        }
+        if let Some(st) = raw.store {
+            self.store = Some(crate::parse_store(&st).map_err(|why| invalid("store", why))?);
+        }
+        if let Some(t) = raw.lease_ttl_secs {
+            if t == 0 || t > 3600 {
+                return Err(invalid(
+                    "leaseTtlSecs",
+                    format!("{t} is not between 1 and 3600 seconds"),
+                ));
+            }
+            self.lease_ttl_secs = t;
         }
         if let Some(servers) = raw.mcp_servers {
             mcp::merge(&mut self.mcp_servers, servers, &invalid)?;

@@ -28,6 +28,7 @@ mod retry;
 mod select;
 mod skills;
 mod spec;
+mod store;
 mod toml_keys;
 
 pub use agent::{AgentConfig, ProjectTrust};
@@ -39,3 +40,4 @@ pub use env::{default_keel_home, EnvMap};
 pub use retry::RetryPolicy;
 pub use select::{resolve_model_spec, selected_model_spec};
 pub use spec::{parse_model_spec, PROVIDERS};
+pub use store::{parse_store, redact, StoreSetting, DEFAULT_LEASE_TTL_SECS};

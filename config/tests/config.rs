@@ -457,3 +457,53 @@ fn the_serve_table_belongs_to_the_users_file_alone() {
         err.message
     );
 }
+
+#[test]
+fn the_store_is_a_directory_or_a_postgres_url_and_only_the_user_sets_it() {
+    use keel_config::StoreSetting;
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    assert_eq!(Config::load(home.path(), None).unwrap().store, None);
+    assert_eq!(Config::load(home.path(), None).unwrap().lease_ttl_secs, 10);
+    write(
+        home.path(),
+        "config.toml",
+        "store = \"postgres://keel:pw@db:5432/keel\"\nleaseTtlSecs = 4\n",
+    );
+    let c = Config::load(home.path(), Some(ws.path())).unwrap();
+    assert_eq!(
+        c.store,
+        Some(StoreSetting::Postgres(
+            "postgres://keel:pw@db:5432/keel".into()
+        ))
+    );
+    assert_eq!(c.lease_ttl_secs, 4);
+    write(home.path(), "config.toml", "store = \"/srv/keel\"\n");
+    let c = Config::load(home.path(), None).unwrap();
+    assert_eq!(c.store, Some(StoreSetting::Dir("/srv/keel".into())));
+    for (text, key) in [
+        ("store = \"\"\n", "store"),
+        ("store = \"relative/dir\"\n", "store"),
+        ("store = \"mysql://u@h/db\"\n", "store"),
+        ("store = 5\n", "store"),
+        ("leaseTtlSecs = 0\n", "leaseTtlSecs"),
+        ("leaseTtlSecs = 100000\n", "leaseTtlSecs"),
+    ] {
+        write(home.path(), "config.toml", text);
+        let err = Config::load(home.path(), None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::RequestInvalid, "{text}");
+        assert!(err.message.contains(key), "{text}: {}", err.message);
+    }
+    // A project's file may not move the user's sessions.
+    write(home.path(), "config.toml", "");
+    for text in ["store = \"/tmp/elsewhere\"\n", "leaseTtlSecs = 3\n"] {
+        write(ws.path(), ".keel/config.toml", text);
+        let err = Config::load(home.path(), Some(ws.path())).unwrap_err();
+        assert!(
+            err.message
+                .contains("only be set in $KEEL_HOME/config.toml"),
+            "{text}: {}",
+            err.message
+        );
+    }
+}

@@ -110,6 +110,11 @@ crate::wire::wire_enum! {
         /// The connection's token does not allow this command: its role is too low
         /// (`details.role`, `details.required`), or it is bound to another session.
         RoleForbidden = "ROLE_FORBIDDEN",
+        /// The session is served by another node that holds its lease (a store shared
+        /// by several nodes): `details.owner` names it, `details.epoch` is its lease's
+        /// fencing epoch and `details.remainingMs` how long the lease has left.
+        /// Retryable: try again on that node, or here once the lease has run out.
+        SessionOwnedElsewhere = "SESSION_OWNED_ELSEWHERE",
     }
 }
 

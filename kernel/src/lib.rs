@@ -21,7 +21,7 @@ mod pipeline;
 mod session;
 mod work;
 
-pub use base::{config, history, hooks, model, record, store, summary, title};
+pub use base::{config, history, hooks, model, ownership, record, store, summary, title};
 pub use pipeline::gate;
 
 /// MCP servers of a session: their configuration. The client is the `keel-mcp` crate.

@@ -8,6 +8,9 @@
 //!   database is needed to build), runs the versioned migrations ([`migrate`]) and
 //!   refuses a database that is newer or not Keel's.
 //! - [`error`]: every failure is an `ErrorPayload` with a stable `details.reason`.
+//! - [`PgKernelStore`]: the kernel's store interface (`keel_kernel::store::Store`)
+//!   over [`PgStore`], with the leases the kernel claims and renews; what
+//!   `--store postgres://…` gives a kernel.
 //! - [`group::GroupAppender`]: group commit of one session's events over any
 //!   [`AsyncStore`] (each batch is what arrived during the previous commit).
 //! - Feature `testing`: `testing` starts a real PostgreSQL server for tests (initdb
@@ -22,6 +25,7 @@ mod connect;
 pub mod error;
 mod events;
 pub mod group;
+mod kernel_store;
 mod lease;
 pub mod migrate;
 pub mod objects;
@@ -33,6 +37,8 @@ pub mod tail;
 #[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "testing")]
+pub mod kernel_conformance;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use api::{
@@ -41,5 +47,6 @@ pub use api::{
 };
 pub use error::{is_fenced, kind_of, StoreErrorKind};
 pub use group::{Committed, GroupAppender};
+pub use kernel_store::PgKernelStore;
 pub use options::{is_postgres_url, PgOptions};
 pub use store::PgStore;

@@ -92,10 +92,21 @@ payloads! {
     pub struct SessionInterrupted {
         /// The request that was cancelled (null when the session was idle).
         pub interrupted_request_id: Option<String>,
-        /// Why (`user`, `shutdown`, `parent`).
+        /// Why (`user`, `shutdown`, `parent`, `restart`, `lease_lost`, `owner_lost`).
         pub reason: String,
         /// Whether a request was running.
         pub was_running: bool,
+    }
+
+    /// `session.owner_changed`: another node took the session over (its previous
+    /// owner's lease had run out). Logged, so every watcher on every node sees it.
+    pub struct SessionOwnerChanged {
+        /// The node whose lease ran out.
+        pub previous_owner: String,
+        /// The node that serves the session now.
+        pub owner: String,
+        /// The new lease's fencing epoch (higher than every one before it).
+        pub epoch: u64,
     }
 
     /// `session.completed`: a request ended.

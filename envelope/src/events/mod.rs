@@ -142,6 +142,8 @@ define_events! {
     SessionResumed = "session.resumed" => SessionResumed,
     /// A request was interrupted (or an interrupt found the session idle).
     SessionInterrupted = "session.interrupted" => SessionInterrupted,
+    /// Another node took the session over.
+    SessionOwnerChanged = "session.owner_changed" => SessionOwnerChanged,
     /// A request ended.
     SessionCompleted = "session.completed" => SessionCompleted,
     /// A session was closed.

@@ -34,6 +34,9 @@ fn spawn_daemon(socket: &Path, common: &SessionArgs) -> std::io::Result<std::pro
     if let Some(m) = &common.mode.mode {
         cmd.arg("--mode").arg(m.as_str());
     }
+    if let Some(s) = &common.store.store {
+        cmd.arg("--store").arg(s);
+    }
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

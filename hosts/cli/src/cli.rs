@@ -159,7 +159,17 @@ pub struct JsonArg {
     pub json: bool,
 }
 
-/// The flags of every command that runs sessions: workspace, model and mode.
+/// `--store`, the same for every command that takes it.
+#[derive(Debug, Clone, Default, Args)]
+pub struct StoreArg {
+    /// Where sessions are kept: a directory, or a PostgreSQL URL
+    /// (postgres://USER:PASSWORD@HOST:5432/DATABASE) that several nodes may share
+    /// (default: KEEL_STORE, else `store` in config.toml, else KEEL_HOME).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+}
+
+/// The flags of every command that runs sessions: workspace, model, mode and store.
 #[derive(Debug, Clone, Default, Args)]
 pub struct SessionArgs {
     #[command(flatten)]
@@ -168,6 +178,8 @@ pub struct SessionArgs {
     pub model: ModelArg,
     #[command(flatten)]
     pub mode: ModeArg,
+    #[command(flatten)]
+    pub store: StoreArg,
 }
 
 /// The REPL's flags.
@@ -321,6 +333,8 @@ pub struct ToolArgs {
 pub struct DoctorArgs {
     #[command(flatten)]
     pub workspace: WorkspaceArg,
+    #[command(flatten)]
+    pub store: StoreArg,
     #[command(flatten)]
     pub model: ModelArg,
     #[command(flatten)]

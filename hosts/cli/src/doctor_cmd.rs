@@ -66,7 +66,11 @@ impl Check {
         }
     }
 
-    fn fail(name: impl Into<String>, summary: impl Into<String>, fix: impl Into<String>) -> Self {
+    pub(crate) fn fail(
+        name: impl Into<String>,
+        summary: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
         Check {
             name: name.into(),
             status: Status::Fail,
@@ -156,6 +160,13 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
         }
         None => None,
     };
+    if let Some(config) = &config {
+        let limit = Duration::from_secs(args.timeout.max(1));
+        checks.push(
+            crate::doctor_store::store_check(args.store.store.as_deref(), &env, config, limit)
+                .await,
+        );
+    }
     let sandbox = config
         .as_ref()
         .map(|c| c.sandbox.clone())

@@ -9,6 +9,7 @@ mod doctor_checkpoints;
 mod doctor_cmd;
 mod doctor_mcp;
 mod doctor_skills;
+mod doctor_store;
 mod doctor_telemetry;
 mod exec_cmd;
 mod interrupt;
@@ -20,6 +21,7 @@ mod repl;
 mod serve_cmd;
 mod sessions_cmd;
 mod setup;
+mod store_select;
 mod telemetry;
 mod tool_cmd;
 

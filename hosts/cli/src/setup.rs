@@ -113,13 +113,30 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     };
     // Budgets, prices, the output cap and hooks.
     config.agent.apply_to(&mut kernel_config);
+    kernel_config.lease_ttl = Duration::from_secs(config.lease_ttl_secs);
+    kernel_config.node_id = env
+        .get("KEEL_NODE_ID")
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned);
+    let store = crate::store_select::selected(common.store.store.as_deref(), &env, &config)?;
+    if let Some((keel_config::StoreSetting::Postgres(_), _)) = &store {
+        // Checkpoints stay on this node, beside its KEEL_HOME.
+        kernel_config.checkpoint_dir = Some(home.join("checkpoints"));
+    }
     let factory_config = config.clone();
-    let mut builder = Kernel::builder()
-        .config(kernel_config)
-        .store_dir(&home)
-        .model_factory(Arc::new(move |spec: &str| {
-            build_model(spec, &factory_config)
-        }));
+    let mut builder = Kernel::builder().config(kernel_config);
+    builder = match &store {
+        None => builder.store_dir(&home),
+        Some((keel_config::StoreSetting::Dir(dir), _)) => builder.store_dir(dir),
+        Some((keel_config::StoreSetting::Postgres(url), source)) => {
+            tracing::info!(source, "the session store is PostgreSQL");
+            builder.store(crate::store_select::open_postgres(url)?)
+        }
+    };
+    let mut builder = builder.model_factory(Arc::new(move |spec: &str| {
+        build_model(spec, &factory_config)
+    }));
     if let Some(m) = default_model {
         builder = builder.model(m);
     }

@@ -92,6 +92,14 @@ pub struct KernelConfig {
     /// How long the kernel waits for the host to answer a host-tool call;
     /// `Duration::ZERO` waits forever.
     pub host_tool_timeout: Duration,
+    /// How long a lease on a session lasts in a store several nodes share (the owner
+    /// renews it every third of it); a node that cannot renew for this long stops
+    /// serving the session, and another may take it over. Ignored by stores one
+    /// process uses alone. Default 10 s.
+    pub lease_ttl: Duration,
+    /// This node's name in a shared store's leases (what `SESSION_OWNED_ELSEWHERE`
+    /// and `session.owner_changed` show). `None`: `HOST-PID-RANDOM`, new each run.
+    pub node_id: Option<String>,
 }
 
 /// Default of [`KernelConfig::checkpoint_max_bytes`]: 2 GiB.
@@ -132,6 +140,8 @@ impl Default for KernelConfig {
             mcp_startup_timeout: Duration::from_secs(30),
             mcp_call_timeout: Duration::from_secs(120),
             host_tool_timeout: Duration::from_secs(60),
+            lease_ttl: crate::base::ownership::DEFAULT_LEASE_TTL,
+            node_id: None,
         }
     }
 }

@@ -18,6 +18,7 @@ use keel_envelope::ids::{Clock, IdGen, IdKind};
 use keel_envelope::{Envelope, Event, Meta, Sequencer, Source};
 use tokio::sync::mpsc;
 
+use crate::base::ownership::{is_fenced, LeaseCell};
 use crate::base::store::Store;
 
 /// How many of a watcher's own request ids are remembered (the oldest are forgotten).
@@ -51,11 +52,32 @@ struct WatchState {
     order: VecDeque<String>,
     tx: Option<mpsc::UnboundedSender<WatchItem>>,
     end: Option<WatchEnd>,
+    /// Whether a store's tail feeds this watcher (then live events are deduplicated
+    /// by id against `recent`).
+    tailed: bool,
+    recent: HashSet<String>,
+    recent_order: VecDeque<String>,
 }
 
 impl WatchState {
     fn owns(&self, request_id: &str) -> bool {
         self.requests.contains(request_id)
+    }
+
+    /// Remembers a live event id of a session watched through a store's tail;
+    /// answers whether it was delivered already.
+    fn seen_live(&mut self, event_id: &str) -> bool {
+        if self.recent.contains(event_id) {
+            return true;
+        }
+        self.recent.insert(event_id.to_owned());
+        self.recent_order.push_back(event_id.to_owned());
+        while self.recent_order.len() > WATCH_REQUEST_MEMORY {
+            if let Some(old) = self.recent_order.pop_front() {
+                self.recent.remove(&old);
+            }
+        }
+        false
     }
 
     fn wants(&self, env: &Envelope) -> bool {
@@ -96,6 +118,9 @@ impl WatchShared {
                 order: VecDeque::new(),
                 tx: Some(tx),
                 end: None,
+                tailed: false,
+                recent: HashSet::new(),
+                recent_order: VecDeque::new(),
             }),
             queued: AtomicUsize::new(0),
             capacity: capacity.max(1),
@@ -208,6 +233,9 @@ impl WatchShared {
         if !st.wants(env) {
             return;
         }
+        if st.tailed && env.session_id.is_some() && st.seen_live(&env.event_id) {
+            return;
+        }
         self.push(&mut st, env, true);
         match &env.event {
             Event::SessionUnwatched(p) if st.owns(&env.request_id) => {
@@ -220,6 +248,32 @@ impl WatchShared {
             }
             _ => {}
         }
+    }
+
+    /// Offers a live event read from a shared store's tail for the watch that
+    /// `for_request` began: queued when that watcher still watches the event's
+    /// session and has not had it (the same event delivered by this node's own
+    /// emitter, after a takeover, is not queued twice). Answers whether the watch
+    /// goes on.
+    fn offer_tailed(&self, env: &Envelope, for_request: &str) -> bool {
+        let mut st = self.state();
+        if st.tx.is_none() || !st.owns(for_request) {
+            return false;
+        }
+        let Some(sid) = &env.session_id else {
+            return false;
+        };
+        if !st.sessions.contains(sid) {
+            return false;
+        }
+        if !st.seen_live(&env.event_id) {
+            self.push(&mut st, env, true);
+        }
+        if matches!(env.event, Event::SessionClosed(_)) {
+            st.sessions.remove(sid);
+            return false;
+        }
+        st.tx.is_some()
     }
 
     /// Offers a replayed event meant for the command `for_request`.
@@ -287,6 +341,46 @@ impl Hub {
         (shared, rx)
     }
 
+    /// Delivers an envelope read from a shared store's tail to the watcher whose
+    /// command `for_request` began the watch; answers whether that watch goes on
+    /// (false: the watcher is gone, unwatched the session, or saw it closed).
+    pub(crate) fn deliver_tailed(&self, env: &Envelope, for_request: &str) -> bool {
+        let subs = self.subs();
+        for s in subs.iter() {
+            if let Subscriber::Watch(w) = s {
+                if w.state().owns(for_request) {
+                    return w.offer_tailed(env, for_request);
+                }
+            }
+        }
+        false
+    }
+
+    /// Whether the watcher whose command is `for_request` still watches `session`.
+    pub(crate) fn is_watching(&self, for_request: &str, session: &str) -> bool {
+        let subs = self.subs();
+        subs.iter().any(|s| match s {
+            Subscriber::Watch(w) => {
+                let st = w.state();
+                st.tx.is_some() && st.owns(for_request) && st.sessions.contains(session)
+            }
+            Subscriber::Follow { .. } => false,
+        })
+    }
+
+    /// Marks the watcher whose command is `for_request` as fed by a store's tail.
+    pub(crate) fn mark_tailed(&self, for_request: &str) {
+        let subs = self.subs();
+        for s in subs.iter() {
+            if let Subscriber::Watch(w) = s {
+                let mut st = w.state();
+                if st.owns(for_request) {
+                    st.tailed = true;
+                }
+            }
+        }
+    }
+
     /// Delivers a live envelope to every subscriber that wants it.
     pub(crate) async fn deliver(&self, env: &Envelope) {
         self.deliver_inner(env, None).await;
@@ -342,6 +436,9 @@ pub(crate) struct Emitter {
     session_id: Option<String>,
     sequencer: tokio::sync::Mutex<Sequencer>,
     persist: bool,
+    /// The session's lease: once it is lost nothing more is logged, and only the
+    /// events that tell this node's clients the session stopped are delivered.
+    lease: Option<Arc<LeaseCell>>,
 }
 
 /// An emitter held exclusively: nothing else of its session is emitted (appended or
@@ -365,7 +462,14 @@ impl Emitter {
             session_id,
             sequencer: tokio::sync::Mutex::new(sequencer),
             persist,
+            lease: None,
         }
+    }
+
+    /// The emitter of a session held under `lease`.
+    pub(crate) fn with_lease(mut self, lease: Arc<LeaseCell>) -> Self {
+        self.lease = Some(lease);
+        self
     }
 
     /// Takes the emitter exclusively.
@@ -453,6 +557,18 @@ impl EmitGuard<'_> {
             .await
     }
 
+    /// [`Emitter::emit_as`] under the guard: never logged.
+    pub(crate) async fn emit_as(
+        &mut self,
+        session_id: Option<String>,
+        request_id: &str,
+        event: Event,
+    ) -> Envelope {
+        let env = self.envelope(session_id, request_id, event, Source::Runtime, None);
+        self.em.ctx.hub.deliver(&env).await;
+        env
+    }
+
     /// Emits an event that is about a client's view of the session rather than the
     /// session itself (`session.watched`, `session.unwatched`): delivered in order with
     /// the session's events, never logged.
@@ -476,7 +592,21 @@ impl EmitGuard<'_> {
         let env = self.envelope(sid, request_id, event, source, meta);
         if self.em.persist {
             if let Some(sid) = &self.em.session_id {
+                if let Some(lease) = &self.em.lease {
+                    if !lease.is_live() {
+                        self.fenced_out(&env).await;
+                        return env;
+                    }
+                }
                 if let Err(e) = self.em.ctx.store.append(sid, &env) {
+                    if is_fenced(&e) {
+                        if let Some(lease) = &self.em.lease {
+                            lease.lose();
+                        }
+                        tracing::warn!(session_id = %sid, message = %e.message, "the store fenced this node's write: the lease is lost");
+                        self.fenced_out(&env).await;
+                        return env;
+                    }
                     // The event is still delivered; the host learns that persistence failed.
                     let warning = Envelope {
                         sequence: self.seq.next(request_id),
@@ -493,6 +623,22 @@ impl EmitGuard<'_> {
         }
         self.em.ctx.hub.deliver(&env).await;
         env
+    }
+
+    /// An event of a session whose lease is lost: it cannot be logged. The events
+    /// that end the session's work on this node (`session.interrupted`,
+    /// `request.cancelled`, `session.closed`) still reach this node's clients, so they
+    /// are told; every other one is dropped (it was never committed, so no client
+    /// may see it).
+    async fn fenced_out(&self, env: &Envelope) {
+        if matches!(
+            env.event,
+            Event::SessionInterrupted(_) | Event::RequestCancelled(_) | Event::SessionClosed(_)
+        ) {
+            self.em.ctx.hub.deliver(env).await;
+        } else {
+            tracing::debug!(event = %env.event.type_name(), "not delivered: the session's lease is lost");
+        }
     }
 
     /// Delivers already-logged envelopes again, marked `meta.replay`, without logging

@@ -11,6 +11,7 @@ pub(crate) mod limits;
 pub mod mcp_config;
 pub mod model;
 pub(crate) mod options;
+pub mod ownership;
 pub(crate) mod probe;
 pub(crate) mod prompt;
 pub mod record;

@@ -50,7 +50,9 @@ use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::base::model::History;
+pub use crate::base::ownership::{Claim, Owned, OwnerInfo, Tail};
 use crate::base::summary::SessionSummary;
+use std::time::Duration;
 
 /// The state of a session that survives a restart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,6 +154,60 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// for it (a later append opens it again).
     fn release(&self, _session_id: &str) -> Result<(), ErrorPayload> {
         Ok(())
+    }
+    /// The events logged after `after` (the whole log without a cursor); a cursor that
+    /// is not in the log is `REQUEST_INVALID`. The default reads the whole log.
+    fn events_after(
+        &self,
+        session_id: &str,
+        after: Option<&keel_envelope::types::Cursor>,
+    ) -> Result<Vec<Envelope>, ErrorPayload> {
+        let log = self.load_events(session_id)?.events;
+        match after {
+            None => Ok(log),
+            Some(_) => Ok(crate::base::replay::after_cursor(&log, after)?.to_vec()),
+        }
+    }
+    /// Whether other processes (nodes) share this store: then sessions have leases,
+    /// and one not open here can be watched through [`Store::tail`]. Default false.
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Claims session `session_id` for node `owner` for `ttl` (see
+    /// [`crate::base::ownership`]). A store one process uses alone answers
+    /// [`Claim::Local`] (the default). A shared store takes the lease when it is free,
+    /// ran out, or is `owner`'s already, and from then on fences the session's writes
+    /// with its epoch.
+    fn claim(
+        &self,
+        _session_id: &str,
+        _owner: &str,
+        _ttl: Duration,
+    ) -> Result<Claim, ErrorPayload> {
+        Ok(Claim::Local)
+    }
+    /// Extends the lease this node holds on the session by its TTL from now; an
+    /// error whose reason is `fenced` when the lease is not ours any more.
+    fn renew(&self, _session_id: &str) -> Result<(), ErrorPayload> {
+        Ok(())
+    }
+    /// Gives up the lease this node holds on the session (closed, unloaded).
+    fn unclaim(&self, _session_id: &str) -> Result<(), ErrorPayload> {
+        Ok(())
+    }
+    /// Who holds the session's lease (`None`: nobody, or the store keeps no leases).
+    fn owner_of(&self, _session_id: &str) -> Result<Option<OwnerInfo>, ErrorPayload> {
+        Ok(None)
+    }
+    /// The session's events after `after` (from its first without a cursor), then live
+    /// as any node commits them; `None` for a store no other process writes (the
+    /// default), where the kernel's own delivery is the only source.
+    fn tail(
+        &self,
+        _session_id: &str,
+        _after: Option<&keel_envelope::types::Cursor>,
+    ) -> Result<Option<Tail>, ErrorPayload> {
+        Ok(None)
     }
 }
 

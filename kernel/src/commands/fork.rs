@@ -103,8 +103,12 @@ pub(crate) async fn open_fork(
         state.extensions.insert(EXT_KEY.to_owned(), b);
     }
     let model = services.model_or_default(&state.model)?;
-    services.store().save_state(&state)?;
-    let session = Session::new(services.clone(), state, model, Sequencer::new());
+    let (lease, _) = services.claim(&id)?;
+    if let Err(e) = services.store().save_state(&state) {
+        let _ = services.store().unclaim(&id);
+        return Err(e);
+    }
+    let session = Session::new(services.clone(), state, model, Sequencer::new(), lease);
     // The parent's host tools (they were accepted beside the same kernel tools).
     session
         .tools

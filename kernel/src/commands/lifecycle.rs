@@ -12,8 +12,8 @@ use keel_envelope::commands::{
     SessionClose, SessionResume, SessionStart, SessionUnwatch, SessionWatch,
 };
 use keel_envelope::events::{
-    RequestCancelled, SessionClosed, SessionInterrupted, SessionResumed, SessionStarted,
-    SessionUnwatched, SessionWatched,
+    RequestCancelled, SessionClosed, SessionInterrupted, SessionOwnerChanged, SessionResumed,
+    SessionStarted, SessionUnwatched, SessionWatched,
 };
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
@@ -83,8 +83,12 @@ pub(crate) async fn open_new(
         extensions,
         request_marks: Vec::new(),
     };
-    services.store().save_state(&state)?;
-    let session = Session::new(services.clone(), state, model, Sequencer::new());
+    let (lease, _) = services.claim(&id)?;
+    if let Err(e) = services.store().save_state(&state) {
+        let _ = services.store().unclaim(&id);
+        return Err(e);
+    }
+    let session = Session::new(services.clone(), state, model, Sequencer::new(), lease);
     session.tools.set_host(services.registry(), host)?;
     let session = admission.insert(&id, session);
     tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
@@ -175,22 +179,39 @@ pub(crate) async fn reopen(
     }
     let admission = cx.open.admit()?;
     let mcp = from_specs(mcp_servers)?;
-    let Some(mut state) = services.store().load_state(id)? else {
-        return Err(ErrorPayload::new(
+    let not_found = || {
+        ErrorPayload::new(
             ErrorCode::SessionNotFound,
             format!("no session {id:?} in the store"),
         )
-        .with_detail("sessionId", id));
+        .with_detail("sessionId", id)
     };
-    let log = services.store().load_events(id)?;
+    if services.store().load_state(id)?.is_none() {
+        return Err(not_found());
+    }
+    // Ours before anything is read: what the previous owner wrote is all there.
+    let (lease, previous_owner) = services.claim(id)?;
+    let loaded = (|| {
+        let state = services.store().load_state(id)?.ok_or_else(not_found)?;
+        let log = services.store().load_events(id)?;
+        let model = services.model_or_default(&state.model)?;
+        Ok::<_, ErrorPayload>((state, log, model))
+    })();
+    let (mut state, log, model) = match loaded {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = services.store().unclaim(id);
+            return Err(e);
+        }
+    };
     let mut seq = Sequencer::new();
     for env in &log.events {
         seq.restore(&env.request_id, env.sequence);
     }
-    let model = services.model_or_default(&state.model)?;
     state.model = model.id();
     state.closed = false;
-    let fresh = Session::new(services.clone(), state, model, seq);
+    let epoch = lease.epoch();
+    let fresh = Session::new(services.clone(), state, model, seq, lease);
     let session = admission.insert(id, fresh.clone());
     if !Arc::ptr_eq(&session, &fresh) {
         // Another resume of the same session won the race: answer from it.
@@ -198,6 +219,20 @@ pub(crate) async fn reopen(
         return Ok(session);
     }
     let mut g = session.emitter.lock().await;
+    // Taken over from a node whose lease ran out: every watcher, here and on the
+    // other nodes (the event is logged), learns who serves the session now.
+    if let (Some(previous), Some(epoch)) = (&previous_owner, epoch) {
+        tracing::info!(session_id = %id, previous_owner = %previous, epoch, "session taken over");
+        g.emit(
+            rid,
+            Event::SessionOwnerChanged(SessionOwnerChanged {
+                previous_owner: previous.clone(),
+                owner: services.node().to_owned(),
+                epoch,
+            }),
+        )
+        .await;
+    }
     if log.torn_tail_dropped {
         g.emit(
             rid,
@@ -219,7 +254,12 @@ pub(crate) async fn reopen(
             &unfinished,
             Event::SessionInterrupted(SessionInterrupted {
                 interrupted_request_id: Some(unfinished.clone()),
-                reason: "restart".into(),
+                reason: if previous_owner.is_some() {
+                    "owner_lost"
+                } else {
+                    "restart"
+                }
+                .into(),
                 was_running: true,
             }),
         )
@@ -350,10 +390,15 @@ pub(crate) async fn close_session(session: &Session, rid: &str, reason: &str) {
 
 /// Lets the store close what it holds open for a closed session; a failure is a
 /// warning on `rid`'s stream.
-async fn release(services: &Services, session: &Session, rid: &str) {
+pub(crate) async fn release(services: &Services, session: &Session, rid: &str) {
     if let Err(e) = services.store().release(&session.id) {
         let warning = e.severity(keel_envelope::error::Severity::Warning);
         session.emitter.emit(rid, Event::Warning(warning)).await;
+    }
+    if session.lease.is_leased() && !session.lease.is_lost() {
+        if let Err(e) = services.store().unclaim(&session.id) {
+            tracing::warn!(session_id = %session.id, code = %e.code, message = %e.message, "releasing the session's lease failed");
+        }
     }
 }
 
@@ -374,7 +419,10 @@ pub(crate) async fn close_all(services: &Services, open: &Sessions, reason: &str
 /// log read here and the live stream, answers with `session.watched`, replays the
 /// events after the cursor and the running request's pending prompts.
 pub(crate) async fn watch(cx: &Cx<'_>, p: &SessionWatch) -> Result<(), ErrorPayload> {
-    let session = cx.open.require(&p.session_id)?;
+    let Some(session) = cx.open.get(&p.session_id) else {
+        // Not served here: from the shared store, wherever its owner is.
+        return super::watch_remote::watch(cx, p).await;
+    };
     let mut g = session.emitter.lock().await;
     let log = cx.services.store().load_events(&p.session_id)?.events;
     let replay = after_cursor(&log, p.after_sequence.as_ref())?;

@@ -18,6 +18,7 @@ pub(crate) mod settings;
 pub(crate) mod side;
 pub(crate) mod stored;
 pub(crate) mod table;
+pub(crate) mod watch_remote;
 
 use std::sync::Arc;
 

@@ -57,6 +57,14 @@ pub(crate) fn infos(
 /// on the command's stream (not logged: the log is gone).
 pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPayload> {
     let id = p.session_id.as_str();
+    if cx.open.get(id).is_none() {
+        // Another node serves it: deleting under it would cut its work short.
+        if let Some(owner) = cx.services.store().owner_of(id)? {
+            if owner.live && owner.owner != cx.services.node() {
+                return Err(crate::base::ownership::owned_elsewhere(id, &owner));
+            }
+        }
+    }
     let open = cx.open.remove(id);
     if let Some(session) = &open {
         let rid = cx.services.next_id(IdKind::Request);

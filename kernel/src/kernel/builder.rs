@@ -215,7 +215,9 @@ impl KernelBuilder {
             hub: Arc::new(Hub::default()),
             store,
         };
+        let node = self.config.node_id.clone().unwrap_or_else(default_node_id);
         let services = Arc::new(Services::new(Parts {
+            node,
             config: self.config,
             default_model,
             factory,
@@ -224,14 +226,14 @@ impl KernelBuilder {
             probe: self.probe,
             ctx,
         }));
-        Ok(Kernel {
-            inner: Arc::new(KernelInner {
-                open: Sessions::new(services.clone()),
-                services,
-                idle_timer: Default::default(),
-                prune: Default::default(),
-            }),
-        })
+        let inner = Arc::new(KernelInner {
+            open: Sessions::new(services.clone()),
+            services,
+            idle_timer: Default::default(),
+            prune: Default::default(),
+        });
+        crate::kernel::leases::start(&inner);
+        Ok(Kernel { inner })
     }
 }
 
@@ -284,6 +286,31 @@ fn registry(
     b.stage(Arc::new(crate::work::process::Background))
         .stage(Arc::new(crate::pipeline::patch_preview::PatchPreview))
         .build()
+}
+
+/// This node's default name in a shared store's leases: `HOST-PID-RANDOM` (the host
+/// name from `/etc/hostname` or `HOSTNAME`), new each run.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "node".to_owned());
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    let random = UlidGen::default().next_id(keel_envelope::ids::IdKind::Event);
+    let tail: String = random.chars().rev().take(6).collect();
+    format!("{host}-{}-{tail}", std::process::id())
 }
 
 /// The store directory: `$KEEL_HOME`, else the platform data dir.

@@ -86,6 +86,10 @@ pub(crate) fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
         .collect();
     let mut out = Vec::new();
     for session in candidates {
+        if !session.lease.is_live() {
+            // The lease keeper stops it; nothing of it is written any more.
+            continue;
+        }
         // Saved first (so the reload finds everything), then dropped if still idle.
         let saved = {
             let mut d = session.data();
@@ -110,6 +114,12 @@ pub(crate) fn sweep(inner: &Arc<KernelInner>) -> Vec<String> {
         session.checkpoints.release();
         if let Err(e) = inner.services.store().release(&session.id) {
             tracing::warn!(session_id = %session.id, code = %e.code, "releasing an idle session's log failed");
+        }
+        // Another node may serve it now; the reload claims it again.
+        if session.lease.is_leased() && !session.lease.is_lost() {
+            if let Err(e) = inner.services.store().unclaim(&session.id) {
+                tracing::warn!(session_id = %session.id, code = %e.code, "releasing an idle session's lease failed");
+            }
         }
         tracing::info!(session_id = %session.id, "idle session unloaded");
         out.push(session.id.clone());

@@ -7,6 +7,7 @@ pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
 pub(crate) mod prune;
+pub(crate) mod leases;
 
 use std::path::PathBuf;
 use std::sync::Arc;

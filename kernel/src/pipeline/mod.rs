@@ -237,6 +237,11 @@ async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, erro
 /// Step 4: started, the handler or stage under the call's token, progress, the end.
 async fn run(cx: &CallCx<'_>, entry: &Entry, args: Args) -> Result<CallContent, Interrupted> {
     let session = cx.session;
+    // No tool starts without a live lease on the session, and none before its
+    // `tool.call_started` was committed under that lease (the store fences it).
+    if !session.lease.is_live() {
+        return Err(Interrupted);
+    }
     session
         .emitter
         .emit(
@@ -249,6 +254,9 @@ async fn run(cx: &CallCx<'_>, entry: &Entry, args: Args) -> Result<CallContent, 
             }),
         )
         .await;
+    if session.lease.is_lost() {
+        return Err(Interrupted);
+    }
     session.probe(Point::ToolRunning, cx.rid).await;
     let (ptx, mut prx) = mpsc::unbounded_channel::<(ProgressStream, String)>();
     let stage = session.services.registry().stage_for(session, &args);

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::base::emit::Emitter;
 use crate::base::model::{Message, Model, ToolDef};
+use crate::base::ownership::LeaseCell;
 use crate::base::probe::Point;
 use crate::base::store::PersistedSession;
 use crate::session::ext::ExtState;
@@ -89,6 +90,8 @@ pub(crate) struct Session {
     pub(crate) tools: Overlay,
     /// The session's MCP servers.
     pub(crate) mcp: McpServers,
+    /// This node's lease on the session ([`crate::base::ownership`]).
+    pub(crate) lease: Arc<LeaseCell>,
     data: Mutex<Data>,
 }
 
@@ -98,13 +101,15 @@ impl Session {
         state: PersistedSession,
         model: Arc<dyn Model>,
         sequencer: Sequencer,
+        lease: Arc<LeaseCell>,
     ) -> Arc<Self> {
         let emitter = Emitter::new(
             services.ctx().clone(),
             Some(state.session_id.clone()),
             true,
             sequencer,
-        );
+        )
+        .with_lease(lease.clone());
         let ext = ExtState::load(&state.extensions, services.now());
         Arc::new(Self {
             id: state.session_id.clone(),
@@ -118,6 +123,7 @@ impl Session {
             saving: tokio::sync::Mutex::new(()),
             tools: Default::default(),
             mcp: Default::default(),
+            lease,
             services,
             data: Mutex::new(Data {
                 state,
@@ -177,6 +183,12 @@ impl Session {
     /// sessions saving at once must not hold the runtime's worker threads.
     pub(crate) async fn persist(&self, request_id: &str) {
         self.touch();
+        if !self.lease.is_live() {
+            // The lease is lost: this node writes nothing more of the session (a
+            // save now could mark it closed in the store while another node takes
+            // it over).
+            return;
+        }
         let _saving = self.saving.lock().await;
         let snapshot = {
             let mut d = self.data();

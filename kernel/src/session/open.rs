@@ -90,6 +90,12 @@ impl Sessions {
     /// open.
     pub(crate) fn require(&self, id: &str) -> Result<Arc<Session>, ErrorPayload> {
         self.get(id).ok_or_else(|| {
+            // Served by another node of a shared store: say which.
+            if let Ok(Some(owner)) = self.services.store().owner_of(id) {
+                if owner.live && owner.owner != self.services.node() {
+                    return crate::base::ownership::owned_elsewhere(id, &owner);
+                }
+            }
             ErrorPayload::new(
                 ErrorCode::SessionNotFound,
                 format!("session {id:?} is not open (resume it first)"),
@@ -110,18 +116,37 @@ impl Sessions {
             return Ok(None);
         }
         let store = self.services.store();
-        let Some(mut state) = store.load_state(id)? else {
+        if store.load_state(id)?.is_none() {
+            self.forget(id);
+            return Ok(None);
+        }
+        let (lease, _) = self.services.claim(id)?;
+        let loaded = (|| {
+            let state = store.load_state(id)?;
+            let log = store.load_events(id)?;
+            let model = match &state {
+                Some(s) => Some(self.services.model_or_default(&s.model)?),
+                None => None,
+            };
+            Ok::<_, ErrorPayload>((state, log, model))
+        })();
+        let (Some(mut state), log, Some(model)) = (match loaded {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = store.unclaim(id);
+                return Err(e);
+            }
+        }) else {
+            let _ = store.unclaim(id);
             self.forget(id);
             return Ok(None);
         };
-        let log = store.load_events(id)?;
         let mut seq = Sequencer::new();
         for env in &log.events {
             seq.restore(&env.request_id, env.sequence);
         }
-        let model = self.services.model_or_default(&state.model)?;
         state.model = model.id();
-        let session = Session::new(self.services.clone(), state, model, seq);
+        let session = Session::new(self.services.clone(), state, model, seq, lease);
         session.touch();
         map.insert(id.to_owned(), session.clone());
         self.forget(id);
@@ -166,6 +191,20 @@ impl Sessions {
     /// Takes `id` out of memory (closed or deleted).
     pub(crate) fn remove(&self, id: &str) -> Option<Arc<Session>> {
         self.map().remove(id)
+    }
+
+    /// Takes `session` out of memory if it is the one there; answers whether it was.
+    pub(crate) fn remove_exact(&self, session: &Arc<Session>) -> bool {
+        let mut map = self.map();
+        if map
+            .get(&session.id)
+            .is_some_and(|s| Arc::ptr_eq(s, session))
+        {
+            map.remove(&session.id);
+            true
+        } else {
+            false
+        }
     }
 
     /// Takes every session out of memory (shutdown).

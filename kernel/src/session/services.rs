@@ -18,6 +18,7 @@ use crate::base::config::KernelConfig;
 use crate::base::emit::{EmitCtx, Emitter, Hub};
 use crate::base::hooks::{Hooks, Starting};
 use crate::base::model::Model;
+use crate::base::ownership::{owned_elsewhere, Claim, LeaseCell};
 use crate::base::probe::{Point, Probe};
 use crate::base::store::Store;
 use crate::session::registry::Registry;
@@ -34,6 +35,7 @@ pub(crate) struct Parts {
     pub(crate) hooks: Vec<Arc<dyn Hooks>>,
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
+    pub(crate) node: String,
 }
 
 /// The shared services of one kernel.
@@ -53,6 +55,10 @@ pub(crate) struct Services {
     /// Emits events that belong to no open session.
     emitter: Emitter,
     cancel: CancellationToken,
+    /// This node's name in a shared store's leases.
+    node: String,
+    /// Woken when a session's lease is lost (the lease keeper acts on it).
+    lease_wake: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Services {
@@ -78,6 +84,39 @@ impl Services {
             ctx: p.ctx,
             emitter,
             cancel: CancellationToken::new(),
+            node: p.node,
+            lease_wake: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    /// This node's name in a shared store's leases.
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Woken when a session's lease is lost.
+    pub(crate) fn lease_wake(&self) -> &Arc<tokio::sync::Notify> {
+        &self.lease_wake
+    }
+
+    /// Claims session `id` for this node: a lease cell for the session when the store
+    /// gave it (or keeps no leases), `SESSION_OWNED_ELSEWHERE` when another node
+    /// holds it, and the previous owner when this claim took the session over.
+    pub(crate) fn claim(&self, id: &str) -> Result<(Arc<LeaseCell>, Option<String>), ErrorPayload> {
+        let ttl = self.config.lease_ttl;
+        let sent = crate::base::time::now_ms();
+        match self.store().claim(id, &self.node, ttl)? {
+            Claim::Local => Ok((Arc::new(LeaseCell::local()), None)),
+            Claim::Owned(o) => Ok((
+                Arc::new(LeaseCell::owned(
+                    o.epoch,
+                    ttl,
+                    sent,
+                    self.lease_wake.clone(),
+                )),
+                o.previous_owner.filter(|p| p != &self.node),
+            )),
+            Claim::Elsewhere(owner) => Err(owned_elsewhere(id, &owner)),
         }
     }
 

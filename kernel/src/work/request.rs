@@ -391,7 +391,9 @@ pub(crate) async fn emit_interrupted(session: &Session, rid: &str) {
         .active
         .as_ref()
         .and_then(|a| a.interrupt_reply.clone());
-    let reason = if session.cancel.is_cancelled() {
+    let reason = if session.lease.is_lost() {
+        "lease_lost"
+    } else if session.cancel.is_cancelled() {
         "shutdown"
     } else {
         "user"

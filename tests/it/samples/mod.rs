@@ -309,6 +309,11 @@ pub fn sample_event(t: EventType) -> Event {
             reason: s("user"),
             was_running: true,
         }),
+        EventType::SessionOwnerChanged => Event::SessionOwnerChanged(ev::SessionOwnerChanged {
+            previous_owner: s("node-a"),
+            owner: s("node-b"),
+            epoch: 4,
+        }),
         EventType::SessionCompleted => Event::SessionCompleted(ev::SessionCompleted {
             stop_reason: StopReason::EndTurn,
             final_text: Some(s("The test passes now.")),

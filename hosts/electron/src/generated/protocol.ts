@@ -743,7 +743,7 @@ export type KnownErrorCategory = "bridge" | "runtime" | "business";
 export type ErrorCode = KnownErrorCode | (string & {});
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN";
+export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -2476,7 +2476,7 @@ export type SessionInterrupted = {
  */
 interruptedRequestId: string | null, 
 /**
- * Why (`user`, `shutdown`, `parent`).
+ * Why (`user`, `shutdown`, `parent`, `restart`, `lease_lost`, `owner_lost`).
  */
 reason: string, 
 /**
@@ -2523,6 +2523,24 @@ model: string,
  * The model before.
  */
 previousModel: string, };
+
+/**
+ * `session.owner_changed`: another node took the session over (its previous
+ * owner's lease had run out). Logged, so every watcher on every node sees it.
+ */
+export type SessionOwnerChanged = { 
+/**
+ * The node whose lease ran out.
+ */
+previousOwner: string, 
+/**
+ * The node that serves the session now.
+ */
+owner: string, 
+/**
+ * The new lease's fencing epoch (higher than every one before it).
+ */
+epoch: number, };
 
 /**
  * `session.resume`.
@@ -3585,6 +3603,7 @@ export interface EventPayloads {
   "session.started": SessionStarted;
   "session.resumed": SessionResumed;
   "session.interrupted": SessionInterrupted;
+  "session.owner_changed": SessionOwnerChanged;
   "session.completed": SessionCompleted;
   "session.closed": SessionClosed;
   "session.list": SessionList;
@@ -3678,6 +3697,7 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.started",
   "session.resumed",
   "session.interrupted",
+  "session.owner_changed",
   "session.completed",
   "session.closed",
   "session.list",
@@ -3981,4 +4001,5 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "TOOL_TIMEOUT",
   "HOST_TOOL_CALL_NOT_FOUND",
   "ROLE_FORBIDDEN",
+  "SESSION_OWNED_ELSEWHERE",
 ];
