@@ -29,8 +29,7 @@
 //! - Before the sandbox is exec'd: `spawn_shell` returns only after the exec (it is
 //!   synchronous, so no caller can be dropped half-way), and nothing else exists yet.
 //! - During bubblewrap's set-up: bwrap's first process forks the sandbox's pid 1, which
-//!   calls `setsid` (leaving our group) before it is tied to its parent
-//!   (`--die-with-parent` is set late). It still carries the marker and has bwrap as
+//!   calls `setsid` (leaving our group). It still carries the marker and has bwrap as
 //!   its frozen parent, so it is found; killing it makes the kernel kill every process
 //!   of the sandbox's PID namespace, whatever they did to their group or environment.
 //! - After the command forked grandchildren, or a grandchild called `setsid`: the
@@ -38,12 +37,23 @@
 //!   a process that leaves the group, clears its environment and is orphaned before
 //!   the kill cannot be found.
 //!
+//! # When this process dies
+//!
+//! Nothing above runs if this process is killed. Then: every child is started by
+//! [`crate::spawn`] (the parent-death signal armed before `exec`, and a check that
+//! this process was still alive once it was), and every command runs under the
+//! wrapper of `wrap`, whose watcher reads this process's lifeline and kills the
+//! command's processes when it reads end-of-file (with bubblewrap, every process of
+//! the sandbox's PID namespace). bubblewrap itself is not armed (see
+//! [`sandbox::bwrap_args`]): it ends when the wrapper inside it does.
+//!
 //! After a kill every wait is bounded by [`KILL_GRACE`] (and the freeze by 300 ms):
 //! the root's reaping, the processes' disappearance and the output pipes (a pipe still
 //! held open after that is abandoned, keeping what was read).
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,6 +67,8 @@ use tokio::process::{ChildStderr, ChildStdout};
 
 use crate::reap::{self, Killed, Tree};
 use crate::sandbox::{self, Choice, SandboxConfig, SandboxMode, MARKER_VAR};
+use crate::spawn::{self, Tie};
+use crate::wrap;
 use crate::{ProgressSink, ProgressStream, ToolContext};
 
 /// Captured bytes kept per stream.
@@ -131,25 +143,33 @@ fn start_error(program: &str, e: impl std::fmt::Display) -> ErrorPayload {
     .with_detail("program", program.to_owned())
 }
 
-fn command(program: &str, args: &[String], cwd: &PathBuf, marker: &str) -> tokio::process::Command {
+/// The command that runs `argv` under the wrapper (`wrap`) with `program` (`/bin/sh`,
+/// or bubblewrap whose arguments end in the wrapper's): its own process group, the
+/// call's marker, the lifeline as standard input, output piped.
+fn command(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    marker: &str,
+) -> Result<tokio::process::Command, ErrorPayload> {
+    let lifeline = spawn::lifeline().map_err(|e| start_error(program, e))?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .current_dir(cwd)
         .env(MARKER_VAR, marker)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(lifeline))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    cmd
+    Ok(cmd)
 }
 
 /// Starts `sh -c command` in the sandbox `config` chooses. Refuses with
 /// `SANDBOX_UNAVAILABLE` when none can run, the mode is not `off` and
-/// `config.require_sandbox` is set. Call it inside a tokio runtime, from a thread that
-/// outlives the command (a runtime worker: with bubblewrap the sandbox dies with the
-/// thread that spawned it). It blocks briefly: the first call probes the sandboxes,
-/// and a Landlock spawn waits for its spawning thread.
+/// `config.require_sandbox` is set. Call it inside a tokio runtime, from any thread.
+/// It blocks briefly: the first call probes the sandboxes, and the spawn waits for the
+/// command's `exec`.
 pub fn spawn_shell(
     shell: &ShellCommand,
     config: &SandboxConfig,
@@ -162,75 +182,88 @@ pub fn spawn_shell(
         }
     }
     let marker = next_marker();
-    let sh_args = vec!["-c".to_owned(), shell.command.clone()];
-    let (child, unsandboxed) = match &choice {
+    let sh = ["/bin/sh".to_owned(), "-c".to_owned(), shell.command.clone()];
+    let wrapped = wrap::args(&sh);
+    let (program, args, tie, unsandboxed) = match &choice {
         Choice::Bubblewrap(bwrap) => {
-            let program = bwrap.to_string_lossy().into_owned();
-            let args =
-                sandbox::bwrap_args(&shell.workspace, &shell.cwd, &shell.command, shell.network);
-            let child = command(&program, &args, &shell.cwd, &marker)
-                .spawn()
-                .map_err(|e| start_error(&program, e))?;
-            (child, None)
+            let mut inner = vec!["/bin/sh".to_owned()];
+            inner.extend(wrapped);
+            let args = sandbox::bwrap_args(&shell.workspace, &shell.cwd, &inner, shell.network);
+            // bubblewrap is not armed: see `sandbox::bwrap_args`.
+            let tie = Tie {
+                no_death_signal: true,
+                ..Tie::default()
+            };
+            (bwrap.to_string_lossy().into_owned(), args, tie, None)
         }
         Choice::Landlock(_) => {
-            let cmd = command("/bin/sh", &sh_args, &shell.cwd, &marker);
-            (
-                spawn_landlocked(cmd, shell.workspace.clone(), shell.network)?,
-                None,
-            )
+            let ruleset = sandbox::landlock_ruleset(&shell.workspace, shell.network)
+                .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))?;
+            let tie = Tie {
+                subreaper: true,
+                landlock: Some(ruleset),
+                ..Tie::default()
+            };
+            ("/bin/sh".to_owned(), wrapped, tie, None)
         }
         Choice::None { reason } => {
-            let child = command("/bin/sh", &sh_args, &shell.cwd, &marker)
-                .spawn()
-                .map_err(|e| start_error("/bin/sh", e))?;
+            let tie = Tie {
+                subreaper: true,
+                ..Tie::default()
+            };
             let why = (mode != SandboxMode::Off).then(|| reason.clone());
-            (child, why)
+            ("/bin/sh".to_owned(), wrapped, tie, why)
         }
     };
+    let cmd = command(&program, &args, &shell.cwd, &marker)?;
+    let child = spawn::spawn(cmd, tie).map_err(|e| start_error(&program, e))?;
     Ok(ShellChild::new(child, marker, choice.kind(), unsandboxed))
 }
 
-/// Starts the command from a thread restricted by Landlock: Landlock and
-/// `no_new_privs` belong to a thread and pass to the processes it forks, so the rest of
-/// this process stays unrestricted. The thread ends right after the spawn.
-fn spawn_landlocked(
-    mut cmd: tokio::process::Command,
-    workspace: PathBuf,
-    network: bool,
-) -> Result<tokio::process::Child, ErrorPayload> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|e| {
-        ErrorPayload::new(
-            ErrorCode::RuntimeInternalError,
-            format!("shell commands need a tokio runtime: {e}"),
-        )
-    })?;
-    std::thread::Builder::new()
-        .name("keel-landlock-spawn".into())
-        .spawn(move || {
-            let _runtime = handle.enter();
-            sandbox::restrict_thread(&workspace, network)
-                .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))
-                .and_then(|()| cmd.spawn().map_err(|e| start_error("/bin/sh", e)))
-        })
-        .map_err(|e| start_error("/bin/sh", e))?
-        .join()
-        .map_err(|_| {
-            ErrorPayload::new(
-                ErrorCode::RuntimeInternalError,
-                "the Landlock spawning thread panicked",
-            )
-        })?
+/// Finds `program` as `execvp` would (in `PATH`, from `env` if it sets it), so that a
+/// missing program is a start error rather than the wrapper's exit status 127.
+fn resolve(program: &str, env: &[(String, String)]) -> Result<PathBuf, String> {
+    let executable = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return if executable(&p) {
+            Ok(p)
+        } else {
+            Err("no such executable file".to_owned())
+        };
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| executable(p))
+        .ok_or_else(|| "not found in PATH".to_owned())
 }
 
-/// Starts `spec` unsandboxed, in its own process group (the `git` tool).
+/// Starts `spec` unsandboxed, in its own process group (the `git` tool, hooks).
 pub fn spawn(spec: &ExecSpec) -> Result<ShellChild, ErrorPayload> {
     let marker = next_marker();
-    let mut cmd = command(&spec.program, &spec.args, &spec.cwd, &marker);
+    let program = resolve(&spec.program, &spec.env).map_err(|e| start_error(&spec.program, e))?;
+    let mut argv = vec![program.to_string_lossy().into_owned()];
+    argv.extend(spec.args.iter().cloned());
+    let mut cmd = command("/bin/sh", &wrap::args(&argv), &spec.cwd, &marker)?;
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().map_err(|e| start_error(&spec.program, e))?;
+    let tie = Tie {
+        subreaper: true,
+        ..Tie::default()
+    };
+    let child = spawn::spawn(cmd, tie).map_err(|e| start_error(&spec.program, e))?;
     Ok(ShellChild::new(child, marker, SandboxKind::None, None))
 }
 
