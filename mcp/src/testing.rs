@@ -6,7 +6,9 @@
 //! PNG and a caption), `fail {message}` (a tool error, `isError: true`),
 //! `protocol_error` (a JSON-RPC error), `dotted.name` (a name that needs sanitising),
 //! `hang` (waits until cancelled), and on stdio only `crash` (the process exits in
-//! the middle of the call). What it sees — its start, each call, each cancellation
+//! the middle of the call), `big {bytes}` (a text answer of that many bytes),
+//! `garbage` (writes lines that are not JSON-RPC on stdout instead of answering) and
+//! `stderr_flood {bytes}` (writes that much to stderr, in lines, then answers). What it sees — its start, each call, each cancellation
 //! notification — is appended as lines to a journal (a file for the binary, a shared
 //! list in-process), so tests can check what reached the server.
 
@@ -141,10 +143,26 @@ fn tools(may_exit: bool) -> Vec<Tool> {
         ),
     ];
     if may_exit {
+        let bytes = json!({"type": "object", "properties": {"bytes": {"type": "integer"}}});
         out.push(Tool::new(
             "crash",
             "Exits the server in the middle of the call.",
+            schema(none.clone()),
+        ));
+        out.push(Tool::new(
+            "big",
+            "Answers with a text of `bytes` bytes.",
+            schema(bytes.clone()),
+        ));
+        out.push(Tool::new(
+            "garbage",
+            "Writes lines that are not JSON-RPC instead of answering.",
             schema(none),
+        ));
+        out.push(Tool::new(
+            "stderr_flood",
+            "Writes `bytes` bytes to stderr, then answers.",
+            schema(bytes),
         ));
     }
     out
@@ -205,6 +223,34 @@ impl ServerHandler for TestServer {
                 context.ct.cancelled().await;
                 self.journal.write("hang cancelled");
                 return Err(ErrorData::internal_error("cancelled", None));
+            }
+            "big" if self.may_exit => {
+                let n = arg(&request, "bytes").and_then(Value::as_u64).unwrap_or(0);
+                CallToolResult::success(vec![ContentBlock::text("x".repeat(n as usize))])
+            }
+            "garbage" if self.may_exit => {
+                use std::io::Write;
+                {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(b"this line is not JSON-RPC\n[1, 2, 3]\n");
+                    let _ = out.flush();
+                }
+                context.ct.cancelled().await;
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+            "stderr_flood" if self.may_exit => {
+                use std::io::Write;
+                let n = arg(&request, "bytes").and_then(Value::as_u64).unwrap_or(0);
+                let line = format!("{}\n", "e".repeat(99));
+                let mut err = std::io::stderr().lock();
+                let mut left = n as usize;
+                while left > 0 {
+                    let k = left.min(line.len());
+                    let _ = err.write_all(&line.as_bytes()[line.len() - k..]);
+                    left -= k;
+                }
+                let _ = err.flush();
+                CallToolResult::success(vec![ContentBlock::text(format!("flooded {n}"))])
             }
             "crash" if self.may_exit => {
                 self.journal.write("crashing");

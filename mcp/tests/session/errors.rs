@@ -352,3 +352,52 @@ async fn a_result_over_the_cap_is_cut_with_a_note() {
     assert!(!is_error);
     assert_eq!(model_text, message, "the model reads the same capped text");
 }
+
+#[tokio::test]
+async fn unreadable_answers_fail_the_call_at_once_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = stdio_server("files", dir.path(), &[]);
+    let over = keel_mcp::stdio::MAX_MESSAGE + 1024 * 1024;
+    let h = Harness::new(
+        vec![
+            vec![("mcp__files__big", json!({ "bytes": over }))],
+            vec![("mcp__files__garbage", json!({}))],
+            vec![("mcp__files__big", json!({ "bytes": 2_000_000 }))],
+        ],
+        PermissionMode::Auto,
+        vec![files],
+    );
+    let (session, mut events) = h.start(vec![]).await;
+    // The three calls, one model turn each, in one request.
+    let rid = session.send("go").await.unwrap();
+    let seen = until(&mut events, end_of(&rid)).await;
+    let ends: Vec<&Event> = seen
+        .iter()
+        .map(|e| &e.event)
+        .filter(|e| matches!(e, Event::ToolCallFailed(_) | Event::ToolCallCompleted(_)))
+        .collect();
+    assert_eq!(ends.len(), 3, "{:?}", types(&seen));
+    for (end, reason) in ends.iter().zip(["answer_too_large", "not_json_rpc"]) {
+        let Event::ToolCallFailed(f) = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!(f.error.code, keel_envelope::ErrorCode::ToolExecutionFailed);
+        assert_eq!(f.error.details["reason"], reason, "{:?}", f.error);
+        assert_eq!(f.error.details["server"], "files");
+    }
+    // An answer under the line limit but over the result cap is cut as documented.
+    let Event::ToolCallCompleted(done) = ends[2] else {
+        panic!("{:?}", ends[2])
+    };
+    let message = done.result["message"].as_str().unwrap();
+    assert!(
+        message.len() < keel_mcp::RESULT_CAP + 200,
+        "{}",
+        message.len()
+    );
+    assert!(
+        message.ends_with("bytes of text]"),
+        "{}",
+        &message[message.len() - 80..]
+    );
+}
