@@ -15,6 +15,16 @@ use keel::kernel::model::{
 use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
+/// Session options that take every default.
+pub fn opts() -> keel::kernel::SessionOptions {
+    keel::kernel::SessionOptions {
+        workspace_path: None,
+        permission_mode: None,
+        model: None,
+        title: None,
+    }
+}
+
 /// Asks for `calls` calls of `tool` with `args` in its first turn (the one that
 /// answers a user message), reporting `usage`; answers "done" to anything else.
 #[derive(Debug)]

@@ -77,6 +77,11 @@ impl Budget {
     }
 }
 
+/// A note of the bounds in the log, beside the server's lines.
+fn note(server: &str, text: std::fmt::Arguments<'_>) {
+    tracing::warn!(target: "keel_mcp::server", server = %server, "[{text}]");
+}
+
 /// Logs `stderr` of server `server` until it ends, within the bounds.
 pub(crate) async fn pump(server: String, mut stderr: ChildStderr) {
     let mut split = LineSplitter::new(LINE_CAP);
@@ -85,13 +90,12 @@ pub(crate) async fn pump(server: String, mut stderr: ChildStderr) {
     let log = |line: String, budget: &mut Budget| match budget.judge(line.len(), Instant::now()) {
         Verdict::Log => {
             if budget.dropped_lines > 0 {
-                tracing::warn!(
-                    target: "keel_mcp::server",
-                    server = %server,
-                    "[{} lines ({} bytes) of this server's stderr were dropped above: over {} bytes a second]",
-                    budget.dropped_lines,
-                    budget.dropped_bytes,
-                    RATE
+                note(
+                    &server,
+                    format_args!(
+                        "{} lines ({} bytes) of this server's stderr were dropped above: over {RATE} bytes a second",
+                        budget.dropped_lines, budget.dropped_bytes
+                    ),
                 );
                 budget.dropped_lines = 0;
                 budget.dropped_bytes = 0;
@@ -101,16 +105,16 @@ pub(crate) async fn pump(server: String, mut stderr: ChildStderr) {
         Verdict::Drop { first } => {
             if budget.logged + LINE_CAP > TOTAL_CAP && !budget.capped {
                 budget.capped = true;
-                tracing::warn!(
-                    target: "keel_mcp::server",
-                    server = %server,
-                    "[stderr cut here: this server logged its {TOTAL_CAP} bytes; the rest of its stderr is dropped]"
+                note(
+                    &server,
+                    format_args!(
+                        "stderr cut here: this server logged its {TOTAL_CAP} bytes; the rest of its stderr is dropped"
+                    ),
                 );
             } else if first && !budget.capped {
-                tracing::warn!(
-                    target: "keel_mcp::server",
-                    server = %server,
-                    "[stderr cut here: over {RATE} bytes a second; dropping lines]"
+                note(
+                    &server,
+                    format_args!("stderr cut here: over {RATE} bytes a second; dropping lines"),
                 );
             }
         }
@@ -129,16 +133,15 @@ pub(crate) async fn pump(server: String, mut stderr: ChildStderr) {
         log(line, &mut budget);
     }
     if budget.total_dropped_lines > 0 {
-        tracing::warn!(
-            target: "keel_mcp::server",
-            server = %server,
-            "[stderr ended: {} lines ({} bytes) were dropped in all]",
-            budget.total_dropped_lines,
-            budget.total_dropped_bytes
+        note(
+            &server,
+            format_args!(
+                "stderr ended: {} lines ({} bytes) were dropped in all",
+                budget.total_dropped_lines, budget.total_dropped_bytes
+            ),
         );
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

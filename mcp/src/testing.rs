@@ -34,6 +34,37 @@ use rmcp::ServerHandler;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+/// What this test process logs: one global `tracing` subscriber (installed on first
+/// call) writing to memory. One for the whole process, because a subscriber set for a
+/// scope misses the events of callsites first reached by other tests' threads.
+pub fn captured_log() -> &'static Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || LogSink(buf))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        buf
+    })
+}
+
+struct LogSink(&'static Mutex<Vec<u8>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A 1×1 PNG.
 pub const PNG_BASE64: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";

@@ -281,37 +281,9 @@ async fn a_server_that_never_speaks_json_rpc_fails_its_handshake_at_once() {
     );
 }
 
-/// The log of this test binary (one global subscriber).
-fn log() -> &'static std::sync::Mutex<Vec<u8>> {
-    static LOG: std::sync::OnceLock<&'static std::sync::Mutex<Vec<u8>>> =
-        std::sync::OnceLock::new();
-    LOG.get_or_init(|| {
-        let buf: &'static std::sync::Mutex<Vec<u8>> =
-            Box::leak(Box::new(std::sync::Mutex::new(Vec::new())));
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || Sink(buf))
-            .with_ansi(false)
-            .finish();
-        let _ = tracing::subscriber::set_global_default(subscriber);
-        buf
-    })
-}
-
-struct Sink(&'static std::sync::Mutex<Vec<u8>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn ten_megabytes_of_stderr_log_at_most_the_cap_with_notes() {
-    let log = log();
+    let log = keel_mcp::testing::captured_log();
     let conn = Connection::connect("flood", &stdio(&[])).await.unwrap();
     let out = guarded(
         "the flood",

@@ -10,7 +10,11 @@
 //! per-call marker in its environment (`KEEL_RUN_ID`), inherited by everything it
 //! starts. [`ShellChild::kill_all`] (on timeout and cancellation), [`ShellChild::wait`]
 //! (after the command exits, for what it left behind) and dropping a `ShellChild` that
-//! was not finished all end in `reap::Tree::kill_all`, which:
+//! was not finished all end in `reap::Tree::kill_all`. While the root runs, that
+//! takes the short ways described in `reap` (bubblewrap: kill the sandbox's pid 1 and
+//! bubblewrap; otherwise the root is a child sub-reaper: stop it, kill its descendants,
+//! then it). Otherwise (the root exited, or a short way cannot vouch for what it saw)
+//! it:
 //!
 //! 1. freezes the whole process group with one `SIGSTOP` (a group signal also reaches
 //!    a child being forked at that moment);
@@ -48,8 +52,10 @@
 //! [`sandbox::bwrap_args`]): it ends when the wrapper inside it does.
 //!
 //! After a kill every wait is bounded by [`KILL_GRACE`] (and the freeze by 300 ms):
-//! the root's reaping, the processes' disappearance and the output pipes (a pipe still
-//! held open after that is abandoned, keeping what was read).
+//! the root's reaping, the processes' end (each exiting or with its `SIGKILL` pending:
+//! the rest of an exit, such as a PID namespace's teardown, is not waited for) and the
+//! output pipes (a pipe still held open after that is abandoned, keeping what was
+//! read).
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
@@ -65,7 +71,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdout};
 
-use crate::reap::{self, Killed, Tree};
+use crate::reap::{self, Killed, Shape, Tree};
 use crate::sandbox::{self, Choice, SandboxConfig, SandboxMode, MARKER_VAR};
 use crate::spawn::{self, Tie};
 use crate::wrap;
@@ -276,7 +282,11 @@ impl ShellChild {
     ) -> Self {
         // Not reaped yet (nobody waited), so the pid is known.
         let pid = child.id().unwrap_or(0);
-        let tree = Tree::new(pid, MARKER_VAR, &marker);
+        let shape = match sandbox {
+            SandboxKind::Bubblewrap => Shape::Sandbox,
+            _ => Shape::Subtree,
+        };
+        let tree = Tree::new(pid, shape, MARKER_VAR, &marker);
         let exit = i32::try_from(pid)
             .ok()
             .and_then(rustix::process::Pid::from_raw)
@@ -419,11 +429,11 @@ fn watch_exit(fd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
     AsyncFd::with_interest(fd, tokio::io::Interest::READABLE).ok()
 }
 
-/// Waits (boundedly) until every killed process is gone.
+/// Waits (boundedly) until every killed process is done for (`reap::finished`).
 async fn wait_gone(killed: &[Killed]) {
     let deadline = Instant::now() + KILL_GRACE;
-    while killed.iter().any(|k| !reap::gone(k.pid, k.start)) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    while killed.iter().any(|k| !reap::finished(k.pid, k.start)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 

@@ -57,7 +57,6 @@ impl Drop for Load {
 }
 
 /// A process still running after its runtime was killed.
-#[derive(Debug)]
 struct Survivor {
     pid: u32,
     cmdline: String,
@@ -112,7 +111,11 @@ fn assert_nothing_survives(runtime: u32, token: &str, what: &str) {
                     .args(["-KILL", &s.pid.to_string()])
                     .status();
             }
-            panic!("{what}: processes outlived the runtime: {left:?}");
+            let names: Vec<String> = left
+                .iter()
+                .map(|s| format!("{} {}", s.pid, s.cmdline))
+                .collect();
+            panic!("{what}: processes outlived the runtime: {names:?}");
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -146,16 +149,12 @@ fn command_of(n: usize) -> (String, String) {
     (format!("sleep {token} & sleep {token}; wait"), token)
 }
 
-/// Checks once that the sandbox asked for is the one commands run in.
-fn check_sandbox_bridge(sandbox: &str) {
-    let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    config(home.path(), sandbox);
-    let model = shell_script(home.path(), "probe.json", "echo probe");
+/// A bridge on `model` with a session in `auto` mode and its request `r` sent.
+fn bridge_running(home: &Path, ws: &Path, model: &str) -> Bridge {
     let mut b = Bridge::start(Setup {
-        home: home.path(),
-        workspace: ws.path(),
-        model: &model,
+        home,
+        workspace: ws,
+        model,
         max_files: None,
         extra_args: &[],
     });
@@ -172,6 +171,16 @@ fn check_sandbox_bridge(sandbox: &str) {
         Some(&sid),
         json!({"message": "go"}),
     ));
+    b
+}
+
+/// Checks once that the sandbox asked for is the one commands run in.
+fn check_sandbox_bridge(sandbox: &str) {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    config(home.path(), sandbox);
+    let model = shell_script(home.path(), "probe.json", "echo probe");
+    let mut b = bridge_running(home.path(), ws.path(), &model);
     let got = b.until_on("r", "tool.call.completed");
     let Event::ToolCallCompleted(c) = &got.last().unwrap().event else {
         panic!("{got:?}")
@@ -194,26 +203,7 @@ fn kills_through_the_bridge(sandbox: &str, seed: u64) {
     for n in 0..BRIDGE_KILLS {
         let (cmd, token) = command_of(n);
         let model = shell_script(home.path(), &format!("s{n}.json"), &cmd);
-        let mut b = Bridge::start(Setup {
-            home: home.path(),
-            workspace: ws.path(),
-            model: &model,
-            max_files: None,
-            extra_args: &[],
-        });
-        b.send(&command(
-            "session.start",
-            "s",
-            None,
-            json!({"permissionMode": "auto"}),
-        ));
-        let sid = session_of(b.until_on("s", "session.started").last().unwrap());
-        b.send(&command(
-            "request.send",
-            "r",
-            Some(&sid),
-            json!({"message": "go"}),
-        ));
+        let mut b = bridge_running(home.path(), ws.path(), &model);
         b.until_on("r", "tool.call.started");
         std::thread::sleep(Duration::from_micros(rng.range(0, 50_000)));
         let pid = b.pid();
