@@ -119,11 +119,15 @@ async fn setup(mode: Option<SandboxMode>) -> Option<Setup> {
                 println!("{mode}: not available here ({})", report.reason);
                 return None;
             }
-            builder = builder
+            // The configuration first: it replaces the whole of it, workspace included.
+            builder = Kernel::builder()
                 .config(KernelConfig {
                     sandbox: config,
                     ..KernelConfig::default()
                 })
+                .workspace(ws.path())
+                .permission_mode(PermissionMode::Auto)
+                .store_dir(store.path())
                 .model(Burst::new(
                     1,
                     "run_shell",

@@ -55,7 +55,8 @@
 //! the root's reaping, the processes' end (each exiting or with its `SIGKILL` pending:
 //! the rest of an exit, such as a PID namespace's teardown, is not waited for) and the
 //! output pipes (a pipe still held open after that is abandoned, keeping what was
-//! read).
+//! read). A cancelled call waits only for the processes' end: its status and last
+//! output are not reported, and its root is reaped once dropped.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
@@ -387,6 +388,17 @@ impl ShellChild {
         self.status
     }
 
+    /// Kills the command and everything it started and waits (at most [`KILL_GRACE`])
+    /// until each is done for, without reaping the root: for a cancelled call, whose
+    /// status and last output nobody reads. The root is reaped once dropped
+    /// (`kill_on_drop`).
+    pub async fn kill_only(&mut self) {
+        if !self.finished {
+            let killed = self.kill_tree().await;
+            wait_gone(&killed).await;
+        }
+    }
+
     /// Freezes and kills the tree on a blocking thread (it waits for the freeze).
     async fn kill_tree(&mut self) -> Vec<Killed> {
         let tree = self.tree.clone();
@@ -647,6 +659,16 @@ pub async fn run_child(
     };
     let status = match &end {
         End::Exited(s) => Some(*s),
+        End::Cancelled => {
+            // Nothing of a cancelled call is reported but the cancellation: its
+            // processes are done for, and neither their exit nor the end of their
+            // output is waited for.
+            child.kill_only().await;
+            for t in &tasks {
+                t.abort();
+            }
+            None
+        }
         _ => child.kill_all().await,
     };
     // Every writer is gone now (unless something escaped): the pipes end at once. A

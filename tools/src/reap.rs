@@ -22,7 +22,8 @@
 //!   init and the root. Nothing is frozen.
 //! - **a sub-reaper root** ([`Shape::Subtree`]: the wrapper of every other command,
 //!   made a child sub-reaper by `spawn`): every descendant stays in the root's subtree
-//!   even when orphaned. So: stop the root (it can no longer fork), then kill every live
+//!   even when orphaned. So: send the root `SIGSTOP` (once it is asleep or stopped it
+//!   can no longer fork: see `cannot_fork`), then kill every live
 //!   descendant found by walking the children lists, round after round, until none is
 //!   left but zombies (a killed process cannot fork; the children of one that dies are
 //!   handed to the root, where the next round finds them), then the root. The
@@ -145,13 +146,27 @@ pub(crate) fn finished(pid: u32, start: u64) -> bool {
     if s.is_dead() || s.start != start || s.flags & PF_EXITING != 0 {
         return true;
     }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
     let pending = status
         .lines()
         .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
         .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
         .fold(0, |a, b| a | b);
-    status.is_empty() || pending & (1 << 8) != 0
+    pending & (1 << 8) != 0
+}
+
+/// Whether `pid`, sent `SIGSTOP` before this call, can no longer create a process:
+/// stopped or dead, or asleep (`S`). A process asleep after the signal was sent was
+/// not in the middle of a `fork` when it came (a fork runs or waits in `R`/`D`, and
+/// the forking process handles the signal on its way back, without sleeping), and it
+/// handles the signal before running anything of its own: so every child it has is
+/// listed already. This needs no wait for the process to be scheduled, which a loaded
+/// machine may delay for long. In `R` or `D` it may still be finishing a fork whose
+/// child is not listed yet.
+fn cannot_fork(pid: u32) -> bool {
+    stat(pid).is_none_or(|s| matches!(s.state, 'S' | 'T' | 't' | 'Z' | 'X' | 'x'))
 }
 
 /// How a call's processes hang together, which decides the fast way to kill them.
@@ -396,8 +411,7 @@ impl Tree {
                         .as_deref()
                         == spare)
             });
-            let root_stopped = root_state.is_none_or(|st| matches!(st, 'T' | 't' | 'Z' | 'X'));
-            if fresh.is_empty() && root_stopped {
+            if fresh.is_empty() && cannot_fork(self.root) {
                 return true;
             }
             for s in fresh {
