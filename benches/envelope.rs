@@ -174,7 +174,7 @@ fn plain_of<P>(env: &Envelope, payload: P) -> PlainEnvelope<P> {
         event_id: env.event_id.clone(),
         ty: env.type_name().to_owned(),
         timestamp: env.timestamp,
-        source: env.source,
+        source: env.source.clone(),
         sequence: env.sequence,
         payload,
         meta: env.meta.clone(),

@@ -21,10 +21,10 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use common::{opts, Burst};
-use keel::envelope::types::{PermissionLevel, PermissionMode};
-use keel::envelope::{ErrorCode, ErrorPayload};
-use keel::kernel::{EventStream, Kernel, KernelConfig, SessionHandle};
-use keel::tools::{
+use keel_envelope::types::{PermissionLevel, PermissionMode};
+use keel_envelope::{ErrorCode, ErrorPayload};
+use keel_kernel::{EventStream, Kernel, KernelConfig, SessionHandle};
+use keel_tools::{
     ApprovalRequirement, PlanBehavior, SandboxConfig, SandboxKind, SandboxMode, Tool, ToolContext,
     ToolSpec,
 };
@@ -109,7 +109,7 @@ async fn setup(mode: Option<SandboxMode>) -> Option<Setup> {
     let label = match mode {
         Some(mode) => {
             let config = SandboxConfig::new(mode);
-            let report = keel::tools::sandbox_report(&config);
+            let report = keel_tools::sandbox_report(&config);
             let want = match mode {
                 SandboxMode::Bubblewrap => SandboxKind::Bubblewrap,
                 SandboxMode::Landlock => SandboxKind::Landlock,

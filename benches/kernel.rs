@@ -13,11 +13,11 @@ use std::sync::Arc;
 use common::{noop, Burst};
 use std::time::{Duration, Instant};
 
-use keel::envelope::ids::IdKind;
-use keel::envelope::types::PermissionMode;
-use keel::envelope::{codec, Envelope, Event, Source};
-use keel::kernel::{Kernel, KernelConfig, SessionOptions};
-use keel::tools::{SandboxConfig, Tool, ToolContext};
+use keel_envelope::ids::IdKind;
+use keel_envelope::types::PermissionMode;
+use keel_envelope::{codec, Envelope, Event, Source};
+use keel_kernel::{Kernel, KernelConfig, SessionOptions};
+use keel_tools::{SandboxConfig, Tool, ToolContext};
 use tokio_util::sync::CancellationToken;
 
 fn opts() -> SessionOptions {
@@ -183,17 +183,17 @@ async fn resume_large_log() {
         .join("sessions")
         .join(&sid)
         .join("events.jsonl");
-    let ids = keel::envelope::ids::UlidGen::default();
+    let ids = keel_envelope::ids::UlidGen::default();
     let mut bytes = std::fs::read(&log).unwrap();
     for i in 0..N {
         let env = Envelope::new(
             Some(sid.clone()),
             format!("req_{}", i / 100),
-            keel::envelope::ids::IdGen::next_id(&ids, IdKind::Event),
+            keel_envelope::ids::IdGen::next_id(&ids, IdKind::Event),
             1_775_600_000_000 + i,
             Source::Runtime,
             i % 100 + 1,
-            Event::AssistantDelta(keel::envelope::events::AssistantDelta {
+            Event::AssistantDelta(keel_envelope::events::AssistantDelta {
                 text: "some streamed text of a typical size ".into(),
             }),
         );

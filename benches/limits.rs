@@ -16,11 +16,11 @@ use std::sync::Arc;
 use common::{noop, Burst};
 use std::time::{Duration, Instant};
 
-use keel::envelope::budget::BudgetLimits;
-use keel::envelope::types::Usage;
-use keel::kernel::config::{BudgetConfig, CommandHookConfig, HooksConfig};
-use keel::kernel::hooks::Hooks;
-use keel::kernel::{Kernel, KernelConfig, SessionOptions};
+use keel_envelope::budget::BudgetLimits;
+use keel_envelope::types::Usage;
+use keel_kernel::config::{BudgetConfig, CommandHookConfig, HooksConfig};
+use keel_kernel::hooks::Hooks;
+use keel_kernel::{Kernel, KernelConfig, SessionOptions};
 
 #[derive(Debug)]
 struct NoopHooks;

@@ -18,13 +18,13 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel::adapters::ScriptedModel;
-use keel::envelope::types::Usage;
-use keel::envelope::{Event, SequenceChecker};
-use keel::kernel::model::{
+use keel_adapters::ScriptedModel;
+use keel_envelope::types::Usage;
+use keel_envelope::{Event, SequenceChecker};
+use keel_kernel::model::{
     FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
 };
-use keel::kernel::{Kernel, KernelConfig, SessionOptions};
+use keel_kernel::{Kernel, KernelConfig, SessionOptions};
 use tokio_util::sync::CancellationToken;
 
 /// The scripted model of this benchmark: each request is one model turn asking for
@@ -139,7 +139,7 @@ async fn session(kernel: Kernel, requests: usize) -> (String, Seen) {
     let sid = s.id().to_owned();
     let mut checker = SequenceChecker::new();
     let mut seen = Seen::default();
-    let mut on = |env: &keel::envelope::Envelope, seen: &mut Seen| {
+    let mut on = |env: &keel_envelope::Envelope, seen: &mut Seen| {
         assert_eq!(
             env.session_id.as_deref(),
             Some(sid.as_str()),
@@ -165,7 +165,7 @@ async fn session(kernel: Kernel, requests: usize) -> (String, Seen) {
                 Event::ToolCallCompleted(_) => tools += 1,
                 Event::ToolCallFailed(f) => panic!("tool failed: {:?}", f.error),
                 Event::SessionCompleted(c) if env.request_id == rid => {
-                    assert_eq!(c.stop_reason, keel::envelope::types::StopReason::EndTurn);
+                    assert_eq!(c.stop_reason, keel_envelope::types::StopReason::EndTurn);
                     break;
                 }
                 Event::SessionInterrupted(_) | Event::Error(_) | Event::Warning(_) => {

@@ -14,13 +14,13 @@ use common::Burst;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use keel::envelope::commands::SessionStart;
-use keel::envelope::host::HostToolSpec;
-use keel::envelope::types::{PermissionLevel, PermissionMode};
-use keel::envelope::{ErrorPayload, Event};
-use keel::kernel::mcp::{McpServerConfig, McpTransport};
-use keel::kernel::{Kernel, KernelConfig};
-use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
+use keel_envelope::commands::SessionStart;
+use keel_envelope::host::HostToolSpec;
+use keel_envelope::types::{PermissionLevel, PermissionMode};
+use keel_envelope::{ErrorPayload, Event};
+use keel_kernel::mcp::{McpServerConfig, McpTransport};
+use keel_kernel::{Kernel, KernelConfig};
+use keel_tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 
 const CALLS: usize = 200;
 const ROUNDS: usize = 5;
@@ -117,7 +117,7 @@ fn main() {
                 url: server.url(),
                 headers: vec![],
             },
-            trust: keel::envelope::host::McpTrust::Read,
+            trust: keel_envelope::host::McpTrust::Read,
             startup_timeout: None,
             call_timeout: None,
         };

@@ -7,9 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use keel::envelope::types::PermissionMode;
-use keel::kernel::model::Message;
-use keel::kernel::store::{FileStore, PersistedSession, RequestMark, Store};
+use keel_envelope::types::PermissionMode;
+use keel_kernel::model::Message;
+use keel_kernel::store::{FileStore, PersistedSession, RequestMark, Store};
 
 const SESSIONS: usize = 10_000;
 const MESSAGES: usize = 40;

@@ -9,9 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use keel::envelope::events::AssistantDelta;
-use keel::envelope::{Envelope, Event, Source};
-use keel::kernel::store::{FileStore, FileStoreOptions, Store};
+use keel_envelope::events::AssistantDelta;
+use keel_envelope::{Envelope, Event, Source};
+use keel_kernel::store::{FileStore, FileStoreOptions, Store};
 
 fn envelope(session: &str, sequence: u64) -> Envelope {
     Envelope::new(

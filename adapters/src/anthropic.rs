@@ -1,24 +1,17 @@
 //! The Anthropic Messages provider, streaming over server-sent events.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use keel_envelope::types::Usage;
-use keel_envelope::ErrorPayload;
-use keel_kernel::model::{
-    FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
-};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use keel_kernel::model::{FinishReason, Message, ModelEvent, ModelRequest, ToolCallRequest};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use crate::convert::{
-    anthropic_tool_id, invalid_json_text, load_image, missing_image_note, normalize_history,
-    parse_arguments,
-};
+use crate::convert::{normalize_history, parse_arguments};
 use crate::error::{classify_stream_error, malformed, Failure};
-use crate::fragments::FragmentCache;
-use crate::http::{run, Decoder, Endpoint, HttpCall, HttpOptions};
+use crate::http::Decoder;
+use crate::messages::blocks_of;
+use crate::provider::{HttpModel, Wire};
 use crate::sse::SseEvent;
 
 /// The default base URL.
@@ -27,61 +20,47 @@ pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 const PROVIDER: &str = "Anthropic";
 
-/// A Claude model behind the Messages API (`/v1/messages`).
-#[derive(Debug, Clone)]
-pub struct AnthropicModel {
-    ep: Endpoint,
-    /// The wire encoding of recent histories (shared by clones of this model).
-    cache: Arc<FragmentCache>,
+/// Anthropic's Messages wire format, streamed (the marker of [`AnthropicModel`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MessagesApi;
+
+/// A Claude model behind the Messages API (`/v1/messages`), with the key sent as
+/// `x-api-key`.
+pub type AnthropicModel = HttpModel<MessagesApi>;
+
+impl Wire for MessagesApi {
+    const PROVIDER: &'static str = "anthropic";
+    const LABEL: &'static str = PROVIDER;
+    const PATH: &'static str = "/v1/messages";
+
+    fn body(model: &AnthropicModel, request: &ModelRequest) -> Vec<u8> {
+        model.request_bytes(request)
+    }
+
+    fn add_headers(headers: &mut HeaderMap, api_key: Option<&str>) {
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        if let Some(v) = api_key.and_then(|k| HeaderValue::from_str(k).ok()) {
+            headers.insert(HeaderName::from_static("x-api-key"), v);
+        }
+    }
+
+    fn decoder() -> Box<dyn Decoder> {
+        Box::<AnthropicDecoder>::default()
+    }
 }
 
 impl AnthropicModel {
-    /// A model named `model` at `base_url` (e.g. `https://api.anthropic.com`) with the
-    /// key sent as `x-api-key`. Fails with `MODEL_UNAVAILABLE` if the HTTP client
-    /// cannot be built.
-    pub fn new(
-        model: impl Into<String>,
-        base_url: impl Into<String>,
-        api_key: Option<String>,
-        options: HttpOptions,
-    ) -> Result<Self, ErrorPayload> {
-        Ok(Self {
-            ep: Endpoint::new(model.into(), base_url.into(), api_key, options)?,
-            cache: Arc::default(),
-        })
-    }
-
-    /// Overrides the context window.
-    pub fn with_context_window(mut self, tokens: u64) -> Self {
-        self.ep.context_window = tokens;
-        self
-    }
-
-    /// The endpoint called.
-    pub fn url(&self) -> String {
-        format!("{}/v1/messages", self.ep.base_url)
-    }
-
-    /// The output cap (`max_tokens`, which the API requires) sent when the request
-    /// sets none ([`crate::select::default_max_output_tokens`]).
-    pub fn default_max_output_tokens(&self) -> u32 {
-        crate::select::default_max_output_tokens(
-            "anthropic",
-            &self.ep.model,
-            self.ep.context_window,
-        )
-    }
-
     /// The bytes of the body sent for `request`: the serialisation of
     /// [`request_body`](Self::request_body), written from the cached encoding of the
     /// history's messages plus what is new (see [`crate::fragments`]).
     pub fn request_bytes(&self, request: &ModelRequest) -> Vec<u8> {
         crate::bodies::anthropic_body(
             &self.cache,
-            &self.ep.model,
-            request
-                .max_output_tokens
-                .unwrap_or_else(|| self.default_max_output_tokens()),
+            &self.settings.model,
+            self.max_output_tokens(request),
             request,
             self.cache.tools_bytes(&request.tools, || {
                 tools_value(request).map(|v| v.to_string().into_bytes())
@@ -93,8 +72,8 @@ impl AnthropicModel {
     /// [`request_bytes`](Self::request_bytes), which sends the same bytes.
     pub fn request_body(&self, request: &ModelRequest) -> Value {
         let mut body = json!({
-            "model": self.ep.model,
-            "max_tokens": request.max_output_tokens.unwrap_or_else(|| self.default_max_output_tokens()),
+            "model": self.settings.model,
+            "max_tokens": self.max_output_tokens(request),
             "stream": true,
             "messages": convert_messages(&request.messages),
         });
@@ -105,22 +84,6 @@ impl AnthropicModel {
             body["tools"] = tools;
         }
         body
-    }
-
-    fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        h.insert(
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        if let Some(key) = &self.ep.api_key {
-            if let Ok(v) = HeaderValue::from_str(key) {
-                h.insert(HeaderName::from_static("x-api-key"), v);
-            }
-        }
-        h
     }
 }
 
@@ -141,71 +104,6 @@ fn tools_value(request: &ModelRequest) -> Option<Value> {
             })
             .collect(),
     )
-}
-
-/// The role and content blocks of one normalised history message (none for an
-/// assistant message with only blank text).
-pub(crate) fn blocks_of(m: Message) -> (&'static str, Vec<Value>) {
-    match m {
-        Message::User { text, images } => {
-            let mut blocks = Vec::new();
-            for path in &images {
-                match load_image(path) {
-                    Some(img) => blocks.push(json!({
-                        "type": "image",
-                        "source": {"type": "base64", "media_type": img.media_type, "data": img.base64}
-                    })),
-                    None => blocks.push(json!({"type": "text", "text": missing_image_note(path)})),
-                }
-            }
-            if !text.is_empty() || blocks.is_empty() {
-                let text = if text.is_empty() {
-                    "(empty message)".to_owned()
-                } else {
-                    text
-                };
-                blocks.push(json!({"type": "text", "text": text}));
-            }
-            ("user", blocks)
-        }
-        Message::Assistant { text, tool_calls } => {
-            let mut blocks = Vec::new();
-            if !text.trim().is_empty() {
-                blocks.push(json!({"type": "text", "text": text}));
-            }
-            for c in &tool_calls {
-                let input = if invalid_json_text(&c.arguments).is_some() || !c.arguments.is_object()
-                {
-                    json!({})
-                } else {
-                    c.arguments.clone()
-                };
-                blocks.push(json!({
-                    "type": "tool_use",
-                    "id": anthropic_tool_id(&c.id),
-                    "name": c.name,
-                    "input": input,
-                }));
-            }
-            ("assistant", blocks)
-        }
-        Message::Tool {
-            tool_call_id,
-            content,
-            is_error,
-            ..
-        } => {
-            let mut block = json!({
-                "type": "tool_result",
-                "tool_use_id": anthropic_tool_id(&tool_call_id),
-                "content": content,
-            });
-            if is_error {
-                block["is_error"] = json!(true);
-            }
-            ("user", vec![block])
-        }
-    }
 }
 
 /// Converts a neutral history to Anthropic messages: roles alternate (adjacent
@@ -238,32 +136,6 @@ fn convert_messages(messages: &[Message]) -> Vec<Value> {
     out.into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect()
-}
-
-impl Model for AnthropicModel {
-    fn id(&self) -> String {
-        format!("anthropic:{}", self.ep.model)
-    }
-
-    fn context_window(&self) -> u64 {
-        self.ep.context_window
-    }
-
-    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
-        let body = self.cache.share(self.request_bytes(&request));
-        run(
-            HttpCall {
-                provider: PROVIDER,
-                client: self.ep.client.clone(),
-                url: self.url(),
-                headers: self.headers(),
-                body,
-                options: self.ep.options.clone(),
-                new_decoder: Box::new(|| Box::<AnthropicDecoder>::default()),
-            },
-            cancel,
-        )
-    }
 }
 
 #[derive(Debug)]
@@ -473,6 +345,7 @@ impl Decoder for AnthropicDecoder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::convert::anthropic_tool_id;
 
     fn decode(events: &[(&str, &str)]) -> Vec<Result<ModelEvent, String>> {
         let mut d = AnthropicDecoder::default();

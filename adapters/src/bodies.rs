@@ -6,12 +6,11 @@
 use keel_kernel::model::{Message, ModelRequest};
 use serde_json::{json, Value};
 
-use crate::anthropic::blocks_of;
 use crate::convert::normalize_history;
 use crate::fragments::{
     raw_object, segment_end, write_object, Closed, Encoded, Format, FragmentCache, Part,
 };
-use crate::openai::{convert_message, is_empty_assistant};
+use crate::messages::{blocks_of, convert_message, is_empty_assistant};
 
 fn string(s: &str) -> Vec<u8> {
     Value::from(s).to_string().into_bytes()

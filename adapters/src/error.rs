@@ -10,7 +10,7 @@ const MAX_PROVIDER_MESSAGE: usize = 500;
 
 /// A failure of one attempt, with the server's requested wait, if any.
 #[derive(Debug, Clone)]
-pub(crate) struct Failure {
+pub struct Failure {
     pub payload: ErrorPayload,
     pub retry_after: Option<Duration>,
 }

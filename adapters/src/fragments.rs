@@ -6,7 +6,7 @@
 //! splits into *segments* (a message, or an assistant message with tool calls and the
 //! results that follow it) whose wire messages depend only on the segment, except
 //! that the last segment may still grow and that some formats merge neighbouring
-//! messages of one role. A [`Format`] encodes the history from a given segment on and
+//! messages of one role. A `Format` encodes the history from a given segment on and
 //! says which of its wire messages are final (no later message can change them).
 //!
 //! A [`FragmentCache`] keeps, for the last few histories it saw (told apart by the

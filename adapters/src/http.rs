@@ -3,12 +3,11 @@
 //! events into [`ModelEvent`]s.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hasher};
 use std::time::{Duration, Instant};
 
+use keel_config::RetryPolicy;
 use keel_kernel::model::{ModelError, ModelEvent, ModelStream};
 use reqwest::header::HeaderMap;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{classify_status, classify_transport, network_failure, Failure};
@@ -16,66 +15,6 @@ use crate::sse::{SseEvent, SseParser};
 
 /// Longest error body read from a failed response.
 const MAX_ERROR_BODY: usize = 64 * 1024;
-/// Longest wait a `Retry-After` header can impose.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
-
-/// How failed calls are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt (0 = never retry).
-    pub max_retries: u32,
-    /// Wait before the first retry, in milliseconds; doubled at each retry.
-    pub base_delay_ms: u64,
-    /// Cap on the computed wait, in milliseconds.
-    pub max_delay_ms: u64,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_retries: 3,
-            base_delay_ms: 1000,
-            max_delay_ms: 30_000,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait after failed attempt `attempt` (1-based): the server's
-    /// `Retry-After` when given (at most five minutes), otherwise exponential
-    /// backoff with jitter (between half and all of `base · 2^(attempt-1)`,
-    /// capped at `max_delay_ms`).
-    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        if let Some(ra) = retry_after {
-            return ra.min(MAX_RETRY_AFTER);
-        }
-        let exp = attempt.saturating_sub(1).min(30);
-        let full = self
-            .base_delay_ms
-            .saturating_mul(1u64 << exp)
-            .min(self.max_delay_ms);
-        let half = full / 2;
-        let jitter = if full - half == 0 {
-            0
-        } else {
-            random_u64() % (full - half + 1)
-        };
-        Duration::from_millis(half + jitter)
-    }
-}
-
-fn random_u64() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-    );
-    h.finish()
-}
-
 /// Transport settings shared by the HTTP providers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpOptions {
@@ -122,7 +61,7 @@ fn is_loopback(base_url: &str) -> bool {
 }
 
 /// Turns a provider's server-sent events into model events.
-pub(crate) trait Decoder: Send {
+pub trait Decoder: Send {
     /// Handles one event, appending what it produced to `out`.
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<(), Failure>;
     /// Whether the terminal event was seen (`Finished` emitted).
@@ -456,52 +395,6 @@ fn loggable_url(url: &str) -> String {
     }
 }
 
-/// What every HTTP provider holds: the model name, where to call it, the key, the
-/// client and the context window. The key never appears in `Debug` output.
-#[derive(Clone)]
-pub(crate) struct Endpoint {
-    pub(crate) model: String,
-    pub(crate) base_url: String,
-    pub(crate) api_key: Option<String>,
-    pub(crate) options: HttpOptions,
-    pub(crate) client: reqwest::Client,
-    pub(crate) context_window: u64,
-}
-
-impl std::fmt::Debug for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Endpoint")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .field("context_window", &self.context_window)
-            .finish()
-    }
-}
-
-impl Endpoint {
-    /// Builds the client; fails with `MODEL_UNAVAILABLE` if it cannot be built.
-    pub(crate) fn new(
-        model: String,
-        base_url: String,
-        api_key: Option<String>,
-        options: HttpOptions,
-    ) -> Result<Self, keel_envelope::ErrorPayload> {
-        let base_url = base_url.trim_end_matches('/').to_owned();
-        let client = options.client(&base_url).map_err(|e| {
-            crate::error::model_unavailable(format!("the HTTP client could not be created: {e}"))
-        })?;
-        Ok(Self {
-            context_window: crate::select::context_window_for(&model),
-            model,
-            base_url,
-            api_key: api_key.filter(|k| !k.is_empty()),
-            options,
-            client,
-        })
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -514,32 +407,5 @@ mod tests {
             "https://example.com:8443/v1/chat"
         );
         assert_eq!(loggable_url("not a url"), "(unparsable URL)");
-    }
-
-    #[test]
-    fn backoff_grows_is_jittered_and_capped() {
-        let p = RetryPolicy {
-            max_retries: 5,
-            base_delay_ms: 100,
-            max_delay_ms: 1000,
-        };
-        for _ in 0..50 {
-            let d1 = p.delay(1, None).as_millis();
-            assert!((50..=100).contains(&d1), "{d1}");
-            let d3 = p.delay(3, None).as_millis();
-            assert!((200..=400).contains(&d3), "{d3}");
-            let d10 = p.delay(10, None).as_millis();
-            assert!((500..=1000).contains(&d10), "{d10}");
-        }
-        assert_eq!(
-            p.delay(1, Some(Duration::from_secs(7))),
-            Duration::from_secs(7)
-        );
-        assert_eq!(p.delay(1, Some(Duration::from_secs(9999))), MAX_RETRY_AFTER);
-        let zero = RetryPolicy {
-            base_delay_ms: 0,
-            ..p
-        };
-        assert_eq!(zero.delay(2, None), Duration::ZERO);
     }
 }

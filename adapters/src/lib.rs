@@ -1,12 +1,14 @@
 //! Keel's model adapters: the OpenAI-compatible Chat Completions and Anthropic
 //! Messages providers over streaming HTTP, the scripted model used by tests and the
-//! offline demo, model selection (`provider:model`) and the TOML configuration.
+//! offline demo, and the factory that builds the model a selection names
+//! (`provider:model`) from the configuration of `keel-config`.
 //!
 //! Hosts typically do:
 //!
 //! ```no_run
 //! # fn main() -> Result<(), keel_envelope::ErrorPayload> {
-//! use keel_adapters::{build_model, default_keel_home, resolve_model_spec, Config, EnvMap};
+//! use keel_adapters::build_model;
+//! use keel_config::{default_keel_home, resolve_model_spec, Config, EnvMap};
 //! let env = EnvMap::from_process();
 //! let home = default_keel_home(&env).expect("a data directory");
 //! let config = Config::load(&home, Some(std::path::Path::new(".")))?;
@@ -14,36 +16,34 @@
 //! let model = build_model(&spec, &config)?;
 //! # let _ = model; Ok(()) }
 //! ```
+//!
+//! A provider is given only its [`ProviderSettings`] (model, base URL, key, context
+//! window, retries and time limits); [`factory`] is the one module that reads the
+//! configuration.
 
 #![warn(missing_docs)]
 
 pub mod anthropic;
 mod bodies;
-pub mod config;
-pub mod config_agent;
 pub mod convert;
 mod error;
+pub mod factory;
 pub mod fragments;
-pub mod http;
+mod http;
+mod messages;
+mod models;
 pub mod openai;
 pub mod probe;
+mod provider;
 pub mod scripted;
-pub mod select;
 pub mod sse;
-#[cfg(feature = "testing")]
-pub mod testing;
-mod toml_keys;
 
 pub use anthropic::AnthropicModel;
-pub use config::{
-    default_keel_home, Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig,
-};
-pub use config_agent::{AgentConfig, ProjectTrust};
-pub use http::{HttpOptions, RetryPolicy};
+pub use factory::{build_model, build_model_with_env};
+pub use http::HttpOptions;
+pub use keel_config::RetryPolicy;
+pub use models::{context_window_for, default_max_output_tokens, DEFAULT_CONTEXT_WINDOW};
 pub use openai::OpenAiModel;
 pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
+pub use provider::{HttpModel, ProviderSettings};
 pub use scripted::{ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
-pub use select::{
-    build_model, build_model_with_env, context_window_for, default_max_output_tokens,
-    parse_model_spec, resolve_model_spec, selected_model_spec, EnvMap, DEFAULT_CONTEXT_WINDOW,
-};

@@ -2,78 +2,58 @@
 //! LM Studio, OpenRouter, …), streaming over server-sent events.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use keel_envelope::types::Usage;
-use keel_envelope::ErrorPayload;
-use keel_kernel::model::{
-    FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
-};
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use keel_kernel::model::{FinishReason, ModelEvent, ModelRequest, ToolCallRequest};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use crate::convert::{
-    invalid_json_text, load_image, missing_image_note, normalize_history, openai_tool_id,
-    parse_arguments,
-};
+use crate::convert::{normalize_history, parse_arguments};
 use crate::error::{classify_stream_error, malformed, Failure};
-use crate::fragments::FragmentCache;
-use crate::http::{run, Decoder, Endpoint, HttpCall, HttpOptions};
+use crate::http::Decoder;
+use crate::messages::{convert_message, is_empty_assistant};
+use crate::provider::{HttpModel, Wire};
 use crate::sse::SseEvent;
 
 /// The default base URL.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const PROVIDER: &str = "OpenAI";
 
+/// OpenAI's Chat Completions wire format, streamed (the marker of [`OpenAiModel`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ChatCompletions;
+
 /// A model behind an OpenAI-compatible `/chat/completions` endpoint.
-#[derive(Debug, Clone)]
-pub struct OpenAiModel {
-    ep: Endpoint,
-    /// The wire encoding of recent histories (shared by clones of this model).
-    cache: Arc<FragmentCache>,
+pub type OpenAiModel = HttpModel<ChatCompletions>;
+
+impl Wire for ChatCompletions {
+    const PROVIDER: &'static str = "openai";
+    const LABEL: &'static str = PROVIDER;
+    const PATH: &'static str = "/chat/completions";
+
+    fn body(model: &OpenAiModel, request: &ModelRequest) -> Vec<u8> {
+        model.request_bytes(request)
+    }
+
+    fn add_headers(headers: &mut HeaderMap, api_key: Option<&str>) {
+        if let Some(v) = api_key.and_then(|k| HeaderValue::from_str(&format!("Bearer {k}")).ok()) {
+            headers.insert(AUTHORIZATION, v);
+        }
+    }
+
+    fn decoder() -> Box<dyn Decoder> {
+        Box::<OpenAiDecoder>::default()
+    }
 }
 
 impl OpenAiModel {
-    /// A model named `model` at `base_url` (e.g. `http://127.0.0.1:11434/v1`), with an
-    /// optional bearer key. Fails with `MODEL_UNAVAILABLE` if the HTTP client cannot
-    /// be built.
-    pub fn new(
-        model: impl Into<String>,
-        base_url: impl Into<String>,
-        api_key: Option<String>,
-        options: HttpOptions,
-    ) -> Result<Self, ErrorPayload> {
-        Ok(Self {
-            ep: Endpoint::new(model.into(), base_url.into(), api_key, options)?,
-            cache: Arc::default(),
-        })
-    }
-
-    /// Overrides the context window.
-    pub fn with_context_window(mut self, tokens: u64) -> Self {
-        self.ep.context_window = tokens;
-        self
-    }
-
-    /// The endpoint called.
-    pub fn url(&self) -> String {
-        format!("{}/chat/completions", self.ep.base_url)
-    }
-
-    /// The output cap sent when the request sets none
-    /// ([`crate::select::default_max_output_tokens`]).
-    pub fn default_max_output_tokens(&self) -> u32 {
-        crate::select::default_max_output_tokens("openai", &self.ep.model, self.ep.context_window)
-    }
-
     /// The bytes of the body sent for `request`: the serialisation of
     /// [`request_body`](Self::request_body), written from the cached encoding of the
     /// history's messages plus what is new (see [`crate::fragments`]).
     pub fn request_bytes(&self, request: &ModelRequest) -> Vec<u8> {
         crate::bodies::openai_body(
             &self.cache,
-            &self.ep.model,
+            &self.settings.model,
             request,
             self.cache.tools_bytes(&request.tools, || {
                 self.tools_value(request)
@@ -108,12 +88,10 @@ impl OpenAiModel {
     /// The output cap's key and value. Every call carries a cap: a local server
     /// otherwise generates until its context is full.
     fn max_entry(&self, request: &ModelRequest) -> (&'static str, u32) {
-        let max = request
-            .max_output_tokens
-            .unwrap_or_else(|| self.default_max_output_tokens());
+        let max = self.max_output_tokens(request);
         let reasoning = ["o1", "o3", "o4", "gpt-5"]
             .iter()
-            .any(|p| self.ep.model.starts_with(p));
+            .any(|p| self.settings.model.starts_with(p));
         let key = if reasoning {
             "max_completion_tokens"
         } else {
@@ -136,7 +114,7 @@ impl OpenAiModel {
             messages.push(convert_message(&m));
         }
         let mut body = json!({
-            "model": self.ep.model,
+            "model": self.settings.model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
@@ -147,109 +125,6 @@ impl OpenAiModel {
         let (key, max) = self.max_entry(request);
         body[key] = json!(max);
         body
-    }
-
-    fn headers(&self) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-        if let Some(key) = &self.ep.api_key {
-            if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
-                h.insert(AUTHORIZATION, v);
-            }
-        }
-        h
-    }
-}
-
-/// An assistant message with neither text nor tool calls (not sent).
-pub(crate) fn is_empty_assistant(m: &Message) -> bool {
-    matches!(m, Message::Assistant { text, tool_calls } if text.is_empty() && tool_calls.is_empty())
-}
-
-/// One history message as an OpenAI wire message.
-pub(crate) fn convert_message(m: &Message) -> Value {
-    match m {
-        Message::User { text, images } if images.is_empty() => {
-            json!({"role": "user", "content": text})
-        }
-        Message::User { text, images } => {
-            let mut parts = vec![json!({"type": "text", "text": text})];
-            for path in images {
-                match load_image(path) {
-                    Some(img) => parts.push(json!({
-                        "type": "image_url",
-                        "image_url": {"url": format!("data:{};base64,{}", img.media_type, img.base64)}
-                    })),
-                    None => parts.push(json!({"type": "text", "text": missing_image_note(path)})),
-                }
-            }
-            json!({"role": "user", "content": parts})
-        }
-        Message::Assistant { text, tool_calls } => {
-            let mut msg = json!({"role": "assistant"});
-            msg["content"] = if text.is_empty() && !tool_calls.is_empty() {
-                Value::Null
-            } else {
-                json!(text)
-            };
-            if !tool_calls.is_empty() {
-                msg["tool_calls"] = tool_calls
-                    .iter()
-                    .map(|c| {
-                        let arguments = match invalid_json_text(&c.arguments) {
-                            Some(raw) => raw.to_owned(),
-                            None => c.arguments.to_string(),
-                        };
-                        json!({
-                            "id": openai_tool_id(&c.id),
-                            "type": "function",
-                            "function": {"name": c.name, "arguments": arguments},
-                        })
-                    })
-                    .collect();
-            }
-            msg
-        }
-        Message::Tool {
-            tool_call_id,
-            content,
-            is_error,
-            ..
-        } => {
-            let content = if *is_error {
-                format!("Error: {content}")
-            } else {
-                content.clone()
-            };
-            json!({"role": "tool", "tool_call_id": openai_tool_id(tool_call_id), "content": content})
-        }
-    }
-}
-
-impl Model for OpenAiModel {
-    fn id(&self) -> String {
-        format!("openai:{}", self.ep.model)
-    }
-
-    fn context_window(&self) -> u64 {
-        self.ep.context_window
-    }
-
-    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
-        let body = self.cache.share(self.request_bytes(&request));
-        run(
-            HttpCall {
-                provider: PROVIDER,
-                client: self.ep.client.clone(),
-                url: self.url(),
-                headers: self.headers(),
-                body,
-                options: self.ep.options.clone(),
-                new_decoder: Box::new(|| Box::<OpenAiDecoder>::default()),
-            },
-            cancel,
-        )
     }
 }
 
@@ -398,6 +273,8 @@ impl Decoder for OpenAiDecoder {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::HttpOptions;
+    use keel_kernel::model::Message;
     use keel_kernel::model::ToolDef;
 
     fn decode(events: &[&str]) -> Vec<Result<ModelEvent, String>> {

@@ -4,13 +4,15 @@
 
 use std::time::{Duration, Instant};
 
+use keel_config::{parse_model_spec, Config, EnvMap};
 use keel_envelope::ErrorPayload;
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use reqwest::header::HeaderMap;
 
-use crate::anthropic::ANTHROPIC_VERSION;
-use crate::config::Config;
+use crate::anthropic::MessagesApi;
+use crate::factory::http_provider;
 use crate::http::HttpOptions;
-use crate::select::{base_url_for, parse_model_spec, EnvMap};
+use crate::openai::ChatCompletions;
+use crate::provider::Wire;
 
 /// Longest model-list body read.
 const MAX_BODY: usize = 1 << 20;
@@ -69,20 +71,18 @@ pub fn provider_target(
     env: &EnvMap,
 ) -> Result<Option<ProviderTarget>, ErrorPayload> {
     let (provider, model) = parse_model_spec(spec)?;
-    let (provider, key_variable): (&'static str, &'static str) = match provider {
-        "openai" => ("openai", "OPENAI_API_KEY"),
-        "anthropic" => ("anthropic", "ANTHROPIC_API_KEY"),
-        _ => return Ok(None),
+    let Some(p) = http_provider(provider) else {
+        return Ok(None);
     };
-    let (base, source) = base_url_for(provider, config, env);
+    let (base, source) = p.base_url(config, env);
     Ok(Some(ProviderTarget {
         spec: spec.trim().to_owned(),
-        provider,
+        provider: p.name,
         model: model.to_owned(),
         base_url: base.trim_end_matches('/').to_owned(),
         base_url_source: source,
-        key_variable,
-        api_key: env.get(key_variable).map(str::to_owned),
+        key_variable: p.key_var,
+        api_key: env.get(p.key_var).map(str::to_owned),
     }))
 }
 
@@ -125,21 +125,13 @@ pub async fn probe(target: &ProviderTarget, limit: Duration) -> ProbeOutcome {
             }
         }
     };
+    // The headers a call sends, the key among them.
     let mut headers = HeaderMap::new();
-    if let Some(key) = &target.api_key {
-        if target.provider == "anthropic" {
-            if let Ok(v) = HeaderValue::from_str(key) {
-                headers.insert("x-api-key", v);
-            }
-        } else if let Ok(v) = HeaderValue::from_str(&format!("Bearer {key}")) {
-            headers.insert(AUTHORIZATION, v);
-        }
-    }
-    if target.provider == "anthropic" {
-        headers.insert(
-            "anthropic-version",
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
+    let key = target.api_key.as_deref();
+    if target.provider == MessagesApi::PROVIDER {
+        MessagesApi::add_headers(&mut headers, key);
+    } else {
+        ChatCompletions::add_headers(&mut headers, key);
     }
     let started = Instant::now();
     let url = target.probe_url();
@@ -208,6 +200,7 @@ fn lists_model(body: &[u8], model: &str) -> Option<bool> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::anthropic::ANTHROPIC_VERSION;
 
     #[test]
     fn targets_follow_the_model_s_own_resolution() {
@@ -259,7 +252,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_answering_server_is_asked_with_the_key() {
-        use crate::testing::{FakeResponse, FakeServer};
+        use keel_testsupport::model_server::{FakeResponse, FakeServer};
         let server = FakeServer::start([FakeResponse::json(
             200,
             &serde_json::json!({"data": [{"id": "claude-x"}]}),

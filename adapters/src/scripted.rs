@@ -133,10 +133,10 @@ pub struct ScriptError {
     /// The message.
     pub message: String,
     /// The code (default `MODEL_ERROR`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "keel_envelope::wire::strict::opt")]
     pub code: Option<ErrorCode>,
     /// The hint, if any.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "keel_envelope::wire::strict::opt")]
     pub hint: Option<ErrorHint>,
     /// Whether it is retryable (default false; true for `retries` entries).
     #[serde(default)]
@@ -151,9 +151,9 @@ impl ScriptError {
         let mut p = model_error(self.message.clone())
             .retryable(self.retryable.unwrap_or(default_retryable))
             .with_detail("provider", "scripted");
-        p.code = self.code.unwrap_or(ErrorCode::ModelError);
-        if let Some(h) = self.hint {
-            p = p.hint(h);
+        p.code = self.code.clone().unwrap_or(ErrorCode::ModelError);
+        if let Some(h) = &self.hint {
+            p = p.hint(h.clone());
         }
         p
     }
@@ -484,7 +484,7 @@ impl Model for ScriptedModel {
     fn context_window(&self) -> u64 {
         self.script
             .context_window
-            .unwrap_or(crate::select::DEFAULT_CONTEXT_WINDOW)
+            .unwrap_or(crate::models::DEFAULT_CONTEXT_WINDOW)
     }
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {

@@ -5,11 +5,13 @@
 mod common;
 
 use common::*;
-use keel_adapters::testing::{anthropic, split_bytes, FakeResponse, FakeServer, Gate, Part};
 use keel_envelope::error::ErrorHint;
 use keel_envelope::types::Usage;
 use keel_kernel::model::{
     FinishReason, Message, ModelEvent, ModelRequest, ToolCallRequest, ToolDef,
+};
+use keel_testsupport::model_server::{
+    anthropic, split_bytes, FakeResponse, FakeServer, Gate, Part,
 };
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -444,7 +446,7 @@ async fn max_tokens_defaults_per_model() {
         ..request()
     };
     collect(model.stream(uncapped.clone(), CancellationToken::new())).await;
-    let env = keel_adapters::EnvMap::from_pairs([
+    let env = keel_config::EnvMap::from_pairs([
         ("ANTHROPIC_BASE_URL", server.base_url()),
         ("ANTHROPIC_API_KEY", "sk-ant-test".to_owned()),
     ]);

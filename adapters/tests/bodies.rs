@@ -12,31 +12,14 @@
 mod common;
 
 use common::*;
-use keel_adapters::testing::{anthropic, openai, FakeResponse, FakeServer};
 use keel_adapters::{AnthropicModel, HttpOptions, OpenAiModel};
 use keel_kernel::model::{
     History, Message, Model, ModelEvent, ModelRequest, ToolCallRequest, ToolDef,
 };
+use keel_testsupport::model_server::{anthropic, openai, FakeResponse, FakeServer};
+use keel_testsupport::Rng;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 const TEXTS: &[&str] = &[
     "",

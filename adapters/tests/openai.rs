@@ -5,12 +5,12 @@
 mod common;
 
 use common::*;
-use keel_adapters::testing::{openai, split_bytes, FakeResponse, FakeServer, Gate, Part};
 use keel_envelope::error::{ErrorCode, ErrorHint};
 use keel_envelope::types::Usage;
 use keel_kernel::model::{
     FinishReason, Message, ModelEvent, ModelRequest, ToolCallRequest, ToolDef,
 };
+use keel_testsupport::model_server::{openai, split_bytes, FakeResponse, FakeServer, Gate, Part};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -90,10 +90,8 @@ async fn no_key_means_no_authorization_header() {
     let server = FakeServer::start([FakeResponse::sse(openai::text_stream(&["ok"]))])
         .await
         .unwrap();
-    let env = keel_adapters::EnvMap::from_pairs([(
-        "OPENAI_BASE_URL",
-        format!("{}/v1", server.base_url()),
-    )]);
+    let env =
+        keel_config::EnvMap::from_pairs([("OPENAI_BASE_URL", format!("{}/v1", server.base_url()))]);
     let model =
         keel_adapters::build_model_with_env("openai:llama3", &fast_config(0), &env).unwrap();
     let items = collect(model.stream(request(), CancellationToken::new())).await;
@@ -641,10 +639,8 @@ async fn every_call_carries_an_output_cap() {
     };
     collect(model.stream(capped, CancellationToken::new())).await;
     // A local model with a small window keeps room for its prompt.
-    let env = keel_adapters::EnvMap::from_pairs([(
-        "OPENAI_BASE_URL",
-        format!("{}/v1", server.base_url()),
-    )]);
+    let env =
+        keel_config::EnvMap::from_pairs([("OPENAI_BASE_URL", format!("{}/v1", server.base_url()))]);
     let local =
         keel_adapters::build_model_with_env("openai:llama3:8b", &fast_config(0), &env).unwrap();
     collect(local.stream(request(), CancellationToken::new())).await;
@@ -667,7 +663,7 @@ async fn reasoning_models_get_max_completion_tokens() {
     let server = FakeServer::start([FakeResponse::sse(openai::text_stream(&["OK"]))])
         .await
         .unwrap();
-    let env = keel_adapters::EnvMap::from_pairs([
+    let env = keel_config::EnvMap::from_pairs([
         ("OPENAI_BASE_URL", format!("{}/v1", server.base_url())),
         ("OPENAI_API_KEY", "sk-test".to_owned()),
     ]);

@@ -7,7 +7,8 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use keel_adapters::{build_model_with_env, Config, EnvMap, ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
+use keel_adapters::{build_model_with_env, ScriptedModel, SCRIPT_EXHAUSTED_TEXT};
+use keel_config::{Config, EnvMap};
 use keel_envelope::error::{ErrorCode, ErrorHint};
 use keel_envelope::types::Usage;
 use keel_kernel::model::{FinishReason, Message, Model, ModelEvent, ModelRequest, ToolCallRequest};

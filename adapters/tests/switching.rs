@@ -7,8 +7,8 @@ mod common;
 
 use common::*;
 use keel_adapters::convert::anthropic_tool_id;
-use keel_adapters::testing::{anthropic, openai, FakeResponse, FakeServer};
 use keel_kernel::model::{Message, ModelEvent, ModelRequest, ToolCallRequest};
+use keel_testsupport::model_server::{anthropic, openai, FakeResponse, FakeServer};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -7,22 +7,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream;
-use keel::envelope::types::{PermissionLevel, Usage};
-use keel::envelope::ErrorPayload;
-use keel::kernel::model::{
+use keel_envelope::types::{PermissionLevel, Usage};
+use keel_envelope::ErrorPayload;
+use keel_kernel::model::{
     FinishReason, Message, Model, ModelEvent, ModelRequest, ModelStream, ToolCallRequest,
 };
-use keel::tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
+use keel_tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
 /// Session options that take every default.
-pub fn opts() -> keel::kernel::SessionOptions {
-    keel::kernel::SessionOptions {
-        workspace_path: None,
-        permission_mode: None,
-        model: None,
-        title: None,
-    }
+pub fn opts() -> keel_kernel::SessionOptions {
+    keel_kernel::SessionOptions::default()
 }
 
 /// Asks for `calls` calls of `tool` with `args` in its first turn (the one that

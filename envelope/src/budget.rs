@@ -45,42 +45,29 @@ pub struct SessionBudget {
     pub session: Option<BudgetLimits>,
 }
 
-/// Which budget a figure belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum BudgetScope {
-    /// The running request.
-    Request,
-    /// The whole session.
-    Session,
+crate::wire::wire_enum! {
+    /// Which budget a figure belongs to.
+    pub enum BudgetScope {
+        /// The running request.
+        Request = "request",
+        /// The whole session.
+        Session = "session",
+    }
 }
 
-/// Which limit a figure is about (the key of [`BudgetLimits`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub enum BudgetLimit {
-    /// Model calls.
-    ModelCalls,
-    /// Input plus output tokens.
-    Tokens,
-    /// Estimated cost in US dollars.
-    CostUsd,
-    /// Wall time in seconds.
-    WallTimeSecs,
-    /// Calls of one tool (`toolName` says which).
-    ToolCalls,
-}
-
-impl BudgetLimit {
-    /// The wire spelling (`modelCalls`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BudgetLimit::ModelCalls => "modelCalls",
-            BudgetLimit::Tokens => "tokens",
-            BudgetLimit::CostUsd => "costUsd",
-            BudgetLimit::WallTimeSecs => "wallTimeSecs",
-            BudgetLimit::ToolCalls => "toolCalls",
-        }
+crate::wire::wire_enum! {
+    /// Which limit a figure is about (the key of [`BudgetLimits`]).
+    pub enum BudgetLimit {
+        /// Model calls.
+        ModelCalls = "modelCalls",
+        /// Input plus output tokens.
+        Tokens = "tokens",
+        /// Estimated cost in US dollars.
+        CostUsd = "costUsd",
+        /// Wall time in seconds.
+        WallTimeSecs = "wallTimeSecs",
+        /// Calls of one tool (`toolName` says which).
+        ToolCalls = "toolCalls",
     }
 }
 

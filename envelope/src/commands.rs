@@ -9,6 +9,8 @@ use crate::budget::{BudgetLimits, SessionBudget};
 use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
+mod ctors;
+
 macro_rules! command_payloads {
     ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {
         $(
@@ -17,6 +19,17 @@ macro_rules! command_payloads {
             #[serde(rename_all = "camelCase")]
             #[ts(optional_fields = nullable)]
             pub struct $name { $( $(#[$fdoc])* pub $field: $ty, )* }
+
+            impl $name {
+                $(
+                    #[doc = concat!("Sets `", stringify!($field), "` (an `Option` field takes the value itself or an `Option`).")]
+                    #[must_use]
+                    pub fn $field(mut self, value: impl Into<$ty>) -> Self {
+                        self.$field = value.into();
+                        self
+                    }
+                )*
+            }
         )*
     };
 }
@@ -24,6 +37,7 @@ macro_rules! command_payloads {
 /// What `request.send` does when the session is busy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum WhenBusy {
     /// Wait in the queue (the default).
     #[default]
@@ -37,6 +51,7 @@ pub enum WhenBusy {
 /// A review decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ReviewDecision {
     /// Approve.
     #[default]
@@ -47,6 +62,7 @@ pub enum ReviewDecision {
 
 command_payloads! {
     /// `runtime.shutdown`: interrupt everything, flush, close sessions, exit 0.
+    #[derive(Default)]
     pub struct RuntimeShutdown {}
 
     /// `session.start`.
@@ -56,7 +72,9 @@ command_payloads! {
         #[serde(default)]
         pub workspace_path: Option<String>,
         /// The permission mode (default: configuration, else `ask`).
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+        #[schemars(with = "Option<crate::wire::Known<PermissionMode>>")]
+        #[ts(optional = nullable, type = "KnownPermissionMode | null")]
         pub permission_mode: Option<PermissionMode>,
         /// The model, `provider:model` (default: configuration).
         #[serde(default)]
@@ -85,6 +103,7 @@ command_payloads! {
     }
 
     /// `session.resume`.
+    #[derive(Default)]
     pub struct SessionResume {
         /// The session to restore.
         pub session_id: String,
@@ -99,6 +118,7 @@ command_payloads! {
 
     /// `session.watch`: stream a session's events to this connection (replaying the
     /// events logged after `afterSequence` first).
+    #[derive(Default)]
     pub struct SessionWatch {
         /// The session to watch (it must be open).
         pub session_id: String,
@@ -108,25 +128,31 @@ command_payloads! {
     }
 
     /// `session.unwatch`: stop streaming a session's events to this connection.
+    #[derive(Default)]
     pub struct SessionUnwatch {
         /// The session to stop watching.
         pub session_id: String,
     }
 
     /// `session.close`.
+    #[derive(Default)]
     pub struct SessionClose {}
 
     /// `session.list`.
+    #[derive(Default)]
     pub struct SessionListCmd {}
 
     /// `session.state`.
+    #[derive(Default)]
     pub struct SessionStateCmd {}
 
     /// `checkpoint.list`.
+    #[derive(Default)]
     pub struct CheckpointListCmd {}
 
     /// `session.rewind`: give exactly one of `toRequestId` and `toToolCallId` (refused
     /// while a request runs).
+    #[derive(Default)]
     pub struct SessionRewind {
         /// Back to just before this request.
         #[serde(default)]
@@ -143,6 +169,7 @@ command_payloads! {
     }
 
     /// `session.fork`: a new session from this one's history.
+    #[derive(Default)]
     pub struct SessionFork {
         /// Copy the history up to just before this request (default: all of it).
         #[serde(default)]
@@ -154,24 +181,31 @@ command_payloads! {
 
     /// `request.side`: a question answered from the conversation so far, without tools,
     /// beside a running request; it does not enter the history.
+    #[derive(Default)]
     pub struct RequestSide {
         /// The question.
         pub message: String,
     }
 
     /// `session.set_mode`.
+    #[derive(Default)]
     pub struct SetMode {
         /// The new mode.
+        #[serde(deserialize_with = "crate::wire::strict::one")]
+        #[schemars(with = "crate::wire::Known<PermissionMode>")]
+        #[ts(type = "KnownPermissionMode")]
         pub mode: PermissionMode,
     }
 
     /// `session.set_model` (only while idle).
+    #[derive(Default)]
     pub struct SetModel {
         /// The model, `provider:model`.
         pub model: String,
     }
 
     /// `session.set_rules`.
+    #[derive(Default)]
     pub struct SetRules {
         /// Rules valid everywhere.
         #[serde(default)]
@@ -192,18 +226,21 @@ command_payloads! {
     }
 
     /// `session.set_title`.
+    #[derive(Default)]
     pub struct SetTitle {
         /// The new title: 1 to 200 characters after trimming, no control characters.
         pub title: String,
     }
 
     /// `session.delete`: close the session if it is open, then remove its stored files.
+    #[derive(Default)]
     pub struct SessionDelete {
         /// The session (open or stored).
         pub session_id: String,
     }
 
     /// `session.load_history`.
+    #[derive(Default)]
     pub struct LoadHistory {
         /// Messages, oldest first.
         pub messages: Vec<HistoryMessage>,
@@ -232,9 +269,11 @@ command_payloads! {
     }
 
     /// `request.interrupt`.
+    #[derive(Default)]
     pub struct RequestInterrupt {}
 
     /// `request.cancel_queued`.
+    #[derive(Default)]
     pub struct CancelQueued {
         /// The queued request.
         pub queued_request_id: String,
@@ -245,19 +284,26 @@ command_payloads! {
         /// The approval.
         pub approval_id: String,
         /// The decision.
+        #[serde(deserialize_with = "crate::wire::strict::one")]
+        #[schemars(with = "crate::wire::Known<ApprovalDecision>")]
+        #[ts(type = "KnownApprovalDecision")]
         pub decision: ApprovalDecision,
     }
 
     /// `plan.approve`.
+    #[derive(Default)]
     pub struct PlanApprove {
         /// The plan.
         pub plan_id: String,
         /// The mode to continue in (default `ask`).
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+        #[schemars(with = "Option<crate::wire::Known<PermissionMode>>")]
+        #[ts(optional = nullable, type = "KnownPermissionMode | null")]
         pub mode: Option<PermissionMode>,
     }
 
     /// `plan.reject`.
+    #[derive(Default)]
     pub struct PlanReject {
         /// The plan.
         pub plan_id: String,
@@ -267,6 +313,7 @@ command_payloads! {
     }
 
     /// `ask.respond`.
+    #[derive(Default)]
     pub struct AskRespond {
         /// The question.
         pub ask_id: String,
@@ -275,9 +322,11 @@ command_payloads! {
     }
 
     /// `context.compact`.
+    #[derive(Default)]
     pub struct ContextCompact {}
 
     /// `session.set_host_tools` (only while idle): replaces the session's host tools.
+    #[derive(Default)]
     pub struct SetHostTools {
         /// The tools (empty: none).
         pub tools: Vec<HostToolSpec>,
@@ -285,6 +334,7 @@ command_payloads! {
 
     /// `host-tool.respond`: the host's answer to `host-tool.requested`, a result or an
     /// error.
+    #[derive(Default)]
     pub struct HostToolRespond {
         /// The call (`toolCallId` of `host-tool.requested`).
         pub tool_call_id: String,
@@ -298,9 +348,11 @@ command_payloads! {
     }
 
     /// `mcp.list`: the session's MCP servers, their state and tools.
+    #[derive(Default)]
     pub struct McpListCmd {}
 
     /// `review.enter`.
+    #[derive(Default)]
     pub struct ReviewEnter {
         /// Why.
         pub reason: String,
@@ -313,6 +365,7 @@ command_payloads! {
     }
 
     /// `review.submit`.
+    #[derive(Default)]
     pub struct ReviewSubmit {
         /// A comment.
         #[serde(default)]
@@ -323,6 +376,7 @@ command_payloads! {
     }
 
     /// `review.resolve`.
+    #[derive(Default)]
     pub struct ReviewResolve {
         /// The decision.
         pub decision: ReviewDecision,
@@ -332,9 +386,11 @@ command_payloads! {
     }
 
     /// `review.status`.
+    #[derive(Default)]
     pub struct ReviewStatusCmd {}
 
     /// `patch.propose` (from a host).
+    #[derive(Default)]
     pub struct PatchPropose {
         /// Files with their new content (null content deletes).
         pub files: Vec<ProposedFile>,
@@ -344,12 +400,14 @@ command_payloads! {
     }
 
     /// `patch.apply`.
+    #[derive(Default)]
     pub struct PatchApply {
         /// The patch.
         pub patch_id: String,
     }
 
     /// `patch.reject`.
+    #[derive(Default)]
     pub struct PatchReject {
         /// The patch.
         pub patch_id: String,
@@ -359,9 +417,11 @@ command_payloads! {
     }
 
     /// `patch.summary`.
+    #[derive(Default)]
     pub struct PatchSummaryCmd {}
 
     /// `task-graph.create`.
+    #[derive(Default)]
     pub struct TaskGraphCreate {
         /// A title.
         #[serde(default)]
@@ -374,12 +434,14 @@ command_payloads! {
     }
 
     /// `task-graph.add-node`.
+    #[derive(Default)]
     pub struct TaskGraphAddNode {
         /// The node.
         pub node: NewTaskNode,
     }
 
     /// `task-graph.update-node`.
+    #[derive(Default)]
     pub struct TaskGraphUpdateNode {
         /// The node.
         pub node_id: String,
@@ -388,45 +450,55 @@ command_payloads! {
     }
 
     /// `task-graph.advance`.
+    #[derive(Default)]
     pub struct TaskGraphAdvance {}
 
     /// `task-graph.state`.
+    #[derive(Default)]
     pub struct TaskGraphStateCmd {}
 
     /// `sub-agent.list`.
+    #[derive(Default)]
     pub struct SubAgentListCmd {}
 
     /// `sub-agent.get`.
+    #[derive(Default)]
     pub struct SubAgentGetCmd {
         /// The sub-agent.
         pub sub_agent_id: String,
     }
 
     /// `harness.status`.
+    #[derive(Default)]
     pub struct HarnessStatusCmd {}
 
     /// `background.list`.
+    #[derive(Default)]
     pub struct BackgroundListCmd {}
 
     /// `background.get`.
+    #[derive(Default)]
     pub struct BackgroundGetCmd {
         /// The task.
         pub task_id: String,
     }
 
     /// `background.history`.
+    #[derive(Default)]
     pub struct BackgroundHistoryCmd {
         /// The task.
         pub task_id: String,
     }
 
     /// `background.stop`.
+    #[derive(Default)]
     pub struct BackgroundStopCmd {
         /// The task.
         pub task_id: String,
     }
 
     /// A checklist change in `review.submit`.
+    #[derive(Default)]
     pub struct ChecklistUpdate {
         /// The item.
         pub id: String,
@@ -439,6 +511,7 @@ command_payloads! {
     }
 
     /// A file in `patch.propose`.
+    #[derive(Default)]
     pub struct ProposedFile {
         /// Path relative to the workspace.
         pub path: String,
@@ -448,6 +521,7 @@ command_payloads! {
     }
 
     /// A node in `task-graph.create` / `add-node`.
+    #[derive(Default)]
     pub struct NewTaskNode {
         /// Unique id.
         pub id: String,
@@ -466,9 +540,12 @@ command_payloads! {
     }
 
     /// Changes in `task-graph.update-node`.
+    #[derive(Default)]
     pub struct NodeUpdates {
         /// New status.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+        #[schemars(with = "Option<crate::wire::Known<crate::ext::NodeStatus>>")]
+        #[ts(optional = nullable, type = "KnownNodeStatus | null")]
         pub status: Option<crate::ext::NodeStatus>,
         /// New title.
         #[serde(default)]
@@ -493,12 +570,14 @@ macro_rules! define_commands {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal => $payload:ty, session: $needs:literal ),* $(,)?) => {
         /// A command's type and typed payload.
         #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
         pub enum CommandPayload {
             $( $(#[$doc])* $variant($payload), )*
         }
 
         /// The type of a command.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum CommandType {
             $( $(#[$doc])* $variant, )*
         }
@@ -663,8 +742,9 @@ define_commands! {
     McpList = "mcp.list" => McpListCmd, session: true,
 }
 
-/// A decoded command.
+/// A decoded command. Build one with [`Command::new`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Command {
     /// The protocol version the host spoke.
     pub version: String,

@@ -150,8 +150,8 @@ fn write_bool(out: &mut Vec<u8>, b: bool) {
     out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
-fn source_json(source: Source) -> &'static [u8] {
-    match source {
+fn source_json(source: &Source) -> Option<&'static [u8]> {
+    Some(match source {
         Source::Runtime => b"\"runtime\"",
         Source::Tool => b"\"tool\"",
         Source::Bridge => b"\"bridge\"",
@@ -159,15 +159,26 @@ fn source_json(source: Source) -> &'static [u8] {
         Source::Renderer => b"\"renderer\"",
         Source::DesktopMain => b"\"desktop-main\"",
         Source::CliRuntime => b"\"cli-runtime\"",
-    }
+        _ => return None,
+    })
 }
 
-fn permission_json(level: PermissionLevel) -> &'static [u8] {
-    match level {
+fn permission_json(level: &PermissionLevel) -> Option<&'static [u8]> {
+    Some(match level {
         PermissionLevel::Read => b"\"read\"",
         PermissionLevel::Write => b"\"write\"",
         PermissionLevel::Execute => b"\"execute\"",
         PermissionLevel::Elevated => b"\"elevated\"",
+        _ => return None,
+    })
+}
+
+/// Writes a wire enum: a known value as its constant bytes, an unknown one (kept
+/// from a later 1.x) escaped like any string.
+fn write_wire(out: &mut Vec<u8>, known: Option<&'static [u8]>, raw: &str) {
+    match known {
+        Some(bytes) => out.extend_from_slice(bytes),
+        None => write_str(out, raw),
     }
 }
 
@@ -257,7 +268,7 @@ fn write_meta(out: &mut Vec<u8>, meta: &Meta) {
     }
     if let Some(v) = permission_level {
         key(out, b"\"permissionLevel\":");
-        out.extend_from_slice(permission_json(*v));
+        write_wire(out, permission_json(v), v.as_str());
     }
     if let Some(v) = replay {
         key(out, b"\"replay\":");
@@ -315,7 +326,11 @@ fn write_payload(out: &mut Vec<u8>, event: &Event) {
             out.extend_from_slice(b",\"arguments\":");
             write_value(out, arguments);
             out.extend_from_slice(b",\"permissionLevel\":");
-            out.extend_from_slice(permission_json(*permission_level));
+            write_wire(
+                out,
+                permission_json(permission_level),
+                permission_level.as_str(),
+            );
             out.push(b'}');
         }
         Event::ToolCallProgress(ToolCallProgress {
@@ -389,7 +404,7 @@ pub(crate) fn write_envelope(out: &mut Vec<u8>, env: &Envelope) {
     out.extend_from_slice(b",\"timestamp\":");
     write_u64(out, env.timestamp);
     out.extend_from_slice(b",\"source\":");
-    out.extend_from_slice(source_json(env.source));
+    write_wire(out, source_json(&env.source), env.source.as_str());
     out.extend_from_slice(b",\"sequence\":");
     write_u64(out, env.sequence);
     out.extend_from_slice(b",\"payload\":");
@@ -444,32 +459,23 @@ mod tests {
         for ty in EventType::ALL {
             assert!(find_escape(ty.as_str().as_bytes()).is_none(), "{ty:?}");
         }
-        for source in [
-            Source::Runtime,
-            Source::Tool,
-            Source::Bridge,
-            Source::Host,
-            Source::Renderer,
-            Source::DesktopMain,
-            Source::CliRuntime,
-        ] {
+        for source in Source::ALL {
             assert_eq!(
                 source_json(source),
-                serde_json::to_vec(&source).unwrap(),
+                Some(serde_json::to_vec(source).unwrap().as_slice()),
                 "{source:?}"
             );
         }
-        for level in [
-            PermissionLevel::Read,
-            PermissionLevel::Write,
-            PermissionLevel::Execute,
-            PermissionLevel::Elevated,
-        ] {
+        for level in PermissionLevel::ALL {
             assert_eq!(
                 permission_json(level),
-                serde_json::to_vec(&level).unwrap(),
+                Some(serde_json::to_vec(level).unwrap().as_slice()),
                 "{level:?}"
             );
         }
+        let unknown = Source::Unknown("new\"one".into());
+        let mut out = Vec::new();
+        write_wire(&mut out, source_json(&unknown), unknown.as_str());
+        assert_eq!(out, serde_json::to_vec(&unknown).unwrap());
     }
 }

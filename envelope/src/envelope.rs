@@ -10,24 +10,24 @@ use ts_rs::TS;
 use crate::events::Event;
 use crate::types::PermissionLevel;
 
-/// Who produced an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "kebab-case")]
-pub enum Source {
-    /// The kernel (agent loop, sessions, gate).
-    Runtime,
-    /// A tool's own output (`tool.call.progress`).
-    Tool,
-    /// A host transport (the bridge's `runtime.ready`, decode errors).
-    Bridge,
-    /// A host (commands).
-    Host,
-    /// A renderer (seed 002 §5.2).
-    Renderer,
-    /// A desktop main process (seed 002 §5.2).
-    DesktopMain,
-    /// A CLI runtime (seed 002 §5.2).
-    CliRuntime,
+crate::wire::wire_enum! {
+    /// Who produced an event.
+    pub enum Source {
+        /// The kernel (agent loop, sessions, gate).
+        Runtime = "runtime",
+        /// A tool's own output (`tool.call.progress`).
+        Tool = "tool",
+        /// A host transport (the bridge's `runtime.ready`, decode errors).
+        Bridge = "bridge",
+        /// A host (commands).
+        Host = "host",
+        /// A renderer (seed 002 §5.2).
+        Renderer = "renderer",
+        /// A desktop main process (seed 002 §5.2).
+        DesktopMain = "desktop-main",
+        /// A CLI runtime (seed 002 §5.2).
+        CliRuntime = "cli-runtime",
+    }
 }
 
 /// Optional extras of an envelope. Unknown fields are ignored on decode.

@@ -5,167 +5,148 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-macro_rules! error_codes {
-    ($( $(#[$doc:meta])* $variant:ident = $name:literal ),* $(,)?) => {
-        /// A stable error code. Hosts pattern-match on these; new codes may be added in
-        /// a minor version, so hosts must treat an unknown code as a generic error.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-        pub enum ErrorCode {
-            $( $(#[$doc])* #[serde(rename = $name)] $variant, )*
-        }
-
-        impl ErrorCode {
-            /// Every code, in documentation order.
-            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
-
-            /// The wire spelling, e.g. `SESSION_NOT_FOUND`.
-            pub fn as_str(self) -> &'static str {
-                match self { $(ErrorCode::$variant => $name,)* }
-            }
-        }
-    };
-}
-
-error_codes! {
-    /// The session id names no session known to the runtime or its store.
-    SessionNotFound = "SESSION_NOT_FOUND",
-    /// The command could not be understood: bad JSON, a missing or mistyped field,
-    /// an unknown type, a line over the size limit.
-    RequestInvalid = "REQUEST_INVALID",
-    /// The tool named by the model or the host is not registered.
-    ToolNotRegistered = "TOOL_NOT_REGISTERED",
-    /// The permission gate refused the tool call.
-    ToolPermissionDenied = "TOOL_PERMISSION_DENIED",
-    /// The session is in plan mode and the call needs an approved plan.
-    PlanApprovalRequired = "PLAN_APPROVAL_REQUIRED",
-    /// The plan was rejected.
-    PlanRejected = "PLAN_REJECTED",
-    /// A tool ran and failed.
-    ToolExecutionFailed = "TOOL_EXECUTION_FAILED",
-    /// An MCP server could not be reached: it failed to start, died, or stopped
-    /// answering (details `server`, `reason`).
-    McpServerUnavailable = "MCP_SERVER_UNAVAILABLE",
-    /// The session store could not be written or read.
-    SessionPersistenceFailed = "SESSION_PERSISTENCE_FAILED",
-    /// Context compaction failed; the runtime fell back to truncation.
-    ContextCompactionFailed = "CONTEXT_COMPACTION_FAILED",
-    /// A bug in the runtime. Always worth a report.
-    RuntimeInternalError = "RUNTIME_INTERNAL_ERROR",
-    /// The peer speaks another major protocol version.
-    VersionMismatch = "VERSION_MISMATCH",
-    /// The approval id is unknown or was already resolved.
-    ApprovalNotFound = "APPROVAL_NOT_FOUND",
-    /// The plan id is unknown or not awaiting approval.
-    PlanNotFound = "PLAN_NOT_FOUND",
-    /// The ask id is unknown or was already answered.
-    AskNotFound = "ASK_NOT_FOUND",
-    /// The session is busy and the request asked to be rejected rather than queued.
-    SessionBusy = "SESSION_BUSY",
-    /// The queued request id is unknown (it may already be running).
-    QueuedRequestNotFound = "QUEUED_REQUEST_NOT_FOUND",
-    /// A blocking review is pending; no request runs until it is resolved.
-    ReviewBlocking = "REVIEW_BLOCKING",
-    /// No review is active, or the review is already resolved.
-    ReviewNotFound = "REVIEW_NOT_FOUND",
-    /// The patch id is unknown or was already resolved.
-    PatchNotFound = "PATCH_NOT_FOUND",
-    /// A file changed since the patch was proposed.
-    PatchConflict = "PATCH_CONFLICT",
-    /// A task-graph node depends on a node that does not exist.
-    InvalidDependency = "INVALID_DEPENDENCY",
-    /// A task-graph node id is used twice.
-    DuplicateNode = "DUPLICATE_NODE",
-    /// The task graph would contain a cycle.
-    CycleDetected = "CYCLE_DETECTED",
-    /// The task graph or node does not exist.
-    GraphNotFound = "GRAPH_NOT_FOUND",
-    /// The sub-agent id is unknown.
-    SubAgentNotFound = "SUB_AGENT_NOT_FOUND",
-    /// The background task id is unknown.
-    BackgroundTaskNotFound = "BACKGROUND_TASK_NOT_FOUND",
-    /// The model provider refused or failed the call.
-    ModelError = "MODEL_ERROR",
-    /// The requested model is not configured or cannot be used now.
-    ModelUnavailable = "MODEL_UNAVAILABLE",
-    /// The request was interrupted.
-    Interrupted = "INTERRUPTED",
-    /// The request reached its maximum number of model turns.
-    MaxTurnsExceeded = "MAX_TURNS_EXCEEDED",
-    /// A path argument leaves the workspace or is otherwise not allowed.
-    PathOutsideWorkspace = "PATH_OUTSIDE_WORKSPACE",
-    /// A tool's arguments do not match its schema.
-    ToolArgumentsInvalid = "TOOL_ARGUMENTS_INVALID",
-    /// Two tools were registered under one name (a builder error; the message names
-    /// both registrations).
-    ToolNameConflict = "TOOL_NAME_CONFLICT",
-    /// A shell command must run in an OS sandbox and none can run on this machine.
-    SandboxUnavailable = "SANDBOX_UNAVAILABLE",
-    /// No checkpoint was taken before the named request or tool call (unknown id, or
-    /// checkpoints are off for the session).
-    CheckpointNotFound = "CHECKPOINT_NOT_FOUND",
-    /// A limit of the request's or the session's budget was reached (other than the
-    /// request's model calls, which keep `MAX_TURNS_EXCEEDED`).
-    BudgetExceeded = "BUDGET_EXCEEDED",
-    /// A hook failed, timed out or answered something unreadable; its answer was
-    /// ignored (a `warning`).
-    HookFailed = "HOOK_FAILED",
-    /// A `UserPromptSubmit` hook blocked the prompt; the request ended without a model
-    /// call.
-    PromptBlocked = "PROMPT_BLOCKED",
-    /// A cost limit is set but the model has no price in the configuration, so its
-    /// calls are not counted (a `warning`).
-    PriceUnknown = "PRICE_UNKNOWN",
-    /// The runtime already has its maximum number of open sessions
-    /// (`details.limit`); close one, or raise the limit.
-    SessionLimitReached = "SESSION_LIMIT_REACHED",
-    /// A tool call ran past its time limit (an MCP call, or a host tool the host did
-    /// not answer); details `limitMs`.
-    ToolTimeout = "TOOL_TIMEOUT",
-    /// The host-tool call id is unknown or the call is already finished (answered,
-    /// timed out or interrupted).
-    HostToolCallNotFound = "HOST_TOOL_CALL_NOT_FOUND",
-}
-
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::wire::wire_enum! {
+    /// A stable error code. Hosts pattern-match on these; new codes may be added in
+    /// a minor version, so hosts must treat an unknown code as a generic error (in
+    /// Rust it decodes to `ErrorCode::Unknown` with the code as sent).
+    pub enum ErrorCode {
+        /// The session id names no session known to the runtime or its store.
+        SessionNotFound = "SESSION_NOT_FOUND",
+        /// The command could not be understood: bad JSON, a missing or mistyped field,
+        /// an unknown type, a line over the size limit.
+        RequestInvalid = "REQUEST_INVALID",
+        /// The tool named by the model or the host is not registered.
+        ToolNotRegistered = "TOOL_NOT_REGISTERED",
+        /// The permission gate refused the tool call.
+        ToolPermissionDenied = "TOOL_PERMISSION_DENIED",
+        /// The session is in plan mode and the call needs an approved plan.
+        PlanApprovalRequired = "PLAN_APPROVAL_REQUIRED",
+        /// The plan was rejected.
+        PlanRejected = "PLAN_REJECTED",
+        /// A tool ran and failed.
+        ToolExecutionFailed = "TOOL_EXECUTION_FAILED",
+        /// An MCP server could not be reached: it failed to start, died, or stopped
+        /// answering (details `server`, `reason`).
+        McpServerUnavailable = "MCP_SERVER_UNAVAILABLE",
+        /// The session store could not be written or read.
+        SessionPersistenceFailed = "SESSION_PERSISTENCE_FAILED",
+        /// Context compaction failed; the runtime fell back to truncation.
+        ContextCompactionFailed = "CONTEXT_COMPACTION_FAILED",
+        /// A bug in the runtime. Always worth a report.
+        RuntimeInternalError = "RUNTIME_INTERNAL_ERROR",
+        /// The peer speaks another major protocol version.
+        VersionMismatch = "VERSION_MISMATCH",
+        /// The approval id is unknown or was already resolved.
+        ApprovalNotFound = "APPROVAL_NOT_FOUND",
+        /// The plan id is unknown or not awaiting approval.
+        PlanNotFound = "PLAN_NOT_FOUND",
+        /// The ask id is unknown or was already answered.
+        AskNotFound = "ASK_NOT_FOUND",
+        /// The session is busy and the request asked to be rejected rather than queued.
+        SessionBusy = "SESSION_BUSY",
+        /// The queued request id is unknown (it may already be running).
+        QueuedRequestNotFound = "QUEUED_REQUEST_NOT_FOUND",
+        /// A blocking review is pending; no request runs until it is resolved.
+        ReviewBlocking = "REVIEW_BLOCKING",
+        /// No review is active, or the review is already resolved.
+        ReviewNotFound = "REVIEW_NOT_FOUND",
+        /// The patch id is unknown or was already resolved.
+        PatchNotFound = "PATCH_NOT_FOUND",
+        /// A file changed since the patch was proposed.
+        PatchConflict = "PATCH_CONFLICT",
+        /// A task-graph node depends on a node that does not exist.
+        InvalidDependency = "INVALID_DEPENDENCY",
+        /// A task-graph node id is used twice.
+        DuplicateNode = "DUPLICATE_NODE",
+        /// The task graph would contain a cycle.
+        CycleDetected = "CYCLE_DETECTED",
+        /// The task graph or node does not exist.
+        GraphNotFound = "GRAPH_NOT_FOUND",
+        /// The sub-agent id is unknown.
+        SubAgentNotFound = "SUB_AGENT_NOT_FOUND",
+        /// The background task id is unknown.
+        BackgroundTaskNotFound = "BACKGROUND_TASK_NOT_FOUND",
+        /// The model provider refused or failed the call.
+        ModelError = "MODEL_ERROR",
+        /// The requested model is not configured or cannot be used now.
+        ModelUnavailable = "MODEL_UNAVAILABLE",
+        /// The request was interrupted.
+        Interrupted = "INTERRUPTED",
+        /// The request reached its maximum number of model turns.
+        MaxTurnsExceeded = "MAX_TURNS_EXCEEDED",
+        /// A path argument leaves the workspace or is otherwise not allowed.
+        PathOutsideWorkspace = "PATH_OUTSIDE_WORKSPACE",
+        /// A tool's arguments do not match its schema.
+        ToolArgumentsInvalid = "TOOL_ARGUMENTS_INVALID",
+        /// Two tools were registered under one name (a builder error; the message names
+        /// both registrations).
+        ToolNameConflict = "TOOL_NAME_CONFLICT",
+        /// A shell command must run in an OS sandbox and none can run on this machine.
+        SandboxUnavailable = "SANDBOX_UNAVAILABLE",
+        /// No checkpoint was taken before the named request or tool call (unknown id, or
+        /// checkpoints are off for the session).
+        CheckpointNotFound = "CHECKPOINT_NOT_FOUND",
+        /// A limit of the request's or the session's budget was reached (other than the
+        /// request's model calls, which keep `MAX_TURNS_EXCEEDED`).
+        BudgetExceeded = "BUDGET_EXCEEDED",
+        /// A hook failed, timed out or answered something unreadable; its answer was
+        /// ignored (a `warning`).
+        HookFailed = "HOOK_FAILED",
+        /// A `UserPromptSubmit` hook blocked the prompt; the request ended without a model
+        /// call.
+        PromptBlocked = "PROMPT_BLOCKED",
+        /// A cost limit is set but the model has no price in the configuration, so its
+        /// calls are not counted (a `warning`).
+        PriceUnknown = "PRICE_UNKNOWN",
+        /// The runtime already has its maximum number of open sessions
+        /// (`details.limit`); close one, or raise the limit.
+        SessionLimitReached = "SESSION_LIMIT_REACHED",
+        /// A tool call ran past its time limit (an MCP call, or a host tool the host did
+        /// not answer); details `limitMs`.
+        ToolTimeout = "TOOL_TIMEOUT",
+        /// The host-tool call id is unknown or the call is already finished (answered,
+        /// timed out or interrupted).
+        HostToolCallNotFound = "HOST_TOOL_CALL_NOT_FOUND",
+        /// The connection's token does not allow this command: its role is too low
+        /// (`details.role`, `details.required`), or it is bound to another session.
+        RoleForbidden = "ROLE_FORBIDDEN",
     }
 }
 
-/// Where an error belongs, so a desktop host can choose where to show it (seed 000 §4.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorCategory {
-    /// The transport or the bridge itself (protocol mismatch, bad lines): a toast.
-    Bridge,
-    /// The model, a tool, the agent loop: inline in the conversation.
-    Runtime,
-    /// A business rule (bad workspace, store failure, unknown session): a toast.
-    Business,
+crate::wire::wire_enum! {
+    /// Where an error belongs, so a desktop host can choose where to show it (seed 000 §4.10).
+    pub enum ErrorCategory {
+        /// The transport or the bridge itself (protocol mismatch, bad lines): a toast.
+        Bridge = "bridge",
+        /// The model, a tool, the agent loop: inline in the conversation.
+        Runtime = "runtime",
+        /// A business rule (bad workspace, store failure, unknown session): a toast.
+        Business = "business",
+    }
 }
 
-/// How serious an error is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// The operation failed.
-    Error,
-    /// Something degraded but the operation went on.
-    Warning,
-    /// For information only.
-    Info,
+crate::wire::wire_enum! {
+    /// How serious an error is.
+    pub enum Severity {
+        /// The operation failed.
+        Error = "error",
+        /// Something degraded but the operation went on.
+        Warning = "warning",
+        /// For information only.
+        Info = "info",
+    }
 }
 
-/// What the user can do about an error (seed 000 §4.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorHint {
-    /// Authentication or configuration of the model provider is wrong (401/403).
-    CheckLlmConfig,
-    /// The network failed: timeout, DNS, connection refused.
-    Network,
-    /// The provider's quota or rate limit was hit (429).
-    QuotaExceeded,
+crate::wire::wire_enum! {
+    /// What the user can do about an error (seed 000 §4.10).
+    pub enum ErrorHint {
+        /// Authentication or configuration of the model provider is wrong (401/403).
+        CheckLlmConfig = "check_llm_config",
+        /// The network failed: timeout, DNS, connection refused.
+        Network = "network",
+        /// The provider's quota or rate limit was hit (429).
+        QuotaExceeded = "quota_exceeded",
+    }
 }
 
 /// The structured error payload `{code, message, retryable, details, category?, severity?, hint?}`.

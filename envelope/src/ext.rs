@@ -11,16 +11,16 @@ use crate::error::ErrorPayload;
 use crate::tools::DiffStats;
 use crate::types::Usage;
 
-/// Where a review stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum ReviewStatus {
-    /// Waiting for a decision.
-    Pending,
-    /// Approved.
-    Approved,
-    /// Rejected.
-    Rejected,
+crate::wire::wire_enum! {
+    /// Where a review stands.
+    pub enum ReviewStatus {
+        /// Waiting for a decision.
+        Pending = "pending",
+        /// Approved.
+        Approved = "approved",
+        /// Rejected.
+        Rejected = "rejected",
+    }
 }
 
 /// A review comment.
@@ -81,16 +81,16 @@ pub struct ReviewState {
     pub summary: Option<String>,
 }
 
-/// What happens to a file in a patch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum PatchOp {
-    /// The file is created.
-    Create,
-    /// The file is changed.
-    Modify,
-    /// The file is deleted.
-    Delete,
+crate::wire::wire_enum! {
+    /// What happens to a file in a patch.
+    pub enum PatchOp {
+        /// The file is created.
+        Create = "create",
+        /// The file is changed.
+        Modify = "modify",
+        /// The file is deleted.
+        Delete = "delete",
+    }
 }
 
 /// One file of a patch.
@@ -113,16 +113,16 @@ pub struct PatchFile {
     pub stats: DiffStats,
 }
 
-/// Where a patch stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum PatchStatus {
-    /// Waiting for apply or reject.
-    Pending,
-    /// Written to disk.
-    Applied,
-    /// Dropped.
-    Rejected,
+crate::wire::wire_enum! {
+    /// Where a patch stands.
+    pub enum PatchStatus {
+        /// Waiting for apply or reject.
+        Pending = "pending",
+        /// Written to disk.
+        Applied = "applied",
+        /// Dropped.
+        Rejected = "rejected",
+    }
 }
 
 /// Totals of a patch.
@@ -163,22 +163,22 @@ pub struct Patch {
     pub stats: PatchStats,
 }
 
-/// The status of a task-graph node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeStatus {
-    /// Waiting for its dependencies.
-    Pending,
-    /// Its dependencies are done; it may start.
-    Ready,
-    /// Being worked on.
-    Running,
-    /// Done.
-    Completed,
-    /// Failed; its dependents are never promoted.
-    Failed,
-    /// Skipped; counts as done for its dependents.
-    Skipped,
+crate::wire::wire_enum! {
+    /// The status of a task-graph node.
+    pub enum NodeStatus {
+        /// Waiting for its dependencies.
+        Pending = "pending",
+        /// Its dependencies are done; it may start.
+        Ready = "ready",
+        /// Being worked on.
+        Running = "running",
+        /// Done.
+        Completed = "completed",
+        /// Failed; its dependents are never promoted.
+        Failed = "failed",
+        /// Skipped; counts as done for its dependents.
+        Skipped = "skipped",
+    }
 }
 
 /// A task-graph node (seed 002 §12.5).
@@ -214,16 +214,16 @@ pub struct TaskNode {
     pub error: serde_json::Value,
 }
 
-/// Where a task graph stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum GraphStatus {
-    /// Some node is not terminal.
-    Active,
-    /// Every node is terminal and none failed.
-    Completed,
-    /// Every node is terminal and at least one failed.
-    Failed,
+crate::wire::wire_enum! {
+    /// Where a task graph stands.
+    pub enum GraphStatus {
+        /// Some node is not terminal.
+        Active = "active",
+        /// Every node is terminal and none failed.
+        Completed = "completed",
+        /// Every node is terminal and at least one failed.
+        Failed = "failed",
+    }
 }
 
 /// A persistent task DAG (seed 002 §12.5).
@@ -250,16 +250,16 @@ pub struct TaskGraph {
     pub completed_at: Option<u64>,
 }
 
-/// Where a sub-agent stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum SubAgentStatus {
-    /// Working.
-    Running,
-    /// Finished with a summary.
-    Completed,
-    /// Failed or was cancelled.
-    Failed,
+crate::wire::wire_enum! {
+    /// Where a sub-agent stands.
+    pub enum SubAgentStatus {
+        /// Working.
+        Running = "running",
+        /// Finished with a summary.
+        Completed = "completed",
+        /// Failed or was cancelled.
+        Failed = "failed",
+    }
 }
 
 /// A sub-agent snapshot.
@@ -292,16 +292,16 @@ pub struct SubAgentInfo {
     pub finished_at: Option<u64>,
 }
 
-/// Where a background task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum BackgroundStatus {
-    /// Running.
-    Running,
-    /// Exited on its own.
-    Exited,
-    /// Stopped by a host or by the session closing.
-    Stopped,
+crate::wire::wire_enum! {
+    /// Where a background task stands.
+    pub enum BackgroundStatus {
+        /// Running.
+        Running = "running",
+        /// Exited on its own.
+        Exited = "exited",
+        /// Stopped by a host or by the session closing.
+        Stopped = "stopped",
+    }
 }
 
 /// A background shell task.

@@ -251,6 +251,7 @@ pub fn typescript() -> String {
     c.visit::<crate::kernel_tools::AskUserArgs>();
     c.visit::<crate::kernel_tools::TaskGraphArgs>();
     c.visit::<crate::kernel_tools::SpawnSubAgentArgs>();
+    c.visit::<crate::remote::AuthMessage>();
 
     let mut out = String::new();
     out.push_str("// Generated from the keel-envelope crate. Do not edit by hand.\n");

@@ -19,16 +19,23 @@ pub struct NameValue {
     pub value: String,
 }
 
-/// How an MCP server's tools are treated by the permission gate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum McpTrust {
-    /// Every tool of the server needs approval in `ask` and `auto-edit` modes and is
-    /// refused in plan mode (execute level). The default.
-    #[default]
-    Ask,
-    /// The server's tools are read-level: they run without approval, also in plan mode.
-    Read,
+crate::wire::wire_enum! {
+    /// How an MCP server's tools are treated by the permission gate.
+    pub enum McpTrust {
+        /// Every tool of the server needs approval in `ask` and `auto-edit` modes and is
+        /// refused in plan mode (execute level). The default.
+        Ask = "ask",
+        /// The server's tools are read-level: they run without approval, also in plan mode.
+        Read = "read",
+    }
+}
+
+// Declared by `wire_enum!`, which takes no `#[default]`.
+#[allow(clippy::derivable_impls)]
+impl Default for McpTrust {
+    fn default() -> Self {
+        McpTrust::Ask
+    }
 }
 
 /// How a session reaches an MCP server: `{name, command, args, env}` (stdio) or
@@ -59,13 +66,16 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub headers: Option<Vec<NameValue>>,
     /// How the gate treats its tools (default `ask`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+    #[schemars(with = "Option<crate::wire::Known<McpTrust>>")]
+    #[ts(optional = nullable, type = "KnownMcpTrust | null")]
     pub trust: Option<McpTrust>,
 }
 
 /// Whether a host tool asks for approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum HostToolApproval {
     /// Asks in `ask` mode (and `auto-edit`), unless a rule allows it.
     Always,
@@ -91,6 +101,9 @@ pub struct HostToolSpec {
     pub input_schema: serde_json::Value,
     /// Its permission level: `read` runs without approval (also in plan mode); the
     /// others ask in `ask` mode and are refused in plan mode.
+    #[serde(deserialize_with = "crate::wire::strict::one")]
+    #[schemars(with = "crate::wire::Known<PermissionLevel>")]
+    #[ts(type = "KnownPermissionLevel")]
     pub level: PermissionLevel,
     /// Overrides whether it asks (default: `never` for `read`, else `always`).
     #[serde(default)]
@@ -105,16 +118,16 @@ pub struct HostToolError {
     pub message: String,
 }
 
-/// The state of an MCP server of a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum McpServerState {
-    /// Starting (spawning, connecting, listing tools).
-    Starting,
-    /// Connected; its tools are offered to the model.
-    Ready,
-    /// Could not start, died, or stopped answering; `reason` says why.
-    Failed,
+crate::wire::wire_enum! {
+    /// The state of an MCP server of a session.
+    pub enum McpServerState {
+        /// Starting (spawning, connecting, listing tools).
+        Starting = "starting",
+        /// Connected; its tools are offered to the model.
+        Ready = "ready",
+        /// Could not start, died, or stopped answering; `reason` says why.
+        Failed = "failed",
+    }
 }
 
 /// One tool of an MCP server, as offered to the model.
@@ -150,4 +163,73 @@ pub struct McpServerInfo {
     /// Its tools (empty until it is ready; kept while a server that died can be
     /// restarted by the next call).
     pub tools: Vec<McpToolInfo>,
+}
+
+impl McpServerSpec {
+    /// A stdio server: `command` started with no arguments (add them with `args`).
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: Some("stdio".to_owned()),
+            command: Some(command.into()),
+            args: None,
+            env: None,
+            url: None,
+            headers: None,
+            trust: None,
+        }
+    }
+
+    /// A streamable HTTP server at `url`.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: Some("http".to_owned()),
+            command: None,
+            args: None,
+            env: None,
+            url: Some(url.into()),
+            headers: None,
+            trust: None,
+        }
+    }
+
+    /// Sets the arguments of a stdio server.
+    #[must_use]
+    pub fn args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.args = Some(args.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets how the gate treats the server's tools.
+    #[must_use]
+    pub fn trust(mut self, trust: McpTrust) -> Self {
+        self.trust = Some(trust);
+        self
+    }
+}
+
+impl HostToolSpec {
+    /// A host tool; whether it asks follows its level (see [`HostToolSpec::approval`]).
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: serde_json::Value,
+        level: PermissionLevel,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            level,
+            approval: None,
+        }
+    }
+
+    /// Overrides whether it asks.
+    #[must_use]
+    pub fn approval(mut self, approval: HostToolApproval) -> Self {
+        self.approval = Some(approval);
+        self
+    }
 }

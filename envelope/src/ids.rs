@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The kinds of identifiers Keel mints; each has its own readable prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum IdKind {
     /// A session (`sess_`).
     Session,

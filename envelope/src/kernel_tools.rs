@@ -22,7 +22,9 @@ pub struct PlanStepArg {
     #[serde(default)]
     pub title: Option<String>,
     /// Where it stands.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+    #[schemars(with = "Option<crate::wire::Known<StepStatus>>")]
+    #[ts(optional = nullable, type = "KnownStepStatus | null")]
     pub status: Option<StepStatus>,
 }
 
@@ -72,6 +74,7 @@ pub struct SpawnSubAgentArgs {
 /// The `task_graph` tool's action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TaskGraphAction {
     /// Create the graph from `nodes`.
     Create,

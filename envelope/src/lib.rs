@@ -29,8 +29,10 @@ pub mod generate;
 pub mod host;
 pub mod ids;
 pub mod kernel_tools;
+pub mod remote;
 pub mod tools;
 pub mod types;
+pub mod wire;
 
 pub use commands::{Command, CommandType};
 pub use envelope::{Envelope, Meta, SequenceChecker, SequenceGap, Sequencer, Source};

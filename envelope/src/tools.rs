@@ -62,18 +62,18 @@ fn dot() -> String {
     ".".to_owned()
 }
 
-/// The kind of a directory entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link (not followed).
-    Symlink,
-    /// Anything else (device, socket, fifo).
-    Other,
+crate::wire::wire_enum! {
+    /// The kind of a directory entry.
+    pub enum EntryKind {
+        /// A regular file.
+        File = "file",
+        /// A directory.
+        Dir = "dir",
+        /// A symbolic link (not followed).
+        Symlink = "symlink",
+        /// Anything else (device, socket, fifo).
+        Other = "other",
+    }
 }
 
 /// One entry of a listing.
@@ -105,6 +105,7 @@ pub struct ListDirResult {
 /// How `search_files` matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SearchMode {
     /// Search file contents.
     #[default]
@@ -268,29 +269,23 @@ pub struct RunShellResult {
     pub sandbox: SandboxKind,
 }
 
-/// The OS sandbox a shell command ran in.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum SandboxKind {
-    /// bubblewrap: private mount, pid and (unless allowed) network namespaces.
-    Bubblewrap,
-    /// Landlock: the kernel's access control, applied to the command before it starts.
-    Landlock,
-    /// No OS sandbox.
-    #[default]
-    None,
+crate::wire::wire_enum! {
+    /// The OS sandbox a shell command ran in.
+    pub enum SandboxKind {
+        /// bubblewrap: private mount, pid and (unless allowed) network namespaces.
+        Bubblewrap = "bubblewrap",
+        /// Landlock: the kernel's access control, applied to the command before it starts.
+        Landlock = "landlock",
+        /// No OS sandbox.
+        None = "none",
+    }
 }
 
-impl SandboxKind {
-    /// The wire spelling: `bubblewrap`, `landlock` or `none`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxKind::Bubblewrap => "bubblewrap",
-            SandboxKind::Landlock => "landlock",
-            SandboxKind::None => "none",
-        }
+// Declared by `wire_enum!`, which takes no `#[default]`.
+#[allow(clippy::derivable_impls)]
+impl Default for SandboxKind {
+    fn default() -> Self {
+        SandboxKind::None
     }
 }
 
@@ -306,16 +301,16 @@ pub struct GitArgs {
     pub args: Option<Vec<String>>,
 }
 
-/// What the gate decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum Decision {
-    /// Run without asking.
-    Allow,
-    /// Ask a person first.
-    Ask,
-    /// Refuse.
-    Deny,
+crate::wire::wire_enum! {
+    /// What the gate decided.
+    pub enum Decision {
+        /// Run without asking.
+        Allow = "allow",
+        /// Ask a person first.
+        Ask = "ask",
+        /// Refuse.
+        Deny = "deny",
+    }
 }
 
 /// The permission gate's verdict on one call, as printed by `keel policy check`.

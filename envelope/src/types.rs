@@ -5,121 +5,90 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use ts_rs::TS;
 
-/// A tool's permission level (seed 002 §6.2).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema, TS,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum PermissionLevel {
-    /// Reads only: no file changes, no processes, no network.
-    Read,
-    /// Changes files in the workspace; runs no commands.
-    Write,
-    /// Runs local commands or scripts.
-    Execute,
-    /// Needs extra approval: leaves the sandbox, downloads, rewrites git history,
-    /// touches paths outside the workspace.
-    Elevated,
-}
-
-/// A risk level shown to the person approving.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema, TS,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum RiskLevel {
-    /// Harmless.
-    Low,
-    /// Changes something that can be undone.
-    Medium,
-    /// Destructive, irreversible or reaching outside the workspace.
-    High,
-}
-
-/// A session's permission mode.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema, TS,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum PermissionMode {
-    /// Reads are allowed; everything else asks. The default.
-    #[default]
-    Ask,
-    /// Edits and writes inside the workspace are allowed; shell and git writes ask.
-    AutoEdit,
-    /// No approvals (seed 000's yolo mode); the default-deny list still denies.
-    Auto,
-    /// Only read tools and read-only git run until a plan is approved.
-    Plan,
-}
-
-impl PermissionMode {
-    /// All modes, in documentation order.
-    pub const ALL: [PermissionMode; 4] = [
-        PermissionMode::Ask,
-        PermissionMode::AutoEdit,
-        PermissionMode::Auto,
-        PermissionMode::Plan,
-    ];
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PermissionMode::Ask => "ask",
-            PermissionMode::AutoEdit => "auto-edit",
-            PermissionMode::Auto => "auto",
-            PermissionMode::Plan => "plan",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.as_str() == s)
+crate::wire::wire_enum! {
+    /// A tool's permission level (seed 002 §6.2).
+    #[derive(PartialOrd, Ord)]
+    pub enum PermissionLevel {
+        /// Reads only: no file changes, no processes, no network.
+        Read = "read",
+        /// Changes files in the workspace; runs no commands.
+        Write = "write",
+        /// Runs local commands or scripts.
+        Execute = "execute",
+        /// Needs extra approval: leaves the sandbox, downloads, rewrites git history,
+        /// touches paths outside the workspace.
+        Elevated = "elevated",
     }
 }
 
-/// A person's answer to an approval request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalDecision {
-    /// Run this call only.
-    AllowOnce,
-    /// Run this call and the same call (same canonical key) for the rest of the session.
-    AllowSession,
-    /// Run it and remember the rule for this project (reported to the host to persist).
-    AllowAlwaysProject,
-    /// Run it and remember the rule everywhere (reported to the host to persist).
-    AllowAlwaysGlobal,
-    /// Do not run it; the model is told it was denied.
-    Deny,
+crate::wire::wire_enum! {
+    /// A risk level shown to the person approving.
+    #[derive(PartialOrd, Ord)]
+    pub enum RiskLevel {
+        /// Harmless.
+        Low = "low",
+        /// Changes something that can be undone.
+        Medium = "medium",
+        /// Destructive, irreversible or reaching outside the workspace.
+        High = "high",
+    }
+}
+
+crate::wire::wire_enum! {
+    /// A session's permission mode.
+    pub enum PermissionMode {
+        /// Reads are allowed; everything else asks. The default.
+        Ask = "ask",
+        /// Edits and writes inside the workspace are allowed; shell and git writes ask.
+        AutoEdit = "auto-edit",
+        /// No approvals (seed 000's yolo mode); the default-deny list still denies.
+        Auto = "auto",
+        /// Only read tools and read-only git run until a plan is approved.
+        Plan = "plan",
+    }
+}
+
+// Declared by `wire_enum!`, which takes no `#[default]`.
+#[allow(clippy::derivable_impls)]
+impl Default for PermissionMode {
+    fn default() -> Self {
+        PermissionMode::Ask
+    }
+}
+
+crate::wire::wire_enum! {
+    /// A person's answer to an approval request.
+    pub enum ApprovalDecision {
+        /// Run this call only.
+        AllowOnce = "allow_once",
+        /// Run this call and the same call (same canonical key) for the rest of the session.
+        AllowSession = "allow_session",
+        /// Run it and remember the rule for this project (reported to the host to persist).
+        AllowAlwaysProject = "allow_always_project",
+        /// Run it and remember the rule everywhere (reported to the host to persist).
+        AllowAlwaysGlobal = "allow_always_global",
+        /// Do not run it; the model is told it was denied.
+        Deny = "deny",
+    }
 }
 
 impl ApprovalDecision {
-    /// Every decision.
-    pub const ALL: [ApprovalDecision; 5] = [
-        ApprovalDecision::AllowOnce,
-        ApprovalDecision::AllowSession,
-        ApprovalDecision::AllowAlwaysProject,
-        ApprovalDecision::AllowAlwaysGlobal,
-        ApprovalDecision::Deny,
-    ];
-
     /// Whether the decision lets the call run.
-    pub fn allows(self) -> bool {
+    pub fn allows(&self) -> bool {
         !matches!(self, ApprovalDecision::Deny)
     }
 }
 
-/// The status of a plan step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum StepStatus {
-    /// Not started.
-    Pending,
-    /// Being worked on (at most one step at a time).
-    InProgress,
-    /// Done.
-    Completed,
+crate::wire::wire_enum! {
+    /// The status of a plan step.
+    pub enum StepStatus {
+        /// Not started.
+        Pending = "pending",
+        /// Being worked on (at most one step at a time).
+        InProgress = "in_progress",
+        /// Done.
+        Completed = "completed",
+    }
 }
 
 /// One step of a plan.
@@ -134,18 +103,18 @@ pub struct PlanStep {
     pub status: StepStatus,
 }
 
-/// Where a plan stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    /// Being drafted by the model.
-    Drafting,
-    /// Proposed and waiting for the host's approval.
-    AwaitingApproval,
-    /// Approved; being executed.
-    Approved,
-    /// Rejected; the session stays in plan mode.
-    Rejected,
+crate::wire::wire_enum! {
+    /// Where a plan stands.
+    pub enum PlanStatus {
+        /// Being drafted by the model.
+        Drafting = "drafting",
+        /// Proposed and waiting for the host's approval.
+        AwaitingApproval = "awaiting_approval",
+        /// Approved; being executed.
+        Approved = "approved",
+        /// Rejected; the session stays in plan mode.
+        Rejected = "rejected",
+    }
 }
 
 /// A plan as the session holds it.
@@ -183,18 +152,18 @@ impl Usage {
     }
 }
 
-/// What a session is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionState {
-    /// Nothing is running.
-    Idle,
-    /// A request is running.
-    Running,
-    /// A request waits for an approval, a plan decision or an answer.
-    WaitingApproval,
-    /// The session is closed.
-    Closed,
+crate::wire::wire_enum! {
+    /// What a session is doing.
+    pub enum SessionState {
+        /// Nothing is running.
+        Idle = "idle",
+        /// A request is running.
+        Running = "running",
+        /// A request waits for an approval, a plan decision or an answer.
+        WaitingApproval = "waiting_approval",
+        /// The session is closed.
+        Closed = "closed",
+    }
 }
 
 /// A session as listed by `session.list`.
@@ -262,6 +231,7 @@ pub struct ApprovalRules {
 /// The role of a history message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Role {
     /// The system prompt.
     System,
@@ -326,6 +296,19 @@ pub struct Cursor {
     pub sequence: u64,
 }
 
+/// Where a client stands in one session's log: the session and the last event of it
+/// the client was sent (`runtime.stopped {resumeFrom}` of a connection cut off for
+/// being too slow). `cursor` is null when none was sent; `session.watch` with this
+/// cursor as `afterSequence` replays exactly what the client missed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionCursor {
+    /// The session.
+    pub session_id: String,
+    /// The last event of the session the client was sent.
+    pub cursor: Option<Cursor>,
+}
+
 /// Figures reported when a request ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
@@ -351,36 +334,58 @@ pub struct Telemetry {
     pub context_window: u64,
 }
 
-/// Why one model call (a turn) of a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum TurnStopReason {
-    /// The model finished its answer; the request ends after this turn.
-    EndTurn,
-    /// The model asked for tools; their results go to the next turn.
-    ToolUse,
-    /// The model hit its output-token cap.
-    MaxTokens,
-    /// The model refused.
-    Refusal,
-    /// The model call failed (an `error` event follows).
-    Error,
-    /// The request was interrupted during this turn.
-    Interrupted,
+crate::wire::wire_enum! {
+    /// Why one model call (a turn) of a request ended.
+    pub enum TurnStopReason {
+        /// The model finished its answer; the request ends after this turn.
+        EndTurn = "end_turn",
+        /// The model asked for tools; their results go to the next turn.
+        ToolUse = "tool_use",
+        /// The model hit its output-token cap.
+        MaxTokens = "max_tokens",
+        /// The model refused.
+        Refusal = "refusal",
+        /// The model call failed (an `error` event follows).
+        Error = "error",
+        /// The request was interrupted during this turn.
+        Interrupted = "interrupted",
+    }
 }
 
-/// Why a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum StopReason {
-    /// The model finished its answer.
-    EndTurn,
-    /// The request hit its maximum number of model turns.
-    MaxTurns,
-    /// The model refused.
-    Refusal,
-    /// The request failed (an `error` event precedes this).
-    Error,
-    /// The request was interrupted.
-    Interrupted,
+crate::wire::wire_enum! {
+    /// Why a request ended.
+    pub enum StopReason {
+        /// The model finished its answer.
+        EndTurn = "end_turn",
+        /// The request hit its maximum number of model turns.
+        MaxTurns = "max_turns",
+        /// The model refused.
+        Refusal = "refusal",
+        /// The request failed (an `error` event precedes this).
+        Error = "error",
+        /// The request was interrupted.
+        Interrupted = "interrupted",
+    }
+}
+
+impl Cursor {
+    /// The position of event `sequence` of request `request_id`.
+    pub fn new(request_id: impl Into<String>, sequence: u64) -> Self {
+        Self {
+            request_id: request_id.into(),
+            sequence,
+        }
+    }
+}
+
+impl HistoryMessage {
+    /// A message of `role` with `content` and no tool calls or results.
+    pub fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: None,
+            tool_results: None,
+        }
+    }
 }

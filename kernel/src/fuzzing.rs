@@ -15,7 +15,7 @@ pub mod graph {
         nodes: &[NewTaskNode],
         now: u64,
     ) -> Result<TaskGraph, ErrorPayload> {
-        crate::ext::graph::create(graph_id, title, None, nodes, now)
+        crate::session::ext::graph::create(graph_id, title, None, nodes, now)
     }
 
     /// Adds a node; the graph is unchanged on error.
@@ -24,7 +24,7 @@ pub mod graph {
         node: &NewTaskNode,
         now: u64,
     ) -> Result<TaskNode, ErrorPayload> {
-        crate::ext::graph::add_node(g, node, now)
+        crate::session::ext::graph::add_node(g, node, now)
     }
 
     /// Applies `updates` to node `id`; the graph is unchanged on error.
@@ -34,21 +34,21 @@ pub mod graph {
         updates: &NodeUpdates,
         now: u64,
     ) -> Result<TaskNode, ErrorPayload> {
-        crate::ext::graph::update_node(g, id, updates, now)
+        crate::session::ext::graph::update_node(g, id, updates, now)
     }
 
     /// Fails pending nodes downstream of a failure, promotes ready ones.
     pub fn advance(g: &mut TaskGraph, now: u64) -> Vec<String> {
-        crate::ext::graph::advance(g, now)
+        crate::session::ext::graph::advance(g, now)
     }
 
     /// Brings the graph status in line with its nodes.
     pub fn settle(g: &mut TaskGraph, now: u64) -> bool {
-        crate::ext::graph::settle(g, now)
+        crate::session::ext::graph::settle(g, now)
     }
 
     /// The model's text view of the graph.
     pub fn describe(g: &TaskGraph) -> String {
-        crate::ext::graph::describe(g)
+        crate::session::ext::graph::describe(g)
     }
 }

@@ -5,57 +5,41 @@
 //! prints: hosts receive [`keel_envelope::Envelope`]s from [`Kernel::subscribe`] or a
 //! session's [`EventStream`], and drive it with [`Kernel::execute`] (one call per wire
 //! command) or the typed [`SessionHandle`] methods.
+//!
+//! Inside, the code is layered (docs/ARCHITECTURE.md): `base` (ports, store, delivery,
+//! configuration), `session` (a session's state and the tools it holds), `pipeline`
+//! (one tool call's path), `work` (requests, the loop, compaction, sub-agents),
+//! `commands` (a handler per command, found through one table) and `kernel` (the
+//! public API). A module imports only its own layer and those below it.
 
-mod agent;
-mod approval;
-mod budget;
-mod builder;
-mod compact;
-pub mod config;
-mod emit;
-mod ext;
+mod base;
+mod commands;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gate;
-mod handle;
-pub mod history;
-mod history_import;
-pub mod hooks;
-mod host_tools;
-mod idle;
 mod kernel;
-mod kernel_tools;
-pub mod mcp;
-pub mod model;
-mod options;
-mod overlay;
 mod pipeline;
-mod probe;
-mod prompt;
-pub mod record;
-mod registry;
-mod replay;
-mod request;
-mod rewind;
 mod session;
-mod side;
-pub mod store;
-mod store_history;
-mod stored;
-pub mod summary;
-pub mod title;
-mod turn;
+mod work;
 
-pub use builder::{default_store_dir, KernelBuilder};
-pub use config::KernelConfig;
-pub use emit::WatchEnd;
-pub use handle::{EventStream, SessionHandle, WatchStream, Watcher};
+pub use base::{config, history, hooks, model, record, store, summary, title};
+pub use pipeline::gate;
+
+/// MCP servers of a session: their configuration. The client is the `keel-mcp` crate.
+pub mod mcp {
+    pub use crate::base::mcp_config as config;
+    pub use crate::base::mcp_config::{McpServerConfig, McpServerParts, McpTransport};
+}
+
+pub use base::config::KernelConfig;
+pub use base::emit::WatchEnd;
+pub use base::options::SessionOptions;
+pub use kernel::builder::{default_store_dir, KernelBuilder};
+pub use kernel::handle::{EventStream, SessionHandle, WatchStream, Watcher};
 pub use kernel::{Kernel, ModelFactory};
-pub use options::SessionOptions;
 
 /// Test seams: a probe that pauses a request at the points of its life.
 #[doc(hidden)]
 pub mod testing {
-    pub use crate::probe::{Point, Probe};
+    pub use crate::base::probe::{Point, Probe};
 }
-pub use prompt::{ASK_USER, PROPOSE_PLAN, SPAWN_SUB_AGENT, TASK_GRAPH, UPDATE_PLAN};
+pub use base::prompt::{ASK_USER, PROPOSE_PLAN, SPAWN_SUB_AGENT, TASK_GRAPH, UPDATE_PLAN};

@@ -119,7 +119,7 @@ async fn a_deny_rule_set_over_set_rules_refuses_the_command_in_auto_mode() {
     let skipped: Vec<(ErrorCode, String)> = all
         .iter()
         .filter_map(|e| match &e.event {
-            Event::ToolCallSkipped(x) => Some((x.error.code, x.error.message.clone())),
+            Event::ToolCallSkipped(x) => Some((x.error.code.clone(), x.error.message.clone())),
             _ => None,
         })
         .collect();

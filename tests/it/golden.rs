@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel::adapters::ScriptedModel;
-use keel::envelope::commands::{CommandPayload, RequestSend, WhenBusy};
-use keel::envelope::ids::{ManualClock, SeqIdGen};
-use keel::envelope::types::{ApprovalDecision, PermissionMode};
-use keel::envelope::{codec, Envelope, Event};
-use keel::kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
+use keel_adapters::ScriptedModel;
+use keel_envelope::commands::{CommandPayload, RequestSend, WhenBusy};
+use keel_envelope::ids::{ManualClock, SeqIdGen};
+use keel_envelope::types::{ApprovalDecision, PermissionMode};
+use keel_envelope::{codec, Envelope, Event};
+use keel_kernel::{EventStream, Kernel, SessionHandle, SessionOptions};
 use serde_json::Value;
 
 fn data_dir() -> PathBuf {
@@ -206,7 +206,7 @@ async fn run_step(
             let id = queued.last().expect("a queued request").clone();
             session
                 .command(CommandPayload::RequestCancelQueued(
-                    keel::envelope::commands::CancelQueued {
+                    keel_envelope::commands::CancelQueued {
                         queued_request_id: id,
                     },
                 ))
@@ -239,7 +239,7 @@ fn normalise(env: &Envelope, workspace: &str) -> String {
     }
     walk(&mut v, workspace);
     // Keys sorted whatever order `serde_json` maps keep in this build.
-    serde_json::to_string(&keel::envelope::generate::sorted(&v)).unwrap()
+    serde_json::to_string(&keel_envelope::generate::sorted(&v)).unwrap()
 }
 
 fn check(name: &str) {

@@ -4,8 +4,10 @@
 #![allow(clippy::unwrap_used)]
 
 mod codec;
+mod compat;
 mod docs;
 mod envelope;
+mod examples;
 mod golden;
 mod openai_e2e;
 mod record_replay;

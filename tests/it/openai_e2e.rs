@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel::adapters::testing::{openai, FakeResponse, FakeServer};
-use keel::adapters::{HttpOptions, OpenAiModel};
-use keel::envelope::types::ApprovalDecision;
-use keel::envelope::Event;
-use keel::kernel::{Kernel, SessionOptions};
+use keel_adapters::{HttpOptions, OpenAiModel};
+use keel_envelope::types::ApprovalDecision;
+use keel_envelope::Event;
+use keel_kernel::{Kernel, SessionOptions};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 
 #[tokio::test]
 async fn a_session_reads_and_edits_through_the_openai_wire_format() {
@@ -159,14 +159,14 @@ async fn the_output_cap_is_on_the_wire() {
     ])
     .await
     .unwrap();
-    let mut config = keel::adapters::Config::default();
+    let mut config = keel_config::Config::default();
     config
         .apply_toml(
             "maxOutputTokens = 300\n",
             std::path::Path::new("config.toml"),
         )
         .unwrap();
-    let mut kernel_config = keel::kernel::KernelConfig {
+    let mut kernel_config = keel_kernel::KernelConfig {
         workspace: Some(ws.path().to_owned()),
         ..Default::default()
     };
@@ -191,7 +191,7 @@ async fn the_output_cap_is_on_the_wire() {
     let rid = session.send("say OK").await.unwrap();
     completed(&mut events, &rid).await;
     let rid = session
-        .send_with(keel::envelope::commands::RequestSend {
+        .send_with(keel_envelope::commands::RequestSend {
             message: "again, briefly".into(),
             max_output_tokens: Some(120),
             ..Default::default()
@@ -207,7 +207,7 @@ async fn the_output_cap_is_on_the_wire() {
     assert_eq!(caps, [300, 300, 120]);
 }
 
-async fn completed(events: &mut keel::kernel::EventStream, rid: &str) {
+async fn completed(events: &mut keel_kernel::EventStream, rid: &str) {
     let fut = async {
         loop {
             let env = events.recv().await.unwrap();

@@ -8,13 +8,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel::adapters::testing::{openai, FakeResponse, FakeServer};
-use keel::adapters::{HttpOptions, OpenAiModel, ScriptedModel};
-use keel::envelope::commands::SessionStart;
-use keel::envelope::types::PermissionMode;
-use keel::envelope::{Envelope, ErrorCode, Event};
-use keel::kernel::model::Model;
-use keel::kernel::Kernel;
+use keel_adapters::{HttpOptions, OpenAiModel, ScriptedModel};
+use keel_envelope::commands::SessionStart;
+use keel_envelope::types::PermissionMode;
+use keel_envelope::{Envelope, ErrorCode, Event};
+use keel_kernel::model::Model;
+use keel_kernel::Kernel;
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 use serde_json::Value;
 
 fn workspace() -> tempfile::TempDir {
@@ -35,8 +35,8 @@ fn options(record: Option<&Path>) -> SessionStart {
 /// Runs one request; returns every envelope of the session up to its end.
 async fn run(model: Arc<dyn Model>, ws: &Path, record: Option<&Path>) -> Vec<Envelope> {
     let store = tempfile::tempdir().unwrap();
-    let config = keel::kernel::KernelConfig {
-        sandbox: keel::tools::SandboxConfig::off(),
+    let config = keel_kernel::KernelConfig {
+        sandbox: keel_tools::SandboxConfig::off(),
         ..Default::default()
     };
     let kernel = Kernel::builder()

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel::adapters::ScriptedModel;
-use keel::envelope::types::PermissionMode;
-use keel::envelope::Event;
-use keel::kernel::{Kernel, KernelConfig, SessionOptions};
-use keel::tools::SandboxConfig;
+use keel_adapters::ScriptedModel;
+use keel_envelope::types::PermissionMode;
+use keel_envelope::Event;
+use keel_kernel::{Kernel, KernelConfig, SessionOptions};
+use keel_tools::SandboxConfig;
 
 fn alive(pid: u32) -> bool {
     // A zombie is gone for our purpose; only a running or sleeping process counts.

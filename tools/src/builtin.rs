@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::exec::{self, ExecSpec, ShellCommand};
 use crate::fs::parse_args;
 use crate::spec::{builtin_spec, ToolSpec};
-use crate::{jail, ProgressStream, Tool, ToolContext};
+use crate::{jail, ProgressStream, Tool, ToolArgs, ToolContext};
 
 /// Default `run_shell` and `git` time limit.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -60,8 +60,11 @@ where
     }
 }
 
+/// A built-in tool: its struct with its row of the matrix, and its `Tool` impl, whose
+/// typed `call` is reached from JSON arguments (decoded here) or from arguments the
+/// caller decoded once (`ToolArgs::$variant`).
 macro_rules! tool {
-    ($ty:ident, $name:literal, $doc:literal) => {
+    ($ty:ident, $name:literal, $variant:ident, $doc:literal) => {
         #[doc = $doc]
         #[derive(Debug)]
         pub struct $ty {
@@ -91,16 +94,41 @@ macro_rules! tool {
                 Self::new()
             }
         }
+
+        #[async_trait]
+        impl Tool for $ty {
+            fn spec(&self) -> &ToolSpec {
+                &self.spec
+            }
+            async fn run(
+                &self,
+                args: serde_json::Value,
+                ctx: ToolContext,
+            ) -> Result<serde_json::Value, ErrorPayload> {
+                self.call(parse_args($name, args)?, ctx).await
+            }
+            async fn run_decoded(
+                &self,
+                args: ToolArgs,
+                raw: &serde_json::Value,
+                ctx: ToolContext,
+            ) -> Result<serde_json::Value, ErrorPayload> {
+                match args {
+                    ToolArgs::$variant(a) => self.call(a, ctx).await,
+                    _ => self.run(raw.clone(), ctx).await,
+                }
+            }
+        }
     };
 }
 
-tool!(ReadFile, "read_file", "`read_file`.");
-tool!(ListDir, "list_dir", "`list_dir`.");
-tool!(SearchFiles, "search_files", "`search_files`.");
-tool!(EditFile, "edit_file", "`edit_file`.");
-tool!(WriteFile, "write_file", "`write_file`.");
-tool!(RunShell, "run_shell", "`run_shell`.");
-tool!(Git, "git", "`git`.");
+tool!(ReadFile, "read_file", ReadFile, "`read_file`.");
+tool!(ListDir, "list_dir", ListDir, "`list_dir`.");
+tool!(SearchFiles, "search_files", SearchFiles, "`search_files`.");
+tool!(EditFile, "edit_file", EditFile, "`edit_file`.");
+tool!(WriteFile, "write_file", WriteFile, "`write_file`.");
+tool!(RunShell, "run_shell", RunShell, "`run_shell`.");
+tool!(Git, "git", Git, "`git`.");
 
 /// The seven built-in tools, in matrix order.
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
@@ -115,80 +143,55 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-#[async_trait]
-impl Tool for ReadFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
+impl ReadFile {
+    async fn call(
         &self,
-        args: serde_json::Value,
+        a: ReadFileArgs,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: ReadFileArgs = parse_args("read_file", args)?;
         let cancel = ctx.cancel.clone();
         to_json(read_only(cancel, move || crate::fs::read_file(a, &ctx)).await?)
     }
 }
 
-#[async_trait]
-impl Tool for ListDir {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
+impl ListDir {
+    async fn call(
         &self,
-        args: serde_json::Value,
+        a: ListDirArgs,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: ListDirArgs = parse_args("list_dir", args)?;
         let cancel = ctx.cancel.clone();
         to_json(read_only(cancel, move || crate::fs::list_dir(a, &ctx)).await?)
     }
 }
 
-#[async_trait]
-impl Tool for SearchFiles {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
+impl SearchFiles {
+    async fn call(
         &self,
-        args: serde_json::Value,
+        a: SearchFilesArgs,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: SearchFilesArgs = parse_args("search_files", args)?;
         let cancel = ctx.cancel.clone();
         to_json(read_only(cancel, move || crate::search::search_files(a, &ctx)).await?)
     }
 }
 
-#[async_trait]
-impl Tool for EditFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
+impl EditFile {
+    async fn call(
         &self,
-        args: serde_json::Value,
+        a: EditFileArgs,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: EditFileArgs = parse_args("edit_file", args)?;
         to_json(blocking(move || crate::fs::edit_file(a, &ctx)).await?)
     }
 }
 
-#[async_trait]
-impl Tool for WriteFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
+impl WriteFile {
+    async fn call(
         &self,
-        args: serde_json::Value,
+        a: WriteFileArgs,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: WriteFileArgs = parse_args("write_file", args)?;
         to_json(blocking(move || crate::fs::write_file(a, &ctx)).await?)
     }
 }
@@ -207,17 +210,12 @@ fn timeout_of(ms: Option<u64>) -> Result<Duration, ErrorPayload> {
 
 static WARNED_UNSANDBOXED: AtomicBool = AtomicBool::new(false);
 
-#[async_trait]
-impl Tool for RunShell {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
+impl RunShell {
+    async fn call(
         &self,
-        args: serde_json::Value,
+        a: RunShellArgs,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: RunShellArgs = parse_args("run_shell", args)?;
         if a.background == Some(true) {
             return Err(ErrorPayload::new(
                 ErrorCode::ToolExecutionFailed,
@@ -259,17 +257,8 @@ impl Tool for RunShell {
     }
 }
 
-#[async_trait]
-impl Tool for Git {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
-    async fn run(
-        &self,
-        args: serde_json::Value,
-        ctx: ToolContext,
-    ) -> Result<serde_json::Value, ErrorPayload> {
-        let a: GitArgs = parse_args("git", args)?;
+impl Git {
+    async fn call(&self, a: GitArgs, ctx: ToolContext) -> Result<serde_json::Value, ErrorPayload> {
         crate::git::validate_subcommand(&a.command)?;
         let rest = a.args.clone().unwrap_or_default();
         if rest.iter().any(|s| s.contains('\0')) {

@@ -319,7 +319,7 @@ impl ShellChild {
 
     /// The sandbox the command runs in.
     pub fn sandbox(&self) -> SandboxKind {
-        self.sandbox
+        self.sandbox.clone()
     }
 
     /// Why the command runs without a sandbox although one was wanted (the mode is not

@@ -4,7 +4,8 @@
 //!   schema, level, plan-mode behaviour, approval requirement). The gate, the docs and
 //!   the tests read this table.
 //! - [`policy`]: the pure decision `(tool, arguments, mode, rules) → allow / ask / deny`.
-//! - [`Tool`]: the trait every tool (built-in or registered by a host) implements.
+//! - [`Tool`]: the trait every tool (built-in or registered by a host) implements;
+//!   [`ToolArgs`]: a call's arguments decoded once, for the gate and the tool.
 //!
 //! - [`builtin_tools`]: the seven tools; [`jail`] resolves their paths, [`shell`]
 //!   analyses shell commands, [`exec`] runs processes in the OS sandbox that
@@ -14,6 +15,7 @@
 //!
 //! This crate knows nothing of sessions, envelopes streams or models.
 
+pub mod args;
 mod builtin;
 pub mod checkpoint;
 pub mod edit;
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use keel_envelope::ErrorPayload;
 
+pub use args::ToolArgs;
 pub use builtin::{builtin_tools, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
 pub use keel_envelope::tools::SandboxKind;
 pub use policy::canonical_key;
@@ -114,4 +117,18 @@ pub trait Tool: Send + Sync + std::fmt::Debug {
         args: serde_json::Value,
         ctx: ToolContext,
     ) -> Result<serde_json::Value, ErrorPayload>;
+
+    /// Runs a call whose arguments the caller already decoded once into the shape of
+    /// the tool's row ([`ToolArgs::decode`]); `raw` is the JSON they came from. The
+    /// default runs [`Tool::run`] on `raw`, so a tool that reads its own arguments
+    /// sees exactly what the model sent; the built-in tools take `args` as they are.
+    async fn run_decoded(
+        &self,
+        args: ToolArgs,
+        raw: &serde_json::Value,
+        ctx: ToolContext,
+    ) -> Result<serde_json::Value, ErrorPayload> {
+        let _ = args;
+        self.run(raw.clone(), ctx).await
+    }
 }

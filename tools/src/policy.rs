@@ -64,13 +64,11 @@ pub struct Verdict {
     pub command: Option<String>,
 }
 
-use keel_envelope::tools::{
-    Decision, EditFileArgs, GitArgs, ListDirArgs, ReadFileArgs, RunShellArgs, SearchFilesArgs,
-    WriteFileArgs,
-};
+use keel_envelope::tools::{Decision, EditFileArgs, GitArgs, RunShellArgs, WriteFileArgs};
 use keel_envelope::types::{PermissionLevel, RiskLevel};
 use keel_envelope::ErrorPayload;
 
+use crate::args::ToolArgs;
 use crate::git::{self, GitClass};
 use crate::jail::{self, ResolvedPath};
 use crate::shell::{self, ShellAnalysis};
@@ -287,6 +285,7 @@ fn verdict(
     deny_code: Option<ErrorCode>,
     elevated: bool,
 ) -> Verdict {
+    let is_deny = decision == Decision::Deny;
     Verdict {
         verdict: PolicyVerdict {
             decision,
@@ -297,7 +296,7 @@ fn verdict(
             scope: a.scope,
         },
         key: a.key,
-        deny_code: if decision == Decision::Deny {
+        deny_code: if is_deny {
             deny_code.or(Some(ErrorCode::ToolPermissionDenied))
         } else {
             None
@@ -320,12 +319,29 @@ pub fn decide(input: &DecisionInput<'_>) -> Verdict {
 /// behaviour and approval requirement apply, and the analysis it names looks at the
 /// arguments.
 pub fn decide_with_spec(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Verdict {
-    let a = assess(input, spec);
+    decide_assessed(input, assess(input, spec))
+}
+
+/// Like [`decide_with_spec`], for arguments the caller already decoded once
+/// ([`ToolArgs::decode`] with the row's analysis): they are not decoded again.
+/// `input.args` is still the JSON they came from (the key of a tool without an
+/// analysis is made from it). Arguments decoded for another analysis than the row's
+/// are denied with `TOOL_ARGUMENTS_INVALID`.
+pub fn decide_decoded(
+    input: &DecisionInput<'_>,
+    args: &ToolArgs,
+    spec: Option<&ToolSpec>,
+) -> Verdict {
+    decide_assessed(input, assess_decoded(input, args, spec))
+}
+
+/// Steps 1–6 of the decision, on the call's analysis.
+fn decide_assessed(input: &DecisionInput<'_>, a: Assessment) -> Verdict {
     let tool = input.tool;
     let allow = parse_rules(&input.rules.allow);
     let deny = parse_rules(&input.rules.deny);
     // 1. Default-deny.
-    if let Some(code) = a.hard_deny {
+    if let Some(code) = a.hard_deny.clone() {
         let reason = a.reason.clone();
         return verdict(a, Decision::Deny, reason, Some(code), false);
     }

@@ -1,6 +1,6 @@
 //! Which OS sandbox a shell command gets, and how each one is set up.
 //!
-//! The choice ([`choose`]) follows the configured [`SandboxMode`]: `auto` takes
+//! The choice (`choose`) follows the configured [`SandboxMode`]: `auto` takes
 //! bubblewrap when it can start a sandbox here, else Landlock when the kernel has it,
 //! else none; `bubblewrap` and `landlock` take only that one; `off` takes none. When
 //! the choice is none and the call requires a sandbox, `run_shell` refuses with

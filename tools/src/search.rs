@@ -80,7 +80,9 @@ pub fn search_files(
         wb.overrides(o);
     }
     match args.mode.unwrap_or_default() {
-        SearchMode::Content => content_search(
+        SearchMode::Name => name_search(&args, wb, &root, max as usize, &ctx.cancel),
+        // Content, the default (the arguments accept the known modes only).
+        _ => content_search(
             &args,
             wb,
             &root,
@@ -88,7 +90,6 @@ pub fn search_files(
             context as usize,
             &ctx.cancel,
         ),
-        SearchMode::Name => name_search(&args, wb, &root, max as usize, &ctx.cancel),
     }
 }
 

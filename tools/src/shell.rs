@@ -229,6 +229,8 @@ impl Finding {
                 RiskLevel::High => 3,
                 RiskLevel::Medium => 2,
                 RiskLevel::Low => 1,
+                // A risk this version does not know counts as the highest.
+                _ => 3,
             }
         }
     }
@@ -238,7 +240,7 @@ impl Finding {
         if other.weight() > self.weight() {
             self.reason = other.reason;
         }
-        self.risk = self.risk.max(other.risk);
+        self.risk = self.risk.clone().max(other.risk);
         self.safe &= other.safe;
         self.destructive |= other.destructive;
         self.network |= other.network;
@@ -248,14 +250,14 @@ impl Finding {
     }
     /// Raises the risk to at least `risk` (a wrapper that adds a risk of its own).
     fn at_least(mut self, risk: RiskLevel, reason: &str) -> Self {
+        if risk > RiskLevel::Low {
+            self.safe = false;
+        }
         if self.risk < risk {
             self.risk = risk;
             if !self.destructive {
                 self.reason = format!("{reason}: {}", self.reason);
             }
-        }
-        if risk > RiskLevel::Low {
-            self.safe = false;
         }
         self
     }
@@ -295,7 +297,7 @@ impl Acc {
         if self.reason.as_ref().is_none_or(|(w, _)| weight > *w) {
             self.reason = Some((weight, f.reason));
         }
-        self.risk = self.risk.max(f.risk);
+        self.risk = self.risk.clone().max(f.risk);
         self.safe &= f.safe;
         self.destructive |= f.destructive;
         self.network |= f.network;

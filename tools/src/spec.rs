@@ -115,21 +115,17 @@ impl ApprovalRequirement {
 }
 
 /// The level's wire spelling.
-pub fn level_str(level: PermissionLevel) -> &'static str {
-    match level {
-        PermissionLevel::Read => "read",
-        PermissionLevel::Write => "write",
-        PermissionLevel::Execute => "execute",
-        PermissionLevel::Elevated => "elevated",
-    }
+pub fn level_str(level: &PermissionLevel) -> &str {
+    level.as_str()
 }
 
 /// The risk a call of `level` is rated at least, when the row does not say.
-pub fn default_risk(level: PermissionLevel) -> RiskLevel {
+pub fn default_risk(level: &PermissionLevel) -> RiskLevel {
     match level {
         PermissionLevel::Read => RiskLevel::Low,
         PermissionLevel::Write | PermissionLevel::Execute => RiskLevel::Medium,
-        PermissionLevel::Elevated => RiskLevel::High,
+        // Elevated, and a level this version does not know.
+        _ => RiskLevel::High,
     }
 }
 
@@ -149,11 +145,11 @@ impl ToolSpec {
             name: name.into(),
             description: description.into(),
             parameters,
-            level,
             plan,
             approval,
             action_type: "tool.execute".to_owned(),
-            risk: default_risk(level),
+            risk: default_risk(&level),
+            level,
             analysis: Analysis::None,
         }
     }
@@ -357,23 +353,19 @@ pub fn matrix_row(s: &ToolSpec, notes: &str) -> String {
     format!(
         "| `{}` | `{}` | {} | {} | `{}` | {} | {} | {} |\n",
         s.name,
-        level_str(s.level),
+        level_str(&s.level),
         s.plan.as_str(),
         s.approval.as_str(),
         s.action_type,
-        risk_str(s.risk),
+        risk_str(&s.risk),
         s.analysis.as_str(),
         notes
     )
 }
 
 /// The risk's wire spelling.
-pub fn risk_str(risk: RiskLevel) -> &'static str {
-    match risk {
-        RiskLevel::Low => "low",
-        RiskLevel::Medium => "medium",
-        RiskLevel::High => "high",
-    }
+pub fn risk_str(risk: &RiskLevel) -> &str {
+    risk.as_str()
 }
 
 /// Looks a built-in spec up by name.

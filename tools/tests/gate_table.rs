@@ -94,8 +94,8 @@ fn check_row(row: &ToolSpec, ws: &PathBuf) -> Vec<String> {
     let mut bad = Vec::new();
     let args = harmless(row.analysis);
     for mode in MODES {
-        let v = decide(row, &args, mode, ws);
-        let (want, code) = expected(row, mode);
+        let v = decide(row, &args, mode.clone(), ws);
+        let (want, code) = expected(row, mode.clone());
         let got = v.verdict.decision;
         if got != want || (want == Decision::Deny && v.deny_code != code) {
             bad.push(format!(
@@ -128,7 +128,7 @@ fn check_row(row: &ToolSpec, ws: &PathBuf) -> Vec<String> {
         }
         if row.approval == ApprovalRequirement::Depends && mode == PermissionMode::Ask {
             if let Some(risky) = asking(row.analysis) {
-                let v = decide(row, &risky, mode, ws);
+                let v = decide(row, &risky, mode.clone(), ws);
                 if v.verdict.decision != Decision::Ask {
                     bad.push(format!(
                         "{} {risky}: the analysis should ask, got {:?}",
@@ -139,7 +139,7 @@ fn check_row(row: &ToolSpec, ws: &PathBuf) -> Vec<String> {
         }
         if row.plan == PlanBehavior::Partial && mode == PermissionMode::Plan {
             if let Some(risky) = asking(row.analysis) {
-                let v = decide(row, &risky, mode, ws);
+                let v = decide(row, &risky, mode.clone(), ws);
                 if v.deny_code != Some(ErrorCode::PlanApprovalRequired) {
                     bad.push(format!(
                         "{} {risky}: partial in plan mode should refuse it, got {:?}",

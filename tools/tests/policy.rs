@@ -63,7 +63,7 @@ fn reads_and_read_only_git_are_allowed_in_every_mode() {
             ("git", json!({"command": "log", "args": ["--oneline"]})),
             ("git", json!({"command": "diff"})),
         ] {
-            let v = d(&ws, tool, args.clone(), mode, &none());
+            let v = d(&ws, tool, args.clone(), mode.clone(), &none());
             assert_eq!(
                 v.verdict.decision,
                 Decision::Allow,
@@ -117,10 +117,10 @@ fn modes_for_edits_writes_shell_and_git() {
     ];
     for (mode, want) in table {
         let got = [
-            d(&ws, "edit_file", edit.clone(), mode, &none()),
-            d(&ws, "write_file", write.clone(), mode, &none()),
-            d(&ws, "run_shell", shell.clone(), mode, &none()),
-            d(&ws, "git", commit.clone(), mode, &none()),
+            d(&ws, "edit_file", edit.clone(), mode.clone(), &none()),
+            d(&ws, "write_file", write.clone(), mode.clone(), &none()),
+            d(&ws, "run_shell", shell.clone(), mode.clone(), &none()),
+            d(&ws, "git", commit.clone(), mode.clone(), &none()),
         ];
         for (g, w) in got.iter().zip(want) {
             assert_eq!(
@@ -148,7 +148,13 @@ fn precedence_default_deny_beats_everything() {
     let (_t, ws) = workspace();
     let all = rules(&["run_shell", "write_file"], &[], &[]);
     for mode in PermissionMode::ALL {
-        let v = d(&ws, "run_shell", json!({"command": "rm -rf /"}), mode, &all);
+        let v = d(
+            &ws,
+            "run_shell",
+            json!({"command": "rm -rf /"}),
+            mode.clone(),
+            &all,
+        );
         assert_eq!(
             (v.verdict.decision, v.deny_code),
             (Decision::Deny, Some(ErrorCode::ToolPermissionDenied)),
@@ -159,7 +165,7 @@ fn precedence_default_deny_beats_everything() {
             &ws,
             "write_file",
             json!({"path": "../x", "content": "x"}),
-            mode,
+            mode.clone(),
             &all,
         );
         assert_eq!(
@@ -565,7 +571,7 @@ fn bad_arguments_and_unknown_tools() {
             &DecisionInput {
                 tool: "lookup",
                 args: &args,
-                mode,
+                mode: mode.clone(),
                 rules: &r,
                 workspace: &ws,
                 shell: &shell,
@@ -621,7 +627,13 @@ fn deeply_nested_or_huge_commands_never_crash_and_are_never_allowed() {
     let huge = format!("echo {}", "a ".repeat(100_000));
     for cmd in [&shallow, &deep, &subshells, &backticks, &huge] {
         for mode in PermissionMode::ALL {
-            let v = d(&ws, "run_shell", json!({ "command": cmd }), mode, &none());
+            let v = d(
+                &ws,
+                "run_shell",
+                json!({ "command": cmd }),
+                mode.clone(),
+                &none(),
+            );
             assert_ne!(
                 v.verdict.decision,
                 Decision::Allow,
@@ -692,7 +704,13 @@ fn deny_rules_match_the_canonical_form_wherever_the_command_hides() {
     ];
     for cmd in hits {
         for mode in [Ask, AutoEdit, Auto] {
-            let v = d(&ws, "run_shell", json!({ "command": cmd }), mode, &r);
+            let v = d(
+                &ws,
+                "run_shell",
+                json!({ "command": cmd }),
+                mode.clone(),
+                &r,
+            );
             assert_eq!(
                 (v.verdict.decision, v.deny_code),
                 (Decision::Deny, Some(ErrorCode::ToolPermissionDenied)),

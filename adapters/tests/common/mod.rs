@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use keel_adapters::{build_model_with_env, Config, EnvMap, RetryPolicy};
+use keel_adapters::build_model_with_env;
+use keel_config::{Config, EnvMap, RetryPolicy};
 use keel_kernel::model::{Model, ModelError, ModelEvent, ModelStream};
 use std::sync::Arc;
 

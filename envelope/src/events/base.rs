@@ -24,8 +24,13 @@ payloads! {
 
     /// `runtime.stopped`: the last line before the process exits.
     pub struct RuntimeStopped {
-        /// Why (`shutdown`, `eof`).
+        /// Why (`shutdown`, `eof`, `too_slow`, …).
         pub reason: String,
+        /// For a daemon connection cut off as too slow: per watched session, the last
+        /// event it was sent, to watch again from (`session.watch {afterSequence}`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub resume_from: Option<Vec<SessionCursor>>,
     }
 
     /// `session.started`.

@@ -13,7 +13,8 @@ use crate::error::ErrorPayload;
 use crate::ext::{BackgroundTask, Patch, ReviewState, SubAgentInfo, TaskGraph, TaskNode};
 use crate::types::{
     ApprovalDecision, ApprovalRules, Cursor, ModelInfo, PermissionLevel, PermissionMode, Plan,
-    PlanStep, RiskLevel, SessionInfo, SessionState, StopReason, Telemetry, TurnStopReason, Usage,
+    PlanStep, RiskLevel, SessionCursor, SessionInfo, SessionState, StopReason, Telemetry,
+    TurnStopReason, Usage,
 };
 
 macro_rules! payloads {
@@ -42,6 +43,7 @@ macro_rules! define_events {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal => $payload:ty ),* $(,)?) => {
         /// An event: its type and typed payload.
         #[derive(Debug, Clone, PartialEq)]
+        #[non_exhaustive]
         pub enum Event {
             $( $(#[$doc])* $variant($payload), )*
             /// A type this version does not know (a newer peer); consumers ignore it.
@@ -55,6 +57,7 @@ macro_rules! define_events {
 
         /// The type of an event, without its payload.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum EventType {
             $( $(#[$doc])* $variant, )*
         }

@@ -2,28 +2,28 @@
 
 use super::*;
 
-/// How a file changed after a checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum FileChangeKind {
-    /// The file did not exist at the checkpoint.
-    Created,
-    /// Its content, mode or link target changed.
-    Modified,
-    /// It existed at the checkpoint and was deleted.
-    Deleted,
+crate::wire::wire_enum! {
+    /// How a file changed after a checkpoint.
+    pub enum FileChangeKind {
+        /// The file did not exist at the checkpoint.
+        Created = "created",
+        /// Its content, mode or link target changed.
+        Modified = "modified",
+        /// It existed at the checkpoint and was deleted.
+        Deleted = "deleted",
+    }
 }
 
-/// What a rewind did to a file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-pub enum RewindAction {
-    /// Created after the checkpoint: removed.
-    Removed,
-    /// Deleted after the checkpoint: recreated.
-    Recreated,
-    /// Modified after the checkpoint: put back.
-    Reverted,
+crate::wire::wire_enum! {
+    /// What a rewind did to a file.
+    pub enum RewindAction {
+        /// Created after the checkpoint: removed.
+        Removed = "removed",
+        /// Deleted after the checkpoint: recreated.
+        Recreated = "recreated",
+        /// Modified after the checkpoint: put back.
+        Reverted = "reverted",
+    }
 }
 
 payloads! {

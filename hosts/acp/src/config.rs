@@ -20,11 +20,11 @@ pub fn modes_state(current: PermissionMode) -> SessionModeState {
     let available = PermissionMode::ALL
         .iter()
         .map(|m| {
-            let (name, description) = mode_text(*m);
-            SessionMode::new(m.as_str(), name).description(description.to_owned())
+            let (name, description) = mode_text(m.clone());
+            SessionMode::new(m.as_str().to_owned(), name).description(description.to_owned())
         })
         .collect();
-    SessionModeState::new(current.as_str(), available)
+    SessionModeState::new(current.as_str().to_owned(), available)
 }
 
 fn mode_text(mode: PermissionMode) -> (&'static str, &'static str) {
@@ -45,6 +45,7 @@ fn mode_text(mode: PermissionMode) -> (&'static str, &'static str) {
             "Plan",
             "Read-only: only read tools run until a plan is approved.",
         ),
+        _ => ("Other", "A mode this version of Keel does not know."),
     }
 }
 
@@ -70,7 +71,7 @@ pub fn config_options(
     let modes: Vec<SessionConfigSelectOption> = PermissionMode::ALL
         .iter()
         .map(|m| {
-            let (name, description) = mode_text(*m);
+            let (name, description) = mode_text(m.clone());
             SessionConfigSelectOption::new(m.as_str(), name).description(description.to_owned())
         })
         .collect();
@@ -79,7 +80,7 @@ pub fn config_options(
         .map(|(id, name)| SessionConfigSelectOption::new(id, name))
         .collect();
     vec![
-        SessionConfigOption::select(MODE_OPTION, "Mode", mode.as_str(), modes)
+        SessionConfigOption::select(MODE_OPTION, "Mode", mode.as_str().to_owned(), modes)
             .description("When Keel asks before running a tool.".to_owned())
             .category(SessionConfigOptionCategory::Mode),
         SessionConfigOption::select(MODEL_OPTION, "Model", model.to_owned(), models)

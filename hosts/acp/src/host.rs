@@ -51,6 +51,8 @@ pub(crate) struct Sess {
     state: Mutex<SessState>,
     /// Stops the translation of its events (closed, deleted, replaced, or EOF).
     pub(crate) stop: CancellationToken,
+    /// Its custom commands and skills, found when it was opened here.
+    pub(crate) catalog: Option<keel_skills::Catalog>,
 }
 
 impl Sess {
@@ -88,6 +90,8 @@ pub(crate) struct Host {
     /// The connection, known from the first message on.
     cx: OnceLock<ConnectionTo<Client>>,
     sessions: Mutex<HashMap<String, Arc<Sess>>>,
+    /// Where custom commands and skills come from, if anywhere.
+    commands: Option<crate::commands::Commands>,
 }
 
 impl std::fmt::Debug for Host {
@@ -97,12 +101,29 @@ impl std::fmt::Debug for Host {
 }
 
 impl Host {
-    pub(crate) fn new(kernel: Kernel) -> Arc<Self> {
+    pub(crate) fn new(kernel: Kernel, commands: Option<crate::commands::Commands>) -> Arc<Self> {
         Arc::new(Self {
             kernel,
             cx: OnceLock::new(),
             sessions: Mutex::new(HashMap::new()),
+            commands,
         })
+    }
+
+    /// Sends a session's `available_commands_update` (its custom commands and skills),
+    /// if it is open and slash commands are on.
+    pub(crate) fn announce_commands(&self, session_id: &str) {
+        let Ok(sess) = self.session(session_id) else {
+            return;
+        };
+        // Nothing to announce is not announced (a client starts with no commands).
+        if let Some(catalog) = sess
+            .catalog
+            .as_ref()
+            .filter(|c| !c.commands.items.is_empty() || !c.skills.items.is_empty())
+        {
+            self.update(session_id, crate::commands::update(catalog));
+        }
     }
 
     /// Remembers the connection (every handler passes it).
@@ -147,11 +168,16 @@ impl Host {
         handle: SessionHandle,
         stream: EventStream,
     ) -> Arc<Sess> {
+        let catalog = self
+            .commands
+            .as_ref()
+            .map(|c| c.catalog(handle.workspace()));
         let sess = Arc::new(Sess {
             workspace: handle.workspace().to_path_buf(),
             handle,
             state: Mutex::new(SessState::default()),
             stop: CancellationToken::new(),
+            catalog,
         });
         if let Some(old) = self
             .sessions()

@@ -9,11 +9,13 @@
 //! or `terminal/*` requests: Keel's tools work on the workspace themselves.
 //!
 //! Modules: `transport` (framing and the line limit), `methods` (the ACP methods),
+//! `commands` (custom commands and skills as slash commands),
 //! `prompt` (`session/prompt`), `pump` (a session's events to updates), `permission`
 //! (permission requests), `ext` (`_keel/…` methods), `config` (modes and config
 //! options), `translate` and `tools` (envelopes to updates), `host` (the connection's
 //! sessions), `error` (Keel errors as JSON-RPC errors).
 
+mod commands;
 mod config;
 mod error;
 mod ext;
@@ -50,6 +52,12 @@ pub const PROTOCOL_VERSION: u16 = 1;
 pub struct AcpOptions {
     /// Largest accepted input line in bytes (default 16 MiB).
     pub max_line_bytes: Option<usize>,
+    /// Where custom commands and skills are found; `None`: no slash commands are
+    /// announced or expanded.
+    pub skills: Option<keel_skills::Settings>,
+    /// Names custom commands may not take (the REPL's own commands, with or without
+    /// their `/`), so that a workspace's commands are the same in every host.
+    pub reserved_commands: Vec<String>,
 }
 
 /// A request: `session/prompt` reaches the kernel now, in order, and is answered
@@ -75,8 +83,27 @@ async fn on_request(
             }
         },
         other => {
+            // A session opened here hears of its slash commands after the answer that
+            // gave the client its id.
+            let known_id = match &other {
+                ClientRequest::LoadSessionRequest(p) => Some(Some(p.session_id.0.to_string())),
+                ClientRequest::ResumeSessionRequest(p) => Some(Some(p.session_id.0.to_string())),
+                ClientRequest::NewSessionRequest(_) | ClientRequest::ForkSessionRequest(_) => {
+                    Some(None)
+                }
+                _ => None,
+            };
             let answer = host.dispatch(other).await;
-            responder.respond_with_result(answer)
+            let opened = match (known_id, &answer) {
+                (Some(Some(id)), Ok(_)) => Some(id),
+                (Some(None), Ok(v)) => v["sessionId"].as_str().map(str::to_owned),
+                _ => None,
+            };
+            let sent = responder.respond_with_result(answer);
+            if let Some(id) = opened {
+                host.announce_commands(&id);
+            }
+            sent
         }
     }
 }
@@ -109,7 +136,11 @@ where
 {
     let limit = options.max_line_bytes.unwrap_or(16 * 1024 * 1024);
     let (lines, framing) = transport::start(input, output, limit);
-    let host = Host::new(kernel);
+    let commands = options.skills.map(|settings| commands::Commands {
+        settings,
+        reserved: options.reserved_commands,
+    });
+    let host = Host::new(kernel, commands);
     let (h1, h2) = (host.clone(), host.clone());
     let connection = Agent
         .v1()

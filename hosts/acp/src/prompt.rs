@@ -61,7 +61,8 @@ pub(crate) fn stop_reason(s: KeelStop) -> Option<StopReason> {
         KeelStop::MaxTurns => Some(StopReason::MaxTurnRequests),
         KeelStop::Refusal => Some(StopReason::Refusal),
         KeelStop::Interrupted => Some(StopReason::Cancelled),
-        KeelStop::Error => None,
+        // Error, and a reason this version does not know.
+        _ => None,
     }
 }
 
@@ -80,7 +81,10 @@ impl Host {
         p: PromptRequest,
     ) -> Result<(Arc<Sess>, String, Wait), Error> {
         let sess = self.session(&p.session_id.0)?;
-        let text = prompt_text(&p.prompt)?;
+        let mut text = prompt_text(&p.prompt)?;
+        if let Some(catalog) = &sess.catalog {
+            text = crate::commands::expand(catalog, text)?;
+        }
         let rid = sess.handle.send(text).await.map_err(from_keel)?;
         let wait = {
             let mut st = sess.st();

@@ -64,6 +64,7 @@ fn plan(steps: &[keel_envelope::types::PlanStep]) -> SessionUpdate {
                     StepStatus::Pending => PlanEntryStatus::Pending,
                     StepStatus::InProgress => PlanEntryStatus::InProgress,
                     StepStatus::Completed => PlanEntryStatus::Completed,
+                    _ => PlanEntryStatus::Pending,
                 },
             )
         })
@@ -201,7 +202,7 @@ impl Translator {
             Event::PlanUpdated(p) => vec![plan(&p.steps)],
             Event::PlanApprovalRequired(p) => vec![plan(&p.steps)],
             Event::SessionModeChanged(p) => vec![SessionUpdate::CurrentModeUpdate(
-                CurrentModeUpdate::new(p.mode.as_str()),
+                CurrentModeUpdate::new(p.mode.as_str().to_owned()),
             )],
             Event::SessionTitleChanged(p) => vec![SessionUpdate::SessionInfoUpdate(
                 SessionInfoUpdate::new().title(p.title.clone()),

@@ -139,7 +139,7 @@ pub enum Incoming {
         /// The line's `requestId`, when it could be read.
         request_id: Option<String>,
         /// Why.
-        error: ErrorPayload,
+        error: Box<ErrorPayload>,
     },
     /// The input ended.
     Eof,
@@ -195,7 +195,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     return Incoming::Refused {
                         session_id: None,
                         request_id: codec::scan_request_id(&prefix),
-                        error,
+                        error: Box::new(error),
                     };
                 }
                 Ok(Some(Ok(()))) => {}
@@ -214,7 +214,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                     Incoming::Refused {
                         session_id: e.session_id,
                         request_id: e.request_id,
-                        error: e.error,
+                        error: Box::new(e.error),
                     }
                 }
                 Ok(cmd) => Incoming::Command(Box::new(cmd)),
@@ -359,7 +359,7 @@ where
                 error,
             } => {
                 kernel
-                    .publish(own.envelope(session_id, request_id, Event::Error(error)))
+                    .publish(own.envelope(session_id, request_id, Event::Error(*error)))
                     .await;
             }
             Incoming::Command(cmd) => {
@@ -401,6 +401,7 @@ where
                 StopReason::OutputClosed => "output_closed",
             }
             .to_owned(),
+            resume_from: None,
         }),
     );
     kernel.publish(stopped).await;

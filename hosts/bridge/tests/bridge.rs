@@ -95,7 +95,7 @@ impl Harness {
 fn error_of(e: &Envelope) -> (ErrorCode, String) {
     match &e.event {
         Event::Error(x) => (
-            x.code,
+            x.code.clone(),
             x.details["reason"].as_str().unwrap_or("").to_owned(),
         ),
         other => panic!("expected error, got {other:?}"),

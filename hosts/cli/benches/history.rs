@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use keel_adapters::testing::openai;
+use keel_testsupport::model_server::openai;
 use nix::sys::resource::{getrusage, UsageWho};
 
 const SIZES: [usize; 3] = [50, 200, 1000];

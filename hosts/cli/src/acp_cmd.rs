@@ -29,6 +29,8 @@ pub fn run(args: AcpArgs) -> i32 {
         }
         let options = keel_acp::AcpOptions {
             max_line_bytes: None,
+            skills: Some(runtime.skills.clone()),
+            reserved_commands: crate::repl::reserved_commands(),
         };
         keel_acp::serve(runtime.kernel, tokio::io::stdin(), tokio::io::stdout(), options).await;
         eprintln!("keel acp: stopped (end of input)");

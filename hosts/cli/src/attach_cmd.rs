@@ -1,15 +1,14 @@
 //! `keel attach [SESSION_ID]`: the REPL on a session held by the daemon, starting the
-//! daemon in the background when none answers.
+//! daemon in the background when none answers; with `--remote URL --token-file F`, on
+//! a daemon on another machine, over WebSocket.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use keel_adapters::{default_keel_home, Config, EnvMap};
+use keel_config::{default_keel_home, Config, EnvMap};
 use keel_envelope::commands::{CommandPayload, SessionStart};
-use keel_envelope::events::RuntimeReady;
-use keel_envelope::{Envelope, Event};
+use keel_envelope::Event;
 use keel_serve::{Client, ConnectError};
-use tokio::sync::mpsc;
 
 use crate::cli::{AttachArgs, SessionArgs};
 use crate::repl::link::{Backend, Events, Remote, Session};
@@ -18,7 +17,7 @@ use crate::repl::{run_opened, Opened};
 /// How long to wait for a daemon started here to answer.
 const START_WAIT: Duration = Duration::from_secs(20);
 
-type Connected = (Client, RuntimeReady, mpsc::UnboundedReceiver<Envelope>);
+use keel_serve::Connected;
 
 /// Starts `keel serve` for this socket, detached: its own process group, no terminal.
 fn spawn_daemon(socket: &Path, common: &SessionArgs) -> std::io::Result<std::process::Child> {
@@ -32,7 +31,7 @@ fn spawn_daemon(socket: &Path, common: &SessionArgs) -> std::io::Result<std::pro
     if let Some(m) = &common.model.model {
         cmd.arg("--model").arg(m);
     }
-    if let Some(m) = common.mode.mode {
+    if let Some(m) = &common.mode.mode {
         cmd.arg("--mode").arg(m.as_str());
     }
     cmd.stdin(std::process::Stdio::null())
@@ -117,6 +116,9 @@ pub fn run(args: AttachArgs) -> i32 {
 }
 
 async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
+    if let Some(url) = &args.remote {
+        return open_remote(args, url).await;
+    }
     let workspace = workspace_of(&args.session).map_err(|m| (2, m))?;
     let env = EnvMap::from_process();
     let home =
@@ -132,15 +134,126 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
         models: ready.available_models,
         patch_preview: config.patch_preview,
     });
-    let (session, resumed, running) = match &args.session_id {
+    let (session, resumed, running, _) = open_session(
+        &backend,
+        &client,
+        args,
+        Some(workspace.display().to_string()),
+    )
+    .await?;
+    let skills = crate::setup::skill_settings(&config, &home);
+    Ok(Opened {
+        backend,
+        session,
+        events: Events::Remote(rx),
+        home,
+        workspace,
+        resumed,
+        running,
+        skills,
+    })
+}
+
+/// The longest token file read.
+const MAX_TOKEN_FILE: u64 = 4096;
+
+/// Reads a token file: one token, surrounding white space ignored. A file others may
+/// read is used, with a warning.
+fn read_token(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read the token file {shown}: {e}"))?;
+    if !meta.is_file() || meta.len() > MAX_TOKEN_FILE {
+        return Err(format!(
+            "{shown} is not a token file (one line, as `keel serve token create` printed it)"
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        eprintln!(
+            "keel attach: warning: {shown} may be read by others (mode {:04o}); chmod 600 it",
+            meta.mode() & 0o7777
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {shown}: {e}"))?;
+    let token = text.trim();
+    if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{shown} does not hold one token (as `keel serve token create` printed it)"
+        ));
+    }
+    Ok(token.to_owned())
+}
+
+/// `keel attach --remote URL --token-file F`: the REPL on a daemon on another machine,
+/// doing what the token's role allows. The workspace is the daemon's (`-w` names a
+/// directory there).
+async fn open_remote(args: &AttachArgs, url: &str) -> Result<Opened, (i32, String)> {
+    let env = EnvMap::from_process();
+    let home =
+        default_keel_home(&env).ok_or((2, "no store directory: set KEEL_HOME".to_owned()))?;
+    let Some(file) = args.token_file.as_deref() else {
+        return Err((2, "--remote needs --token-file FILE".to_owned()));
+    };
+    let token = read_token(file).map_err(|m| (2, m))?;
+    let (client, ready, rx) = Client::connect_remote(url, &token, args.ca_cert.as_deref())
+        .await
+        .map_err(|e| (1, format!("{url}: {e}")))?;
+    tracing::info!(url, daemon_pid = ready.pid, "attached to a remote daemon");
+    let default_workspace = ready.workspace.clone();
+    let backend = Backend::Remote(Remote {
+        client: client.clone(),
+        models: ready.available_models,
+        patch_preview: false,
+    });
+    let given = args
+        .session
+        .workspace
+        .workspace
+        .as_ref()
+        .map(|w| w.display().to_string());
+    let (session, resumed, running, workspace) =
+        open_session(&backend, &client, args, given.clone()).await?;
+    // The workspace is the daemon's: only the user's own skills and commands are
+    // offered, read from this machine's configuration.
+    let config = Config::load(&home, None).map_err(|e| (2, e.message))?;
+    let skills = crate::setup::skill_settings(&config, &home);
+    let workspace = workspace
+        .or(given)
+        .or(default_workspace)
+        .unwrap_or_default();
+    Ok(Opened {
+        backend,
+        session,
+        events: Events::Remote(rx),
+        home,
+        workspace: PathBuf::from(workspace),
+        resumed,
+        running,
+        skills,
+    })
+}
+
+/// Opens `SESSION_ID` (watched or resumed) or starts a session in `workspace`; returns
+/// the session, whether it was an existing one, the request running in it, and its
+/// workspace as the daemon names it.
+async fn open_session(
+    backend: &Backend,
+    client: &Client,
+    args: &AttachArgs,
+    workspace: Option<String>,
+) -> Result<(Session, bool, Option<String>, Option<String>), (i32, String)> {
+    match &args.session_id {
         Some(id) => {
             let o = backend.open(id).await.map_err(|e| (1, e.message))?;
-            (o.session, true, o.running)
+            let ws = o.resumed.as_ref().map(|r| r.session.workspace.clone());
+            Ok((o.session, true, o.running, ws))
         }
         None => {
             let start = CommandPayload::SessionStart(SessionStart {
-                workspace_path: Some(workspace.display().to_string()),
-                permission_mode: args.session.mode.mode,
+                workspace_path: workspace,
+                permission_mode: args.session.mode.mode.clone(),
                 model: args.session.model.model.clone(),
                 ..SessionStart::default()
             });
@@ -151,16 +264,13 @@ async fn open(args: &AttachArgs) -> Result<Opened, (i32, String)> {
             let Event::SessionStarted(s) = env.event else {
                 return Err((1, format!("unexpected answer {}", env.type_name())));
             };
-            (Session::remote(client.clone(), s.session_id), false, None)
+            let ws = Some(s.workspace.clone());
+            Ok((
+                Session::remote(client.clone(), s.session_id),
+                false,
+                None,
+                ws,
+            ))
         }
-    };
-    Ok(Opened {
-        backend,
-        session,
-        events: Events::Remote(rx),
-        home,
-        workspace,
-        resumed,
-        running,
-    })
+    }
 }

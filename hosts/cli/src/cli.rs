@@ -8,6 +8,9 @@ use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 use keel_envelope::types::PermissionMode;
 
+mod daemon;
+pub use daemon::*;
+
 /// The `keel` command line.
 #[derive(Debug, Parser)]
 #[command(
@@ -61,15 +64,18 @@ pub enum Command {
     Sessions(SessionsArgs),
     /// Serve the stdio JSON-lines bridge for desktop hosts.
     Bridge(BridgeArgs),
-    /// Run the per-user daemon that several clients attach to (a Unix socket).
+    /// Run the per-user daemon that several clients attach to (a Unix socket, and WebSocket with --listen).
     #[command(
         long_about = "Runs the per-user daemon: one runtime whose sessions several clients \
                       (keel attach, the desktop app, editors) use at once, over a Unix socket \
                       speaking the bridge's JSON-lines protocol. The socket is only for this \
-                      user (mode 0600, in a directory only this user may write to).\n\nExit \
-                      codes: 0 stopped (a signal, or idle), 1 could not start (an unsafe \
-                      directory, a bad workspace), 2 bad usage, 4 a daemon already listens on \
-                      the socket (its path is printed)."
+                      user (mode 0600, in a directory only this user may write to). With \
+                      --listen ws://HOST:PORT (or wss://, with serve.tlsCert and serve.tlsKey \
+                      in the configuration) it also serves remote clients holding a token of \
+                      `keel serve token create`.\n\nExit codes: 0 stopped (a signal, or idle), \
+                      1 could not start (an unsafe directory, a bad workspace, a listener that \
+                      cannot be bound), 2 bad usage, 4 a daemon already listens on the socket \
+                      (its path is printed)."
     )]
     Serve(ServeArgs),
     /// Open the REPL on a session held by the daemon (starting the daemon if needed).
@@ -78,7 +84,9 @@ pub enum Command {
                       (watched if the daemon has it open, else resumed from the store). The \
                       daemon is started in the background when none answers. Leaving the REPL \
                       detaches: the session and any running request go on in the daemon; \
-                      `keel attach <id>` comes back to it."
+                      `keel attach <id>` comes back to it. With --remote wss://HOST:PORT and \
+                      --token-file, it opens the REPL on a daemon on another machine, doing \
+                      what the token's role allows."
     )]
     Attach(AttachArgs),
     /// Serve the Agent Client Protocol on stdio, for editors.
@@ -236,33 +244,6 @@ pub struct SocketArg {
     pub socket: Option<PathBuf>,
 }
 
-/// `keel serve`.
-#[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
-    #[command(flatten)]
-    pub session: SessionArgs,
-    #[command(flatten)]
-    pub socket: SocketArg,
-    /// Exit after this many seconds with no client connected and nothing running (0: never).
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    pub idle_exit: u64,
-    /// The longest command line accepted, in bytes.
-    #[arg(long, value_name = "N")]
-    pub max_line_bytes: Option<usize>,
-}
-
-/// `keel attach`.
-#[derive(Debug, Clone, Args)]
-pub struct AttachArgs {
-    /// The session to open (default: a new one in the workspace).
-    #[arg(value_name = "SESSION_ID")]
-    pub session_id: Option<String>,
-    #[command(flatten)]
-    pub session: SessionArgs,
-    #[command(flatten)]
-    pub socket: SocketArg,
-}
-
 /// `keel bridge`.
 #[derive(Debug, Clone, Args)]
 pub struct BridgeArgs {
@@ -388,7 +369,7 @@ impl TypedValueParser for ModeParser {
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(
             PermissionMode::ALL
-                .into_iter()
+                .iter()
                 .map(|m| clap::builder::PossibleValue::new(m.as_str())),
         ))
     }
@@ -755,6 +736,9 @@ pub mod docs {
                 "keel sessions delete",
                 "keel bridge",
                 "keel serve",
+                "keel serve token create",
+                "keel serve token list",
+                "keel serve token revoke",
                 "keel attach",
                 "keel acp",
                 "keel policy check",

@@ -7,10 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{
-    build_model_with_env, default_keel_home, probe, provider_target, resolve_model_spec, Config,
-    EnvMap, ProbeOutcome, ScriptedModel,
-};
+use keel_adapters::{build_model_with_env, probe, provider_target, ProbeOutcome, ScriptedModel};
+use keel_config::{default_keel_home, resolve_model_spec, Config, EnvMap};
 use keel_envelope::types::StopReason;
 use keel_envelope::{ErrorPayload, Event};
 use keel_kernel::{Kernel, SessionOptions};
@@ -143,6 +141,13 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
     let home = default_keel_home(&env);
     checks.push(home_check(home.as_deref()));
     checks.push(log_check(log));
+    checks.push(
+        crate::doctor_telemetry::telemetry_check(
+            &log.telemetry,
+            Duration::from_secs(args.timeout.max(1)),
+        )
+        .await,
+    );
     let config = match &home {
         Some(h) => {
             let (check, config) = config_check(h, workspace.as_deref());
@@ -170,6 +175,13 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
         checks.extend(model_checks(args, config, &env).await);
         let limit = Duration::from_secs(args.timeout.max(1));
         checks.extend(crate::doctor_mcp::mcp_checks(config, workspace.as_deref(), limit).await);
+        if let Some(h) = &home {
+            checks.push(crate::doctor_skills::skills_check(
+                config,
+                h,
+                workspace.as_deref(),
+            ));
+        }
     }
     checks.push(session_check().await);
     Report {
@@ -237,7 +249,7 @@ fn config_check(home: &Path, workspace: Option<&Path>) -> (Check, Option<Config>
             let summary = if config.sources.is_empty() {
                 format!(
                     "no configuration file (defaults; {} would be read)",
-                    home.join(keel_adapters::config::CONFIG_FILE).display()
+                    home.join(keel_config::CONFIG_FILE).display()
                 )
             } else {
                 let files: Vec<String> = config
@@ -288,7 +300,7 @@ fn sandbox_check(config: &keel_tools::SandboxConfig) -> Check {
         ),
         SandboxKind::Bubblewrap => Check::ok("sandbox", format!("bubblewrap: {}{network}", r.reason)),
         SandboxKind::Landlock => Check::ok("sandbox", format!("landlock: {}{network}", r.reason)),
-        SandboxKind::None => Check::warn(
+        _ => Check::warn(
             "sandbox",
             format!(
                 "none: {}; shell commands run unsandboxed in ask and auto-edit modes and are refused in auto mode",

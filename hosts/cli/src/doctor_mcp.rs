@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use keel_adapters::Config;
+use keel_config::Config;
 use keel_kernel::mcp::{McpServerConfig, McpTransport};
 
 use crate::doctor_cmd::Check;

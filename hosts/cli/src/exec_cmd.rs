@@ -60,6 +60,35 @@ pub fn run(args: ExecArgs) -> i32 {
     rt.block_on(exec(common, prompt, json, record))
 }
 
+/// The message for a prompt: a custom command's expanded template for `/NAME …`, a
+/// skill's instructions for `/skill:NAME …` (said on stderr unless `json`), else the
+/// prompt itself. An unknown or unreadable skill is a usage error.
+fn slash_prompt(runtime: &setup::Runtime, prompt: &str, json: bool) -> Result<String, i32> {
+    if !prompt.starts_with('/') {
+        return Ok(prompt.to_owned());
+    }
+    let reserved = crate::repl::reserved_commands_str();
+    let catalog = runtime.skills.catalog(&runtime.workspace, &reserved);
+    match catalog.expand_slash(prompt.trim_end()) {
+        Ok(Some(s)) => {
+            tracing::info!(name = %s.name, path = %s.path.display(), "exec: slash command expanded");
+            if !json {
+                eprintln!(
+                    "keel exec: {} from {}",
+                    prompt.split_whitespace().next().unwrap_or(""),
+                    s.path.display()
+                );
+            }
+            Ok(s.text)
+        }
+        Ok(None) => Ok(prompt.to_owned()),
+        Err(e) => {
+            eprintln!("keel exec: {e}");
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
 /// The longest prompt read from standard input, in bytes (the bridge's line limit).
 pub const MAX_STDIN_PROMPT_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -112,6 +141,10 @@ async fn exec(
         eprintln!("keel: {}", setup::NO_MODEL);
         return EXIT_USAGE;
     }
+    let message = match slash_prompt(&runtime, &prompt, json) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
     let kernel = runtime.kernel.clone();
     let (session, mut events) = match kernel
         .start_session(SessionStart {
@@ -129,7 +162,7 @@ async fn exec(
         }
     };
     let mut renderer = Renderer::new(colors(), width());
-    let rid = match session.send(prompt).await {
+    let rid = match session.send(message).await {
         Ok(r) => r,
         Err(e) => {
             setup::report(&e);
@@ -202,6 +235,7 @@ async fn exec(
                     StopReason::EndTurn | StopReason::Refusal => EXIT_OK,
                     StopReason::Interrupted => EXIT_INTERRUPTED,
                     StopReason::MaxTurns | StopReason::Error => EXIT_FAILED,
+                    _ => EXIT_FAILED,
                 };
                 break;
             }

@@ -4,6 +4,11 @@
 //! too. Never to stdout: the bridge's, ACP's and `exec --json`'s stdout carry protocol
 //! lines only. Each line names the spans it was logged in, with their fields (a
 //! request's session and request ids, for example).
+//!
+//! When OpenTelemetry export is on (see [`crate::telemetry`]), a third layer sends
+//! Keel's spans (target `keel_telemetry::span`) to the collector. Those spans never
+//! reach the log files, and with export off nothing listens to them, so they cost a
+//! disabled span each.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -14,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
+use tracing_subscriber::{EnvFilter, Layer, Registry};
 
 /// The environment variable holding the filter.
 pub const ENV: &str = "KEEL_LOG";
@@ -38,28 +43,41 @@ pub struct LogSetup {
     pub dir: Option<PathBuf>,
     /// Why there is no file log, when there is none.
     pub problem: Option<String>,
+    /// Whether OpenTelemetry export is on, and where to.
+    pub telemetry: crate::telemetry::TelemetryStatus,
 }
 
-/// Installs the subscriber. Problems (a bad filter, an unwritable directory) are
-/// reported once on stderr and never stop the command.
-pub fn init(log_stderr: bool) -> LogSetup {
-    let filter = match std::env::var(ENV) {
+/// The log filter: `KEEL_LOG` (or the default), minus Keel's telemetry spans.
+fn log_filter(spec: &str) -> EnvFilter {
+    let filter = EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+    match format!("{}=off", keel_telemetry::SPAN_TARGET).parse() {
+        Ok(d) => filter.add_directive(d),
+        Err(_) => filter,
+    }
+}
+
+/// Installs the subscriber and starts the telemetry export when it is on. Problems
+/// (a bad filter, an unwritable directory, bad telemetry settings) are reported once
+/// on stderr and never stop the command.
+pub fn init(log_stderr: bool) -> (LogSetup, crate::telemetry::Telemetry) {
+    let spec = match std::env::var(ENV) {
         Ok(f) if !f.trim().is_empty() => match EnvFilter::try_new(&f) {
-            Ok(filter) => filter,
+            Ok(_) => f,
             Err(e) => {
                 eprintln!(
                     "keel: {ENV}={f:?} is not a valid filter ({e}); using {DEFAULT_FILTER:?}"
                 );
-                EnvFilter::new(DEFAULT_FILTER)
+                DEFAULT_FILTER.to_owned()
             }
         },
-        _ => EnvFilter::new(DEFAULT_FILTER),
+        _ => DEFAULT_FILTER.to_owned(),
     };
-    let env = keel_adapters::EnvMap::from_process();
+    let env = keel_config::EnvMap::from_process();
     let mut setup = LogSetup::default();
-    let file = match keel_adapters::default_keel_home(&env) {
+    let home = keel_config::default_keel_home(&env);
+    let file = match &home {
         Some(home) => {
-            let dir = log_dir(&home);
+            let dir = log_dir(home);
             match DailyFile::open(&dir, KEEP_FILES) {
                 Ok(f) => {
                     setup.dir = Some(dir);
@@ -87,12 +105,37 @@ pub fn init(log_stderr: bool) -> LogSetup {
     if let (true, Some(p)) = (log_stderr, &setup.problem) {
         eprintln!("keel: {p}");
     }
-    let _ = tracing_subscriber::registry()
-        .with(filter)
-        .with(file_layer)
-        .with(stderr_layer)
-        .try_init();
-    setup
+    let (telemetry, status) = crate::telemetry::start(home.as_deref());
+    let _ = subscriber(&spec, file_layer, stderr_layer, telemetry.pipeline.as_ref()).try_init();
+    if let Some(p) = &status.problem {
+        tracing::warn!("{p}");
+        eprintln!("keel: {p}");
+    } else if telemetry.pipeline.is_some() {
+        tracing::info!(telemetry = %status.summary, "telemetry export on");
+    }
+    setup.telemetry = status;
+    (setup, telemetry)
+}
+
+/// A boxed layer of the registry.
+type Boxed = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// The subscriber: the log layers, each filtered by `spec` without Keel's telemetry
+/// spans, and the OpenTelemetry layer when there is a pipeline.
+fn subscriber(
+    spec: &str,
+    file: Option<Boxed>,
+    stderr: Option<Boxed>,
+    pipeline: Option<&keel_telemetry::Pipeline>,
+) -> impl tracing::Subscriber + Send + Sync {
+    let logs: Vec<Boxed> = [file, stderr]
+        .into_iter()
+        .flatten()
+        .map(|l| l.with_filter(log_filter(spec)).boxed())
+        .collect();
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(pipeline.map(|p| p.layer()))
 }
 
 /// The line format: UTC time, level, the spans the event is in with their fields
@@ -234,7 +277,7 @@ pub fn today() -> String {
 }
 
 /// The UTC date of a Unix time, `YYYY-MM-DD` (the proleptic Gregorian calendar).
-fn date_of(unix_secs: u64) -> String {
+pub(crate) fn date_of(unix_secs: u64) -> String {
     // Howard Hinnant's civil_from_days.
     let z = (unix_secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -276,6 +319,44 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn keel_spans_go_to_the_collector_and_not_to_the_log_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let receiver = keel_telemetry::testing::Receiver::start().unwrap();
+        let mut settings = keel_telemetry::Settings::http(&receiver.endpoint());
+        settings.batch_delay = std::time::Duration::from_millis(20);
+        let pipeline = keel_telemetry::Pipeline::start(&settings).unwrap();
+        let rec = pipeline.recorder();
+        let file: Boxed = line_format(DailyFile::open(dir.path(), 2).unwrap(), false).boxed();
+        let subscriber = subscriber("info", Some(file), None, Some(&pipeline));
+        tracing::subscriber::with_default(subscriber, || {
+            let request = tracing::info_span!("request", request_id = "req_9");
+            let _r = request.enter();
+            let call = rec.execute_tool(keel_telemetry::ToolStart {
+                name: "read_file",
+                call_id: "call_7",
+                ..Default::default()
+            });
+            call.span().in_scope(|| tracing::info!("tool ran"));
+            call.finish(keel_telemetry::ToolOutcome::Ok, None);
+        });
+        let done = pipeline.shutdown(std::time::Duration::from_secs(20));
+        assert!(done.flushed, "{done:?}");
+        let spans = receiver.spans();
+        assert_eq!(spans.len(), 1, "{spans:?}");
+        assert_eq!(spans[0].name, "execute_tool read_file");
+        // The log span is not exported; the log keeps its own span and not Keel's.
+        assert_eq!(spans[0].parent_span_id, None);
+        let text =
+            std::fs::read_to_string(dir.path().join(DailyFile::file_name(&today()))).unwrap();
+        assert!(text.contains("request{request_id=\"req_9\"}: "), "{text}");
+        assert!(text.contains("tool ran"), "{text}");
+        assert!(
+            !text.contains("execute_tool") && !text.contains("call_7"),
+            "{text}"
+        );
     }
 
     #[test]

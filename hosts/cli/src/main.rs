@@ -7,6 +7,8 @@ mod cli;
 mod demo_cmd;
 mod doctor_cmd;
 mod doctor_mcp;
+mod doctor_skills;
+mod doctor_telemetry;
 mod exec_cmd;
 mod interrupt;
 mod logging;
@@ -17,6 +19,7 @@ mod repl;
 mod serve_cmd;
 mod sessions_cmd;
 mod setup;
+mod telemetry;
 mod tool_cmd;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -55,7 +58,7 @@ fn run(cli: Cli) -> i32 {
         clap_complete::generate(a.shell, &mut cmd, "keel", &mut std::io::stdout());
         return 0;
     }
-    let log = logging::init(cli.global.log_stderr);
+    let (log, telemetry) = logging::init(cli.global.log_stderr);
     let name = cli.command.as_ref().map_or("repl", Command::name);
     tracing::info!(
         command = name,
@@ -65,6 +68,9 @@ fn run(cli: Cli) -> i32 {
     );
     let code = dispatch(cli, log);
     tracing::info!(command = name, code, "keel finished");
+    // The last spans and metrics, within a bound (an endpoint that is down or hangs
+    // delays the exit by that much at most).
+    telemetry::finish(telemetry);
     code
 }
 

@@ -181,7 +181,7 @@ impl Renderer {
                 }
             }
             Event::ApprovalGranted(a) => {
-                let decision = serde_json::to_value(a.decision).unwrap_or_default();
+                let decision = serde_json::to_value(a.decision.clone()).unwrap_or_default();
                 out.push_str(&format!(
                     "  {} approved ({})\n",
                     self.paint("32", "→"),
@@ -204,6 +204,7 @@ impl Renderer {
                         StepStatus::Completed => "[x]",
                         StepStatus::InProgress => "[~]",
                         StepStatus::Pending => "[ ]",
+                        _ => "[?]",
                     };
                     out.push_str(&format!("    {mark} {}\n", s.title));
                 }

@@ -4,6 +4,7 @@
 //! its end (streamed text, tools, approvals, plan decisions, questions); a line
 //! starting with `/` is a slash command (see docs/cli.md).
 
+mod custom;
 mod ext;
 mod input;
 pub(crate) mod link;
@@ -31,6 +32,16 @@ use link::{Backend, Events, Session};
 use render::Screen;
 use slash::Flow;
 
+/// The names custom commands may not take: the REPL's own commands.
+pub(crate) fn reserved_commands() -> Vec<String> {
+    custom::builtins().into_iter().map(str::to_owned).collect()
+}
+
+/// [`reserved_commands`] as the slices discovery takes.
+pub(crate) fn reserved_commands_str() -> Vec<&'static str> {
+    custom::builtins()
+}
+
 /// The running REPL.
 pub(crate) struct Repl {
     rt: tokio::runtime::Runtime,
@@ -57,6 +68,8 @@ pub(crate) struct Repl {
     side_pending: Vec<String>,
     /// Lines that come on their own (a background task that exited).
     notices: notices::Notices,
+    /// Skills and custom commands.
+    custom: custom::Custom,
 }
 
 impl std::fmt::Debug for Repl {
@@ -183,6 +196,7 @@ pub fn run(common: SessionArgs, open: Open) -> i32 {
         workspace: runtime.workspace,
         resumed: open != Open::New,
         running: None,
+        skills: runtime.skills,
     };
     run_opened(rt, opened)
 }
@@ -198,6 +212,8 @@ pub(crate) struct Opened {
     pub(crate) resumed: bool,
     /// A request already running in the session (attaching to a busy one).
     pub(crate) running: Option<String>,
+    /// Where skills and custom commands are found.
+    pub(crate) skills: keel_skills::Settings,
 }
 
 /// Runs the REPL on an opened session; returns the exit code.
@@ -210,11 +226,13 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         workspace,
         resumed,
         running,
+        skills,
     } = opened;
     let ctrlc = rt.block_on(async { CtrlC::install() });
     let rules = rules::RulesFile::new(&home, &workspace);
     let history = input::history_path(&home);
-    let mut editor = match input::editor(history.as_deref()) {
+    let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut editor = match input::editor(history.as_deref(), names.clone()) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("keel: cannot open the terminal: {e}");
@@ -263,6 +281,7 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         patch_preview: None,
         side_pending: Vec::new(),
         notices,
+        custom: custom::Custom::new(skills, &workspace, names),
     };
     tracing::info!(
         session_id = %repl.session.id(),
@@ -271,6 +290,7 @@ pub(crate) fn run_opened(rt: tokio::runtime::Runtime, opened: Opened) -> i32 {
         "REPL session opened"
     );
     repl.banner();
+    repl.custom_notice();
     repl.apply_saved_rules(None);
     if let Some(rid) = running {
         let line = repl
@@ -310,7 +330,8 @@ impl Repl {
     }
 
     fn prompt(&self) -> (String, String) {
-        let mode = self.session.state().session.permission_mode.as_str();
+        let mode = self.session.state().session.permission_mode;
+        let mode = mode.as_str();
         let raw = format!("{mode} › ");
         let st = self.screen.style;
         let styled = format!("{} {} ", st.cyan(mode), st.bold("›"));

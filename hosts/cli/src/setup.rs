@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{build_model, selected_model_spec, Config};
-use keel_adapters::{default_keel_home, EnvMap};
+use keel_adapters::build_model;
+use keel_config::{default_keel_home, selected_model_spec, Config, EnvMap};
 use keel_envelope::ErrorPayload;
 use keel_kernel::{Kernel, KernelConfig};
 use keel_tools::policy::ShellPolicy;
@@ -27,6 +27,8 @@ pub struct Runtime {
     pub model_spec: Option<String>,
     /// The store directory.
     pub home: PathBuf,
+    /// Where skills and custom commands are found.
+    pub skills: keel_skills::Settings,
 }
 
 /// What a command that needs a model says when none is selected.
@@ -83,7 +85,11 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     };
     let mut kernel_config = KernelConfig {
         workspace: Some(workspace.clone()),
-        permission_mode: common.mode.mode.unwrap_or(config.permission_mode),
+        permission_mode: common
+            .mode
+            .mode
+            .clone()
+            .unwrap_or(config.permission_mode.clone()),
         approval_timeout: Duration::from_secs(config.approval_timeout_secs),
         max_turns: config.max_turns,
         compaction_threshold: config.compaction_threshold,
@@ -115,13 +121,35 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         builder = builder.model(m);
     }
     let kernel = builder.build()?;
+    let skills = skill_settings(&config, &home);
     Ok(Runtime {
         kernel,
         config,
         workspace,
         model_spec,
         home,
+        skills,
     })
+}
+
+/// Where skills and custom commands are found: the user's folders under `home`
+/// (`KEEL_HOME`) and `~/.agents/skills`, then `skills.paths`. A project's own skills
+/// load when the project is trusted as for hooks: in `trustedProjects` or
+/// `hooks.allowProjectHooks`.
+pub fn skill_settings(config: &Config, home: &std::path::Path) -> keel_skills::Settings {
+    use keel_config::ProjectTrust as Hooks;
+    let mut settings = keel_skills::Settings::for_user(home);
+    settings.configured_skill_dirs = config.skills.paths.clone();
+    settings.trust = match &config.agent.allow_project_hooks {
+        Hooks::All => keel_skills::ProjectTrust::All,
+        Hooks::None => keel_skills::ProjectTrust::Only(config.trusted_projects.clone()),
+        Hooks::Only(list) => {
+            let mut all = config.trusted_projects.clone();
+            all.extend(list.iter().cloned());
+            keel_skills::ProjectTrust::Only(all)
+        }
+    };
+    settings
 }
 
 /// Prints an error's message on stderr, and logs it.

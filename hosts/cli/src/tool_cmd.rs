@@ -30,7 +30,7 @@ pub fn run(args: ToolArgs) -> i32 {
         workspace: &call.workspace,
         shell: &shell,
     });
-    match v.verdict.decision {
+    match &v.verdict.decision {
         Decision::Allow => {}
         Decision::Ask => {
             let e = ErrorPayload::new(
@@ -43,13 +43,17 @@ pub fn run(args: ToolArgs) -> i32 {
             .with_detail("decision", "ask")
             .with_detail(
                 "riskLevel",
-                serde_json::to_value(v.verdict.risk_level).unwrap_or_default(),
+                serde_json::to_value(&v.verdict.risk_level).unwrap_or_default(),
             )
             .with_detail("actionType", v.verdict.action_type.clone());
             return fail(e, 1);
         }
-        Decision::Deny => {
-            let code = v.deny_code.unwrap_or(ErrorCode::ToolPermissionDenied);
+        // Deny (the gate decides no other value).
+        _ => {
+            let code = v
+                .deny_code
+                .clone()
+                .unwrap_or(ErrorCode::ToolPermissionDenied);
             return fail(
                 ErrorPayload::new(code, v.verdict.reason.clone()).with_detail("decision", "deny"),
                 1,

@@ -7,20 +7,32 @@ use std::process::{Command, Stdio};
 use serde_json::{json, Value};
 
 fn run_acp(input: &str) -> (i32, Vec<Value>, String) {
+    run_acp_in(input, |_, _| {})
+}
+
+/// Like [`run_acp`]; `prepare(workspace, home)` writes files first. `HOME` is a
+/// temporary folder too.
+fn run_acp_in(
+    input: &str,
+    prepare: impl FnOnce(&std::path::Path, &std::path::Path),
+) -> (i32, Vec<Value>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&ws).expect("mkdir");
     std::fs::create_dir_all(&home).expect("mkdir");
+    prepare(&ws, &home);
     let script = dir.path().join("script.json");
     std::fs::write(&script, r#"{"turns":[{"text":"Hello."}]}"#).expect("write");
     let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+        .arg("--log-stderr")
         .arg("acp")
         .arg("--workspace")
         .arg(&ws)
         .arg("--model")
         .arg(format!("scripted:{}", script.display()))
         .env("KEEL_HOME", &home)
+        .env("HOME", dir.path())
         .env_remove("KEEL_MODEL")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -109,4 +121,48 @@ fn end_of_input_exits_zero_even_with_a_session_open() {
     assert_eq!(code, 0, "stderr: {stderr}");
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["result"]["modes"]["currentModeId"], "ask");
+}
+
+#[test]
+fn a_workspaces_custom_commands_are_announced_and_the_repls_names_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = std::fs::canonicalize(dir.path()).expect("canon");
+    let write = |p: std::path::PathBuf, t: &str| {
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, t).expect("write");
+    };
+    write(
+        cwd.join(".keel/commands/hello.md"),
+        "---\ndescription: Say hello\n---\nSay hello to $ARGUMENTS.\n",
+    );
+    write(cwd.join(".keel/commands/status.md"), "Shadows /status.\n");
+    let input = line(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": cwd, "mcpServers": []}}),
+    );
+    let user_skill = |_: &std::path::Path, home: &std::path::Path| {
+        let p = home.join("skills/notes/SKILL.md");
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(
+            p,
+            "---\nname: notes\ndescription: Keep notes.\n---\nAppend.\n",
+        )
+        .expect("write");
+    };
+    let (code, lines, stderr) = run_acp_in(&input, user_skill);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0]["result"]["sessionId"].is_string());
+    let update = &lines[1]["params"]["update"];
+    assert_eq!(update["sessionUpdate"], "available_commands_update");
+    let names: Vec<&str> = update["availableCommands"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["hello", "skill:notes"]);
+    assert!(
+        stderr.contains("status.md: /status is a built-in command"),
+        "{stderr}"
+    );
 }

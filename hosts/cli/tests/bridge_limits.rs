@@ -3,93 +3,15 @@
 //! the output cap) a local server speaking the OpenAI wire format.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Lines, Write};
-use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
 use keel_envelope::budget::{BudgetLimit, BudgetScope};
 use keel_envelope::types::StopReason;
-use keel_envelope::{codec, Envelope, ErrorCode, Event};
+use keel_envelope::{Envelope, ErrorCode, Event};
+use keel_testsupport::bridge::{Bridge, Setup};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
 
-struct Bridge {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Bridge {
-    fn start(ws: &Path, home: &Path, model: &str, env: &[(&str, String)]) -> Bridge {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_keel"));
-        cmd.args(["bridge", "--workspace"])
-            .arg(ws)
-            .args(["--model", model])
-            .env("KEEL_HOME", home)
-            .env_remove("KEEL_MODEL")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut b = Bridge {
-            child,
-            stdin,
-            lines,
-        };
-        assert_eq!(b.next().type_name(), "runtime.ready");
-        b
-    }
-
-    fn next(&mut self) -> Envelope {
-        let line = self
-            .lines
-            .next()
-            .expect("the bridge closed stdout")
-            .unwrap();
-        codec::decode_envelope(line.as_bytes()).unwrap()
-    }
-
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-    }
-
-    /// Reads until an event of type `ty` on request `rid`.
-    fn until(&mut self, ty: &str, rid: &str) -> Vec<Envelope> {
-        let mut out = Vec::new();
-        loop {
-            let env = self.next();
-            let done = env.type_name() == ty && env.request_id == rid;
-            out.push(env);
-            if done {
-                return out;
-            }
-        }
-    }
-
-    fn start_session(&mut self, rid: &str, payload: &str) -> String {
-        self.send(&format!(
-            r#"{{"version":"1.0","type":"session.start","requestId":"{rid}","payload":{payload}}}"#
-        ));
-        let started = self.until("session.started", rid);
-        started.last().unwrap().session_id.clone().unwrap()
-    }
-
-    fn request(&mut self, sid: &str, rid: &str, payload: &str) {
-        self.send(&format!(
-            r#"{{"version":"1.0","type":"request.send","requestId":"{rid}","sessionId":"{sid}","payload":{payload}}}"#
-        ));
-    }
-
-    fn stop(mut self) {
-        self.send(r#"{"version":"1.0","type":"runtime.shutdown","requestId":"bye"}"#);
-        self.until("runtime.stopped", "bye");
-        assert!(self.child.wait().unwrap().success());
-    }
-}
+const KEEL: &str = env!("CARGO_BIN_EXE_keel");
 
 #[test]
 fn hooks_and_budgets_through_the_bridge() {
@@ -131,18 +53,19 @@ fn hooks_and_budgets_through_the_bridge() {
         .to_string(),
     )
     .unwrap();
-    let mut b = Bridge::start(&ws, &home, &format!("scripted:{}", script.display()), &[]);
+    let model = format!("scripted:{}", script.display());
+    let mut b = Bridge::start(Setup::new(KEEL, &home, &ws, &model));
     let sid = b.start_session("s1", "{}");
 
     // Bad limits are refused with the field, and change nothing.
     b.request(&sid, "bad1", r#"{"message":"x","budget":{"costUsd":-1}}"#);
-    let bad = b.until("request.rejected", "bad1");
+    let bad = b.until_on("bad1", "request.rejected");
     let Event::RequestRejected(e) = &bad.last().unwrap().event else {
         unreachable!()
     };
     assert_eq!(e.details["field"], "payload.budget.costUsd");
     b.request(&sid, "bad2", r#"{"message":"x","maxOutputTokens":-5}"#);
-    let bad = b.until("error", "bad2");
+    let bad = b.until_on("bad2", "error");
     let Event::Error(e) = &bad.last().unwrap().event else {
         unreachable!()
     };
@@ -154,12 +77,12 @@ fn hooks_and_budgets_through_the_bridge() {
         "r1",
         r#"{"message":"look around","budget":{"toolCalls":{"list_dir":1}}}"#,
     );
-    let all = b.until("session.completed", "r1");
+    let all = b.until_on("r1", "session.completed");
     let mine: Vec<&Envelope> = all.iter().filter(|e| e.request_id == "r1").collect();
     let skipped: Vec<(String, ErrorCode)> = mine
         .iter()
         .filter_map(|e| match &e.event {
-            Event::ToolCallSkipped(s) => Some((s.tool_name.clone(), s.error.code)),
+            Event::ToolCallSkipped(s) => Some((s.tool_name.clone(), s.error.code.clone())),
             _ => None,
         })
         .collect();
@@ -181,7 +104,11 @@ fn hooks_and_budgets_through_the_bridge() {
     assert_eq!(c.stop_reason, StopReason::MaxTurns);
     let hit = c.budget.as_ref().unwrap();
     assert_eq!(
-        (hit.scope, hit.limit, hit.tool_name.as_deref()),
+        (
+            hit.scope.clone(),
+            hit.limit.clone(),
+            hit.tool_name.as_deref()
+        ),
         (
             BudgetScope::Request,
             BudgetLimit::ToolCalls,
@@ -194,11 +121,7 @@ fn hooks_and_budgets_through_the_bridge() {
 
 #[test]
 fn the_output_cap_reaches_the_server_through_the_bridge() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = keel_testsupport::runtime();
     let server = rt
         .block_on(FakeServer::start([
             FakeResponse::sse(openai::text_stream(&["OK"])),
@@ -211,16 +134,19 @@ fn the_output_cap_reaches_the_server_through_the_bridge() {
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(home.join("config.toml"), "maxOutputTokens = 256\n").unwrap();
-    let env = [("OPENAI_BASE_URL", format!("{}/v1", server.base_url()))];
-    let mut b = Bridge::start(&ws, &home, "openai:qwen2.5-coder:7b", &env);
+    let url = format!("{}/v1", server.base_url());
+    let mut b = Bridge::start(Setup {
+        env: &[("OPENAI_BASE_URL", &url)],
+        ..Setup::new(KEEL, &home, &ws, "openai:qwen2.5-coder:7b")
+    });
     let s1 = b.start_session("s1", "{}");
     b.request(&s1, "r1", r#"{"message":"Say OK."}"#);
-    b.until("session.completed", "r1");
+    b.until_on("r1", "session.completed");
     let s2 = b.start_session("s2", r#"{"maxOutputTokens":128}"#);
     b.request(&s2, "r2", r#"{"message":"Say OK."}"#);
-    b.until("session.completed", "r2");
+    b.until_on("r2", "session.completed");
     b.request(&s2, "r3", r#"{"message":"Say OK.","maxOutputTokens":64}"#);
-    b.until("session.completed", "r3");
+    b.until_on("r3", "session.completed");
     b.stop();
     let caps: Vec<serde_json::Value> = server
         .requests()
@@ -252,7 +178,7 @@ fn project_hooks_run_only_in_a_trusted_workspace() {
     let model = format!("scripted:{}", script.display());
 
     // Untrusted: the bridge does not start, says why, and runs nothing.
-    let out = Command::new(env!("CARGO_BIN_EXE_keel"))
+    let out = Command::new(KEEL)
         .args(["bridge", "--workspace"])
         .arg(&ws)
         .args(["--model", &model])
@@ -278,10 +204,10 @@ fn project_hooks_run_only_in_a_trusted_workspace() {
         ),
     )
     .unwrap();
-    let mut b = Bridge::start(&ws, &home, &model, &[]);
+    let mut b = Bridge::start(Setup::new(KEEL, &home, &ws, &model));
     let sid = b.start_session("s1", "{}");
     b.request(&sid, "r1", r#"{"message":"hello"}"#);
-    b.until("session.completed", "r1");
+    b.until_on("r1", "session.completed");
     assert!(marker.exists(), "the trusted project's hook ran");
     b.stop();
 }

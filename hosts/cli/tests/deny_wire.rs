@@ -2,12 +2,8 @@
 //! command however it is spelled, and bad rule lists refused.
 #![allow(clippy::unwrap_used)]
 
-#[path = "wire/bridge.rs"]
-mod bridge;
-
-use std::io::{BufRead, BufReader, Write};
-
-use keel_envelope::{codec, Envelope, ErrorCode, Event};
+use keel_envelope::{ErrorCode, Event};
+use keel_testsupport::bridge::{Bridge, Setup};
 
 #[test]
 fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
@@ -26,26 +22,15 @@ fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
         ]}"#,
     )
     .unwrap();
-    let mut child = bridge::spawn_bridge(ws.path(), home.path(), &script);
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let seen: std::cell::RefCell<Vec<Envelope>> = std::cell::RefCell::default();
-    let mut until = |pred: &dyn Fn(&Envelope) -> bool| -> Envelope {
-        loop {
-            let line = lines.next().expect("the bridge ended").unwrap();
-            let env = codec::decode_envelope(line.as_bytes()).unwrap();
-            seen.borrow_mut().push(env.clone());
-            if pred(&env) {
-                return env;
-            }
-        }
-    };
-    let mut send = |line: String| {
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(r#"{"version":"1.0","type":"session.start","requestId":"r1","payload":{"permissionMode":"auto"}}"#.into());
-    let started = until(&|e| e.request_id == "r1");
+    let model = format!("scripted:{}", script.display());
+    let mut b = Bridge::start(Setup::new(
+        env!("CARGO_BIN_EXE_keel"),
+        home.path(),
+        ws.path(),
+        &model,
+    ));
+    b.send(r#"{"version":"1.0","type":"session.start","requestId":"r1","payload":{"permissionMode":"auto"}}"#);
+    let started = b.first_on("r1");
     let sid = started.session_id.clone().unwrap();
     let cmd = |rid: &str, ty: &str, payload: &str| {
         format!(
@@ -59,8 +44,8 @@ fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
         ("r3", r#"{"alwaysDenyProject":[5]}"#),
         ("r4", r#"{"deny":["run_shell(rm x"]}"#),
     ] {
-        send(cmd(rid, "session.set_rules", payload));
-        let answer = until(&|e| e.request_id == rid);
+        b.send(&cmd(rid, "session.set_rules", payload));
+        let answer = b.first_on(rid);
         match &answer.event {
             Event::Error(e) => assert_eq!(e.code, ErrorCode::RequestInvalid, "{rid}: {e:?}"),
             other => panic!("{rid}: expected an error, got {other:?}"),
@@ -69,21 +54,21 @@ fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
 
     // Allow rules that would let every command run, beside a session deny rule and a
     // project deny rule: the deny rules win, on the canonical command.
-    send(cmd(
+    b.send(&cmd(
         "r5",
         "session.set_rules",
         r#"{"alwaysAllowGlobal":["run_shell"],"alwaysDenyProject":["run_shell(rm y)"],"deny":["run_shell(rm x)"]}"#,
     ));
-    let set = until(&|e| e.request_id == "r5");
+    let set = b.first_on("r5");
     assert!(!matches!(set.event, Event::Error(_)), "{set:?}");
-    send(cmd("r6", "request.send", r#"{"message":"clean up"}"#));
-    until(&|e| e.request_id == "r6" && e.type_name() == "session.completed");
-    let seen = seen.borrow().clone();
+    b.send(&cmd("r6", "request.send", r#"{"message":"clean up"}"#));
+    b.until_on("r6", "session.completed");
+    let seen = b.seen.clone();
     let skipped: Vec<(ErrorCode, String)> = seen
         .iter()
         .filter(|e| e.request_id == "r6")
         .filter_map(|e| match &e.event {
-            Event::ToolCallSkipped(s) => Some((s.error.code, s.error.message.clone())),
+            Event::ToolCallSkipped(s) => Some((s.error.code.clone(), s.error.message.clone())),
             _ => None,
         })
         .collect();
@@ -104,14 +89,14 @@ fn deny_rules_set_over_the_bridge_refuse_the_command_in_auto_mode() {
     }
 
     // The state reports the lasting deny rule.
-    send(cmd("r7", "session.state", "{}"));
-    let state = until(&|e| e.request_id == "r7");
+    b.send(&cmd("r7", "session.state", "{}"));
+    let state = b.first_on("r7");
     let v = serde_json::to_value(&state).unwrap();
     assert_eq!(
         v["payload"]["rules"]["alwaysDenyProject"],
         serde_json::json!(["run_shell(rm y)"]),
         "{v}"
     );
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    b.close_input();
+    assert!(b.wait());
 }

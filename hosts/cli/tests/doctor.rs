@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use keel_adapters::testing::{openai, FakeResponse, FakeServer};
+use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
+use keel_testsupport::runtime;
 use serde_json::Value;
 
 fn doctor(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -43,14 +44,6 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
         .iter()
         .find(|c| c["name"] == name)
         .unwrap_or_else(|| panic!("no check {name}: {report}"))
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]
@@ -372,4 +365,94 @@ fn mcp_servers_are_reached_and_listed_without_their_secrets() {
         text.contains("mcp web") && text.contains("mcp broken"),
         "{text}"
     );
+}
+
+#[test]
+fn skills_and_commands_are_counted_and_skipped_files_named() {
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let write = |p: std::path::PathBuf, t: &str| {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, t).unwrap();
+    };
+    write(
+        home.path().join("skills/notes/SKILL.md"),
+        "---\nname: notes\ndescription: Keep notes.\n---\nAppend.\n",
+    );
+    write(
+        ws.path().join(".keel/commands/check-diff.md"),
+        "Review the diff.\n",
+    );
+    write(
+        ws.path().join(".agents/skills/tool/SKILL.md"),
+        "---\nname: tool\n---\n",
+    );
+    let user_home = home.path().join("user-home");
+    std::fs::create_dir_all(&user_home).unwrap();
+    let home_env = user_home.to_str().unwrap();
+    let wsarg = ws.path().to_str().unwrap();
+    let out = doctor(
+        home.path(),
+        &["--json", "--workspace", wsarg],
+        &[("HOME", home_env)],
+    );
+    let report = json_report(&out);
+    let skills = check(&report, "skills");
+    assert_eq!(skills["status"], "warn", "{skills}");
+    assert_eq!(
+        skills["summary"], "1 skill, 1 custom command; 1 file skipped",
+        "{skills}"
+    );
+    let fix = skills["fix"].as_str().unwrap();
+    assert!(
+        fix.contains(".agents/skills/tool/SKILL.md: this project is not trusted"),
+        "{fix}"
+    );
+    // Trusted, the project's skill is read, and its missing description is the reason.
+    let canon = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("trustedProjects = [{:?}]\n", canon.display().to_string()),
+    )
+    .unwrap();
+    let out = doctor(
+        home.path(),
+        &["--json", "--workspace", wsarg],
+        &[("HOME", home_env)],
+    );
+    let report = json_report(&out);
+    let fix = check(&report, "skills")["fix"].as_str().unwrap().to_owned();
+    assert!(
+        fix.contains("no `description`; the skill was skipped"),
+        "{fix}"
+    );
+    // A project trusted for its hooks is trusted for its skills too.
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[hooks]\nallowProjectHooks = [{:?}]\n",
+            canon.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = doctor(
+        home.path(),
+        &["--json", "--workspace", wsarg],
+        &[("HOME", home_env)],
+    );
+    let report = json_report(&out);
+    let fix = check(&report, "skills")["fix"].as_str().unwrap().to_owned();
+    assert!(
+        fix.contains("no `description`; the skill was skipped"),
+        "{fix}"
+    );
+    // Nothing skipped: ok.
+    std::fs::remove_dir_all(ws.path().join(".agents")).unwrap();
+    let out = doctor(
+        home.path(),
+        &["--json", "--workspace", wsarg],
+        &[("HOME", home_env)],
+    );
+    let report = json_report(&out);
+    assert_eq!(check(&report, "skills")["status"], "ok", "{report}");
 }

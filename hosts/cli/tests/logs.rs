@@ -239,12 +239,8 @@ fn an_unusable_log_directory_never_stops_a_command() {
 
 #[test]
 fn http_calls_are_logged_without_keys_or_prompts() {
-    use keel_adapters::testing::{openai, FakeResponse, FakeServer};
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    use keel_testsupport::model_server::{openai, FakeResponse, FakeServer};
+    let rt = keel_testsupport::runtime();
     let server = rt
         .block_on(FakeServer::start([
             FakeResponse::json(

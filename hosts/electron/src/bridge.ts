@@ -12,11 +12,11 @@ import { createConnection } from "node:net";
 import {
   EVENT_TYPES,
   PROTOCOL_VERSION,
-  type ApprovalDecision,
+  type KnownApprovalDecision as ApprovalDecision,
   type CommandPayloads,
   type CommandTypeName,
   type KeelEvent,
-  type PermissionMode,
+  type KnownPermissionMode as PermissionMode,
   type RequestSend,
   type RuntimeReady,
   type SessionStart,
@@ -53,6 +53,9 @@ const KNOWN_EVENTS: ReadonlySet<string> = new Set(EVENT_TYPES);
 
 /** How long after the process exits its output may still be read. */
 const EXIT_GRACE_MS = 2_000;
+
+/** The reasons of `runtime.stopped` that end a daemon connection abnormally. */
+const CUT_OFF: ReadonlySet<string> = new Set(["too_slow", "token_revoked", "token_expired", "message_too_big"]);
 
 /** How many stderr lines are kept for exit reports. */
 export const STDERR_TAIL_LINES = 8;
@@ -297,12 +300,46 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
 
   /** The process id: of the bridge process, or of the daemon (from `runtime.ready`). */
   get pid(): number | undefined {
-    return this.link.kind === "socket" ? this.ready?.pid : this.link.pid;
+    return this.link.kind === "process" ? this.link.pid : this.ready?.pid;
   }
 
   /** Whether this client is connected to the daemon's socket (else it owns a bridge process). */
   get viaSocket(): boolean {
     return this.link.kind === "socket";
+  }
+
+  /** Whether this client is connected to the daemon's remote listener ({@link connectWebSocket}). */
+  get viaWebSocket(): boolean {
+    return this.link.kind === "websocket";
+  }
+
+  /**
+   * A client on a link of another transport (`websocket.ts`): returns it with the calls
+   * that feed it one envelope (`line`), say that it closed (`closed`), or that it could
+   * not be opened (`failed`), and `ready`, which waits for `runtime.ready` as
+   * {@link connect} does.
+   * @internal
+   */
+  static overLink(
+    link: Link,
+    options: ClientOptions,
+  ): {
+    bridge: KeelBridge;
+    line: (line: string) => void;
+    closed: () => void;
+    failed: (err: Error) => void;
+    ready: () => Promise<KeelBridge>;
+  } {
+    const bridge = new KeelBridge(link, options);
+    return {
+      bridge,
+      line: (line) => bridge.take(line),
+      closed: () => bridge.onClose(null, null),
+      failed: (err) => {
+        if (!bridge.sawReady) bridge.spawnError = err;
+      },
+      ready: () => KeelBridge.start(bridge, options),
+    };
   }
 
   /** Resolves when the process has ended (never rejects). */
@@ -710,7 +747,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
     this.release();
     const tailLine = this.stderr.end();
     if (tailLine !== null) this.emit("stderr", tailLine);
-    const socket = this.link.kind === "socket";
+    const socket = this.link.kind !== "process";
     const info: ExitInfo = {
       code,
       signal,
@@ -718,7 +755,7 @@ export class KeelBridge extends EventEmitter<KeelBridgeEvents> {
       stderrTail: this.stderr.tail(),
       // A connection ends cleanly with `runtime.stopped`, unless the daemon cut it off.
       abnormal: socket
-        ? !this.sawStopped || this.stoppedReason === "too_slow"
+        ? !this.sawStopped || CUT_OFF.has(this.stoppedReason ?? "")
         : code !== 0 || signal !== null || !this.sawStopped,
       ...(socket ? { reason: this.stoppedReason } : {}),
     };

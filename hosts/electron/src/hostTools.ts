@@ -11,7 +11,7 @@ import type {
   CommandTypeName,
   HostToolSpec,
   KeelEvent,
-  PermissionLevel,
+  KnownPermissionLevel as PermissionLevel,
 } from "./generated/protocol";
 import type { SendOptions } from "./session";
 

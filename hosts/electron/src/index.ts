@@ -29,6 +29,14 @@ export {
 export { HostTools, type HostToolContext, type HostToolDefinition, type HostToolHandler } from "./hostTools";
 export { BridgeExitError, KeelError, KeelTimeoutError, VersionMismatchError, type ExitInfo } from "./errors";
 export { LineRing, LineSplitter } from "./framing";
+export { type WebSocketLike } from "./transport";
+export {
+  CLOSE_UNAUTHORIZED,
+  ConnectionRefusedError,
+  connectWebSocket,
+  type WebSocketConstructor,
+  type WebSocketOptions,
+} from "./websocket";
 export { AsyncQueue } from "./queue";
 export { SequenceTracker, type SequenceGap, type Sequenced } from "./sequence";
 export * from "./generated/protocol";

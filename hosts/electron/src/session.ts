@@ -3,12 +3,12 @@
  * backlog), its cursor, and the tracking of one user message to its end.
  */
 import {
-  type ApprovalDecision,
+  type KnownApprovalDecision as ApprovalDecision,
   type CommandPayloads,
   type CommandTypeName,
   type EventTypeName,
   type KeelEvent,
-  type PermissionMode,
+  type KnownPermissionMode as PermissionMode,
   type RequestSend,
 } from "./generated/protocol";
 import type { KeelBridge } from "./bridge";

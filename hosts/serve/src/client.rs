@@ -1,5 +1,6 @@
-//! A client of the daemon: connects, checks `runtime.ready`, sends commands and matches
-//! each with its answer, and hands every other envelope to its owner in order.
+//! A client of the daemon, on its Unix socket or over WebSocket: connects, checks
+//! `runtime.ready`, sends commands and matches each with its answer, and hands every
+//! other envelope to its owner in order.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,10 +11,9 @@ use std::time::Duration;
 use keel_envelope::commands::CommandPayload;
 use keel_envelope::events::RuntimeReady;
 use keel_envelope::{codec, Command, Envelope, ErrorCode, ErrorPayload, Event, Source};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::unix::OwnedWriteHalf;
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
+
+use crate::link::{LinkReader, LinkWriter};
 
 /// How long a client waits for `runtime.ready` after connecting.
 const READY_WAIT: Duration = Duration::from_secs(10);
@@ -27,6 +27,20 @@ pub enum ConnectError {
     NoReady(String),
     /// The daemon speaks another protocol major version.
     VersionMismatch(String),
+    /// The WebSocket address cannot be used.
+    BadAddress(String),
+    /// TLS could not be set up or the server's certificate is not trusted.
+    Tls(String),
+    /// The daemon refused the upgrade (HTTP `status`): a wrong, expired or revoked
+    /// token (401), an origin not allowed (403).
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The stable reason (`token_unknown`, `token_expired`, `token_revoked`, …).
+        reason: String,
+        /// The daemon's sentence.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for ConnectError {
@@ -41,11 +55,28 @@ impl std::fmt::Display for ConnectError {
                 "the keel daemon speaks protocol {v}; this client speaks {}",
                 keel_envelope::PROTOCOL_VERSION
             ),
+            ConnectError::BadAddress(why) => write!(f, "{why}"),
+            ConnectError::Tls(why) => write!(f, "TLS failed: {why}"),
+            ConnectError::Refused {
+                status,
+                reason,
+                message,
+            } => {
+                if message.is_empty() {
+                    write!(f, "the keel daemon refused the connection (HTTP {status})")
+                } else {
+                    write!(f, "the keel daemon refused the connection: {message} ({reason}, HTTP {status})")
+                }
+            }
         }
     }
 }
 
 impl std::error::Error for ConnectError {}
+
+/// A connected client: the client, the `runtime.ready` payload, and every envelope
+/// that is not a private answer, in order.
+pub type Connected = (Client, RuntimeReady, mpsc::UnboundedReceiver<Envelope>);
 
 struct Pending {
     tx: oneshot::Sender<Result<Envelope, ErrorPayload>>,
@@ -54,7 +85,7 @@ struct Pending {
 }
 
 struct Inner {
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<LinkWriter>,
     pending: Mutex<HashMap<String, Pending>>,
     counter: AtomicU64,
     prefix: String,
@@ -118,17 +149,28 @@ impl Client {
     /// client, the `runtime.ready` payload, and the stream of every envelope that is not
     /// the private answer of [`Client::query`], in order; the stream ends with the
     /// connection.
-    pub async fn connect(
-        path: &Path,
-    ) -> Result<(Client, RuntimeReady, mpsc::UnboundedReceiver<Envelope>), ConnectError> {
-        let stream = UnixStream::connect(path)
-            .await
-            .map_err(ConnectError::NotRunning)?;
-        let (read, write) = stream.into_split();
-        let mut lines = BufReader::with_capacity(64 * 1024, read).lines();
-        let first = match tokio::time::timeout(READY_WAIT, lines.next_line()).await {
+    pub async fn connect(path: &Path) -> Result<Connected, ConnectError> {
+        let (read, write) = crate::link::unix(path).await?;
+        Self::start(read, write).await
+    }
+
+    /// Connects to a daemon's remote listener (`ws://HOST:PORT`, `wss://HOST:PORT`)
+    /// with `token`; for `wss://` the certificate must chain to the Mozilla roots or to
+    /// one in the PEM file `ca`. As [`Client::connect`] otherwise: the connection gets
+    /// what the token's role and session allow.
+    pub async fn connect_remote(
+        url: &str,
+        token: &str,
+        ca: Option<&Path>,
+    ) -> Result<Connected, ConnectError> {
+        let (read, write) = crate::link::websocket(url, token, ca).await?;
+        Self::start(read, write).await
+    }
+
+    async fn start(mut lines: LinkReader, write: LinkWriter) -> Result<Connected, ConnectError> {
+        let first = match tokio::time::timeout(READY_WAIT, lines.next()).await {
             Err(_) => return Err(ConnectError::NoReady("no line in time".into())),
-            Ok(Err(e)) => return Err(ConnectError::NoReady(e.to_string())),
+            Ok(Err(e)) => return Err(ConnectError::NoReady(e)),
             Ok(Ok(None)) => return Err(ConnectError::NoReady("the connection closed".into())),
             Ok(Ok(Some(l))) => l,
         };
@@ -160,12 +202,15 @@ impl Client {
         let reader = inner.clone();
         tokio::spawn(async move {
             let mut why = "the daemon closed the connection".to_owned();
+            let mut stopped = false;
             loop {
-                let line = match lines.next_line().await {
+                let line = match lines.next().await {
                     Ok(Some(l)) => l,
                     Ok(None) => break,
                     Err(e) => {
-                        why = e.to_string();
+                        if !stopped {
+                            why = e;
+                        }
                         break;
                     }
                 };
@@ -179,6 +224,7 @@ impl Client {
                 if env.source == Source::Bridge {
                     if let Event::RuntimeStopped(s) = &env.event {
                         why = s.reason.clone();
+                        stopped = true;
                     }
                 }
                 let answered = {
@@ -272,15 +318,8 @@ impl Client {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(rid.clone(), Pending { tx, private });
-        let mut line = serde_json::to_vec(&cmd).unwrap_or_default();
-        line.push(b'\n');
-        let written = {
-            let mut w = self.inner.writer.lock().await;
-            match w.write_all(&line).await {
-                Ok(()) => w.flush().await,
-                Err(e) => Err(e),
-            }
-        };
+        let line = serde_json::to_vec(&cmd).unwrap_or_default();
+        let written = self.inner.writer.lock().await.write_line(&line).await;
         if let Err(e) = written {
             self.inner
                 .pending
@@ -299,16 +338,12 @@ impl Client {
 
     /// Writes one raw line (tests and tools).
     pub async fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
-        let mut w = self.inner.writer.lock().await;
-        w.write_all(line).await?;
-        w.write_all(b"\n").await?;
-        w.flush().await
+        self.inner.writer.lock().await.write_line(line).await
     }
 
     /// Ends the connection's input (the daemon answers with `runtime.stopped` and
     /// closes); the daemon and its sessions go on.
     pub async fn close(&self) {
-        let mut w = self.inner.writer.lock().await;
-        let _ = w.shutdown().await;
+        self.inner.writer.lock().await.close().await;
     }
 }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conn::{serve_connection, ConnectionEnd, ConnectionOptions};
 use crate::socket::{self, Bind, Listener};
+use crate::ws::RemoteListener;
 use crate::ServeError;
 
 /// How long a daemon with no connection and nothing running waits before it exits.
@@ -73,6 +74,27 @@ pub async fn run(
     options: &ServeOptions,
     stop: CancellationToken,
 ) -> StopCause {
+    run_with(kernel, listener, None, options, stop).await
+}
+
+/// The next connection of the remote listener; never, without one.
+async fn accept_remote(
+    remote: Option<&RemoteListener>,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    match remote {
+        Some(r) => r.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// As [`run`], also serving the remote listener's connections (`keel serve --listen`).
+pub async fn run_with(
+    kernel: Kernel,
+    listener: Listener,
+    remote: Option<RemoteListener>,
+    options: &ServeOptions,
+    stop: CancellationToken,
+) -> StopCause {
     let conn_stop = CancellationToken::new();
     let mut conns: JoinSet<ConnectionEnd> = JoinSet::new();
     let tick = options
@@ -96,6 +118,25 @@ pub async fn run(
                 Err(e) => {
                     // Out of descriptors and the like: wait a little instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            accepted = accept_remote(remote.as_ref()) => match accepted {
+                Ok((tcp, peer)) => {
+                    if let Some(r) = &remote {
+                        let serve = r.serve(
+                            kernel.clone(),
+                            tcp,
+                            peer,
+                            options.connection.clone(),
+                            conn_stop.child_token(),
+                        );
+                        conns.spawn(serve);
+                        tracing::info!(%peer, connections = conns.len(), "remote client connected");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "remote accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
@@ -125,6 +166,7 @@ pub async fn run(
     conn_stop.cancel();
     while conns.join_next().await.is_some() {}
     drop(listener);
+    drop(remote);
     cause
 }
 

@@ -11,28 +11,43 @@
 //! holds a session back: a connection that does not read is cut off. A connection
 //! closing never stops anything the kernel runs.
 //!
+//! With `--listen`, the same connections are also served over WebSocket (`ws.rs`,
+//! `wss://` through `tls.rs`) to remote clients holding a token (`tokens.rs`) whose
+//! role (`roles.rs`, one table) and session binding (`access.rs`) decide what they may
+//! send and receive; `settings.rs` reads the `[serve]` configuration.
+//!
 //! It owns the socket (path, directory checks, lock, stale files, bind), connections
 //! (idle timeout, last line) and the daemon's life (idle exit, signals), plus a
-//! [`Client`]. It knows nothing of agents, models or terminals.
+//! [`Client`] of either transport. It knows nothing of agents, models or terminals.
 
+mod access;
 mod client;
 mod conn;
 mod daemon;
+mod link;
+pub mod roles;
+mod settings;
 mod socket;
+pub mod tls;
+pub mod tokens;
+mod ws;
 
 use std::path::PathBuf;
 
-pub use client::{Client, ConnectError};
+pub use access::Access;
+pub use client::{Client, ConnectError, Connected};
 pub use conn::{
     serve_connection, ConnectionEnd, ConnectionOptions, CONNECTION_IDLE, QUEUE_CAPACITY,
 };
 pub use daemon::{
-    run, serve, stop_on_signals, ServeOptions, ServeOutcome, StopCause, EXIT_WHEN_IDLE,
+    run, run_with, serve, stop_on_signals, ServeOptions, ServeOutcome, StopCause, EXIT_WHEN_IDLE,
 };
+pub use settings::{ListenAddr, RemoteOptions, ServeConfig, AUTH_TIMEOUT, PING_INTERVAL};
 pub use socket::{
     answers, bind, check_directory, default_socket_path, lock_path, resolve_socket_path, Bind,
     Listener,
 };
+pub use ws::{bind_remote, RemoteListener, CLOSE_UNAUTHORIZED};
 
 /// Why a daemon could not start.
 #[derive(Debug)]
@@ -53,6 +68,15 @@ pub enum ServeError {
         /// The socket path.
         socket: PathBuf,
     },
+    /// The remote listener's address cannot be bound.
+    Listen {
+        /// The address.
+        addr: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The remote listener's certificate or key cannot be used.
+    Tls(String),
     /// A file operation failed.
     Io {
         /// What was being done.
@@ -83,6 +107,8 @@ impl std::fmt::Display for ServeError {
                 lock.display(),
                 socket.display()
             ),
+            ServeError::Listen { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            ServeError::Tls(why) => write!(f, "cannot serve wss://: {why}"),
             ServeError::Io { what, path, source } => {
                 write!(f, "cannot {what} {}: {source}", path.display())
             }

@@ -145,7 +145,7 @@ async fn background_tasks_run_report_and_stop() {
         Event::BackgroundExited(b) => {
             assert_eq!(b.task.task_id, ids[1]);
             assert_eq!(
-                (b.task.status, b.task.exit_code),
+                (b.task.status.clone(), b.task.exit_code),
                 (BackgroundStatus::Exited, Some(3))
             );
             assert_eq!(b.task.output_tail, "out");
@@ -184,7 +184,7 @@ async fn background_tasks_run_report_and_stop() {
         .event
     {
         Event::BackgroundList(l) => {
-            let st: Vec<BackgroundStatus> = l.tasks.iter().map(|t| t.status).collect();
+            let st: Vec<BackgroundStatus> = l.tasks.iter().map(|t| t.status.clone()).collect();
             assert_eq!(
                 st,
                 [
@@ -349,7 +349,7 @@ async fn background_tasks_stop_at_their_time_limit() {
         Event::BackgroundExited(b) => {
             assert_eq!(b.task.task_id, ids[0]);
             assert_eq!(
-                (b.task.status, b.task.exit_code),
+                (b.task.status.clone(), b.task.exit_code),
                 (BackgroundStatus::Stopped, None)
             );
         }

@@ -103,7 +103,7 @@ impl TestTool {
                 name,
                 format!("test tool {name}"),
                 serde_json::json!({"type": "object"}),
-                level,
+                level.clone(),
                 PlanBehavior::Allowed,
                 if level == PermissionLevel::Read {
                     ApprovalRequirement::Never
@@ -383,7 +383,7 @@ fn check_graph(g: &TaskGraph) {
         .collect();
     assert_eq!(pos.len(), g.nodes.len(), "order is a permutation");
     let done = |s: NodeStatus| matches!(s, NodeStatus::Completed | NodeStatus::Skipped);
-    let terminal = |s: NodeStatus| done(s) || s == NodeStatus::Failed;
+    let terminal = |s: NodeStatus| done(s.clone()) || s == NodeStatus::Failed;
     for (id, n) in &g.nodes {
         for d in &n.depends_on {
             assert!(pos[d.as_str()] < pos[id.as_str()], "topological order");
@@ -391,11 +391,11 @@ fn check_graph(g: &TaskGraph) {
                 n.status,
                 NodeStatus::Ready | NodeStatus::Running | NodeStatus::Completed
             ) {
-                assert!(done(g.nodes[d].status), "{id} started before {d}");
+                assert!(done(g.nodes[d].status.clone()), "{id} started before {d}");
             }
         }
     }
-    let all = !g.nodes.is_empty() && g.nodes.values().all(|n| terminal(n.status));
+    let all = !g.nodes.is_empty() && g.nodes.values().all(|n| terminal(n.status.clone()));
     assert_eq!(
         g.status != GraphStatus::Active,
         all,

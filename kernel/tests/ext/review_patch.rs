@@ -166,7 +166,7 @@ async fn host_patches_are_applied_atomically_or_refused() {
     let id = patch_id(&env);
     match &env.event {
         Event::PatchProposed(p) => {
-            let ops: Vec<PatchOp> = p.patch.files.iter().map(|f| f.op).collect();
+            let ops: Vec<PatchOp> = p.patch.files.iter().map(|f| f.op.clone()).collect();
             assert_eq!(ops, [PatchOp::Modify, PatchOp::Create, PatchOp::Delete]);
             assert_eq!(
                 (p.patch.files[0].stats.added, p.patch.files[0].stats.removed),

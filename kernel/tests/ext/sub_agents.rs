@@ -98,7 +98,8 @@ async fn random_command_sequences_keep_the_envelope_rules() {
                         NodeStatus::Completed,
                         NodeStatus::Failed,
                         NodeStatus::Skipped,
-                    ][rng.next(6) as usize];
+                    ][rng.next(6) as usize]
+                        .clone();
                     update(&id(&mut rng), s)
                 }
                 10 => CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}),

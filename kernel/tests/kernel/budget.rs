@@ -60,7 +60,7 @@ fn stopped_by(
         .budget
         .clone()
         .expect("the limit that stopped the request");
-    assert_eq!((hit.scope, hit.limit), (scope, limit));
+    assert_eq!((&hit.scope, &hit.limit), (&scope, &limit));
     assert!(hit.used >= hit.max, "{hit:?}");
     let Event::Warning(w) = &envs[n - 2].event else {
         panic!("{:?}", types(envs));
@@ -198,7 +198,7 @@ async fn a_session_budget_spans_requests_and_survives_a_restart() {
     let w = budget_warnings(&second);
     assert_eq!(w.len(), 1);
     assert_eq!(
-        (w[0].scope, w[0].used, w[0].max),
+        (w[0].scope.clone(), w[0].used, w[0].max),
         (BudgetScope::Session, 3.0, 3.0)
     );
     // The third request stops before any model call.
@@ -365,7 +365,7 @@ async fn the_wall_time_limit_stops_a_running_tool() {
     );
     assert_eq!(peek.calls.lock().unwrap().len(), 1);
     let failed = all.iter().find_map(|e| match &e.event {
-        Event::ToolCallFailed(f) => Some(f.error.code),
+        Event::ToolCallFailed(f) => Some(f.error.code.clone()),
         _ => None,
     });
     assert_eq!(failed, Some(ErrorCode::Interrupted));
@@ -537,5 +537,8 @@ async fn bad_limits_are_refused_with_the_field() {
     let Event::SessionCompleted(c) = &all.last().unwrap().event else {
         unreachable!()
     };
-    assert_eq!((c.stop_reason, c.telemetry.turns), (StopReason::EndTurn, 4));
+    assert_eq!(
+        (c.stop_reason.clone(), c.telemetry.turns),
+        (StopReason::EndTurn, 4)
+    );
 }

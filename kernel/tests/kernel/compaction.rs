@@ -239,17 +239,7 @@ async fn the_state_read_after_a_compaction_ended_is_not_the_compaction() {
         loop {
             let env = events.recv().await.unwrap();
             if env.request_id == crid && env.type_name() == "context.compaction.completed" {
-                let state = s.state();
-                match &queued {
-                    None => {
-                        assert_eq!(state.session.state, SessionState::Idle, "round {round}");
-                        assert_eq!(state.active_request_id, None, "round {round}");
-                    }
-                    Some(q) => {
-                        assert_eq!(state.session.state, SessionState::Running, "round {round}");
-                        assert_eq!(state.active_request_id.as_ref(), Some(q), "round {round}");
-                    }
-                }
+                assert_not_still_running(&s.state(), &crid, queued.as_deref(), round);
                 break;
             }
         }

@@ -566,7 +566,7 @@ async fn rust_hooks_are_set_on_the_builder() {
     let turn_stops: Vec<TurnStopReason> = all
         .iter()
         .filter_map(|e| match &e.event {
-            Event::TurnCompleted(t) => Some(t.stop_reason),
+            Event::TurnCompleted(t) => Some(t.stop_reason.clone()),
             _ => None,
         })
         .collect();

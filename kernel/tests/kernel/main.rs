@@ -139,7 +139,7 @@ fn tool(name: &str, level: PermissionLevel, plan: PlanBehavior) -> Arc<TestTool>
             name,
             format!("test tool {name}"),
             serde_json::json!({"type": "object"}),
-            level,
+            level.clone(),
             plan,
             if level == PermissionLevel::Read {
                 ApprovalRequirement::Never
@@ -301,6 +301,44 @@ fn small_window_kernel(
         .build()
         .unwrap();
     (kernel, model)
+}
+
+/// The state read just after `ended`'s terminal event, with `next` sent behind it:
+/// never still `ended`. `next` runs, is handed over to (first in the queue), or, when
+/// this reader lags behind the session on a busy machine, has ended too (so it is no
+/// longer queued); with no `next` the session is idle.
+fn assert_not_still_running(
+    state: &keel_envelope::events::SessionStateSnapshot,
+    ended: &str,
+    next: Option<&str>,
+    round: usize,
+) {
+    use keel_envelope::types::SessionState;
+    assert_ne!(
+        state.active_request_id.as_deref(),
+        Some(ended),
+        "round {round}"
+    );
+    let Some(next) = next else {
+        assert_eq!(state.session.state, SessionState::Idle, "round {round}");
+        assert_eq!(state.active_request_id, None, "round {round}");
+        return;
+    };
+    if state.session.state == SessionState::Running {
+        match state.active_request_id.as_deref() {
+            Some(active) => assert_eq!(active, next, "round {round}"),
+            None => assert_eq!(
+                state.queued_request_ids.first().map(String::as_str),
+                Some(next),
+                "round {round}"
+            ),
+        }
+    } else {
+        assert!(
+            !state.queued_request_ids.iter().any(|q| q == next),
+            "round {round}: idle with {next} still queued"
+        );
+    }
 }
 
 fn opts() -> SessionOptions {

@@ -32,7 +32,7 @@ async fn plan_mode_refuses_writes_at_the_gate_then_runs_the_approved_plan() {
     let skipped = before
         .iter()
         .find_map(|e| match &e.event {
-            Event::ToolCallSkipped(x) => Some(x.error.code),
+            Event::ToolCallSkipped(x) => Some(x.error.code.clone()),
             _ => None,
         })
         .unwrap();

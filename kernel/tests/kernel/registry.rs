@@ -141,7 +141,7 @@ async fn kernel_tool_arguments_are_decoded_before_the_gate() {
     let skipped: Vec<ErrorCode> = all
         .iter()
         .filter_map(|e| match &e.event {
-            Event::ToolCallSkipped(t) => Some(t.error.code),
+            Event::ToolCallSkipped(t) => Some(t.error.code.clone()),
             _ => None,
         })
         .collect();

@@ -139,7 +139,7 @@ async fn checkpoints_are_listed_with_the_changes_each_step_made() {
         let mut v: Vec<_> = l.checkpoints[i]
             .files_changed
             .iter()
-            .map(|c| (c.path.clone(), c.change))
+            .map(|c| (c.path.clone(), c.change.clone()))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
@@ -183,7 +183,7 @@ async fn a_rewind_to_a_request_restores_files_and_cuts_the_conversation() {
     let mut got: Vec<(String, RewindAction)> = rw
         .files
         .iter()
-        .map(|f| (f.path.clone(), f.action))
+        .map(|f| (f.path.clone(), f.action.clone()))
         .collect();
     got.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(

@@ -49,7 +49,7 @@ async fn servers_are_listed_and_their_tools_offered_to_the_model() {
     let names: Vec<(&str, &str, McpServerState)> = list
         .servers
         .iter()
-        .map(|s| (s.name.as_str(), s.origin.as_str(), s.state))
+        .map(|s| (s.name.as_str(), s.origin.as_str(), s.state.clone()))
         .collect();
     assert_eq!(
         names,
@@ -241,7 +241,7 @@ async fn a_crash_mid_call_fails_it_and_the_next_call_restarts_the_server_once() 
         .iter()
         .filter_map(|e| match &e.event {
             Event::ToolCallCompleted(c) => Some((c.tool_name.clone(), None)),
-            Event::ToolCallFailed(f) => Some((f.tool_name.clone(), Some(f.error.code))),
+            Event::ToolCallFailed(f) => Some((f.tool_name.clone(), Some(f.error.code.clone()))),
             _ => None,
         })
         .collect();

@@ -29,7 +29,7 @@ const REASONS: &[&str] = &[
 ];
 
 /// What a bad line must produce.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Expect<'a> {
     code: ErrorCode,
     reason: &'a str,

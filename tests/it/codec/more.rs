@@ -1,5 +1,7 @@
 //! More codec cases: versions, payload fields, round trips.
 
+use keel_testsupport::Rng;
+
 use super::*;
 
 #[test]
@@ -213,24 +215,6 @@ fn codec_corpus() {
 }
 
 // ---- randomised: the decoder never panics ------------------------------------------
-
-/// xorshift64*: a small deterministic generator, so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
 
 const TOKENS: &[&[u8]] = &[
     b"{",

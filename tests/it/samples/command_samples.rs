@@ -286,6 +286,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             error: None,
         }),
         CommandType::McpList => CommandPayload::McpList(c::McpListCmd {}),
+        other => panic!("no sample command for {other:?}"),
     }
 }
 

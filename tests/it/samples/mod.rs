@@ -282,6 +282,7 @@ pub fn sample_event(t: EventType) -> Event {
         }),
         EventType::RuntimeStopped => Event::RuntimeStopped(ev::RuntimeStopped {
             reason: s("shutdown"),
+            resume_from: None,
         }),
         EventType::SessionStarted => Event::SessionStarted(ev::SessionStarted {
             session_id: s(SESSION),
@@ -685,6 +686,7 @@ pub fn sample_event(t: EventType) -> Event {
             b.ended_at = Some(T0 + 4_000);
             Event::BackgroundExited(ev::BackgroundEvent { task: b })
         }
+        other => panic!("no sample event for {other:?}"),
     }
 }
 

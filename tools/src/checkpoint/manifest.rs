@@ -25,6 +25,8 @@ pub enum Unsaved {
     Special,
     /// A symbolic link whose target is not UTF-8.
     NonUtf8Link,
+    /// It kept changing while the checkpoint read it (the next one reads it again).
+    Changing,
 }
 
 impl Unsaved {
@@ -36,16 +38,19 @@ impl Unsaved {
             Unsaved::Unreadable => "could not be read when the checkpoint was taken",
             Unsaved::Special => "a special file (FIFO, socket or device)",
             Unsaved::NonUtf8Link => "a symbolic link whose target is not UTF-8",
+            Unsaved::Changing => "it was being written while the checkpoint read it",
         }
     }
 }
 
 /// What a path is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A regular file whose content is in the object store under `hash`.
     File { hash: String },
+    /// A regular file whose content is the git blob `oid` (equal to the index's when
+    /// recorded): read back from the repository, never copied.
+    Git { oid: String },
     /// A path whose content was not saved.
     Unsaved { reason: Unsaved },
     /// A symbolic link (never followed).
@@ -55,7 +60,7 @@ pub(crate) enum Kind {
 }
 
 /// The stat fields that change when a file does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Stamp {
     pub size: u64,
     pub mtime: i64,
@@ -80,21 +85,17 @@ pub(crate) fn nanos(sec: i64, nsec: i64) -> i64 {
 }
 
 /// One path of a manifest.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
-    #[serde(flatten)]
     pub kind: Kind,
     /// Permission bits (`st_mode & 0o7777`).
     pub mode: u32,
     pub stamp: Stamp,
-    /// Sequence number of the checkpoint that first saw this path in its current life;
-    /// 0 when the path became visible without being created (an ignore rule changed),
-    /// so a restore to an earlier checkpoint keeps it.
-    #[serde(default)]
-    pub born: u64,
+    /// The path became visible without being created (an ignore rule changed), so a
+    /// restore to a checkpoint that did not have it keeps it.
+    pub appeared: bool,
     /// Modified so recently when it was read that a later change could keep the same
     /// timestamp: the next scan reads it again even if its stamp is unchanged.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub racy: bool,
 }
 
@@ -119,7 +120,7 @@ impl Entry {
         match self.kind {
             Kind::Dir => 0,
             Kind::Symlink { .. } => 1,
-            Kind::File { .. } | Kind::Unsaved { .. } => 2,
+            Kind::File { .. } | Kind::Git { .. } | Kind::Unsaved { .. } => 2,
         }
     }
 }
@@ -138,6 +139,36 @@ pub(crate) fn descendants<'a, V>(
     map.range(lo..)
         .take_while(move |(k, _)| hi.as_ref().is_none_or(|h| k.as_str() < h.as_str()))
         .filter(move |(k, _)| !(skip_root && k.is_empty()))
+}
+
+/// The direct children of `dir` (`""` for the root), skipping over the contents of
+/// child directories: cost grows with the number of children (times the log of the
+/// manifest's size), not of descendants.
+pub(crate) fn children<'a>(map: &'a Manifest, dir: &str) -> Vec<(&'a String, &'a Entry)> {
+    use std::ops::Bound::{Included, Unbounded};
+    let prefix = if dir.is_empty() {
+        String::new()
+    } else {
+        format!("{dir}/")
+    };
+    let mut out = Vec::new();
+    let mut range = map.range::<String, _>((Included(prefix.clone()), Unbounded));
+    while let Some((k, e)) = range.next() {
+        if !k.starts_with(&prefix) {
+            break;
+        }
+        if k.len() == prefix.len() {
+            continue;
+        }
+        if let Some((child, _)) = k[prefix.len()..].split_once('/') {
+            // Inside a child directory: everything under `child/` sorts before
+            // `child0` (a sibling such as `child-x` sorts before `child/`).
+            range = map.range::<String, _>((Included(format!("{prefix}{child}0")), Unbounded));
+            continue;
+        }
+        out.push((k, e));
+    }
+    out
 }
 
 /// The parent of a relative path (`""` for top-level paths).
@@ -167,6 +198,31 @@ mod tests {
         let d: Vec<&str> = descendants(&m, "a").map(|(k, _)| k.as_str()).collect();
         assert_eq!(d, vec!["a/b", "a/b/c"]);
         assert_eq!(descendants(&m, "").count(), 8);
+        let mut man = Manifest::new();
+        for k in ["a", "a/b", "a/b/c", "a-b", "a.txt", "a0", "a0/x", "ab"] {
+            let kind = if k.contains('.') || k.ends_with('c') || k.ends_with('x') {
+                Kind::Unsaved {
+                    reason: Unsaved::Special,
+                }
+            } else {
+                Kind::Dir
+            };
+            let e = Entry {
+                kind,
+                mode: 0,
+                stamp: Stamp::default(),
+                appeared: false,
+                racy: false,
+            };
+            man.insert(k.to_string(), e);
+        }
+        let top: Vec<&str> = children(&man, "").iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(top, vec!["a", "a-b", "a.txt", "a0", "ab"]);
+        let under: Vec<&str> = children(&man, "a")
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(under, vec!["a/b"]);
         assert_eq!(parent_of("a/b/c"), "a/b");
         assert_eq!(parent_of("a"), "");
         assert_eq!(join("", "x"), "x");

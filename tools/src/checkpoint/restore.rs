@@ -1,8 +1,10 @@
-//! Putting the workspace back in the state of a manifest: paths created since removed,
+//! Putting the workspace back in the state of a checkpoint, path by path for the paths
+//! that differ only: paths created since removed,
 //! deleted paths recreated, modified files rewritten (atomically), modes and links
 //! restored. Never writes through a symbolic link, never outside the root, never in
 //! `.git` (no manifest holds such a path).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -10,7 +12,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::manifest::{Entry, Kind, Manifest};
+use super::git::Repo;
+use super::manifest::{parent_of, Entry, Kind, Manifest};
 use super::objects::Objects;
 use super::scan::Walker;
 
@@ -70,23 +73,70 @@ impl RestoreReport {
     }
 }
 
-/// Applies `target` (the manifest of checkpoint `target_seq`) over `current` (the
-/// workspace as just scanned).
+/// Where restored contents come from: the store, or git for files recorded by blob id.
+pub(crate) struct Contents<'a> {
+    pub objects: &'a mut Objects,
+    pub git: Option<&'a mut Repo>,
+}
+
+impl Contents<'_> {
+    fn bytes(&mut self, kind: &Kind) -> Result<Vec<u8>, String> {
+        match kind {
+            Kind::File { hash } => self
+                .objects
+                .get(hash)
+                .map_err(|e| format!("content not available: {e}")),
+            Kind::Git { oid } => match self.git.as_deref_mut() {
+                Some(g) => g
+                    .read_blob(oid)
+                    .map_err(|e| format!("content not available from git: {e}")),
+                None => Err("content not available: the git repository is gone".into()),
+            },
+            _ => Err("not a file".into()),
+        }
+    }
+}
+
+/// Applies `targets` (each differing path and its entry in the checkpoint, `None`:
+/// absent there) over `current` (the workspace as just looked at). Paths not named are
+/// the same in both and are not touched.
 pub(crate) fn apply(
     walker: &Walker,
-    target: &Manifest,
-    target_seq: u64,
+    targets: &BTreeMap<String, Option<Entry>>,
     current: &Manifest,
-    objects: &Objects,
+    contents: &mut Contents<'_>,
 ) -> RestoreReport {
     let mut report = RestoreReport::default();
 
-    // 1. Remove, deepest first, what the target does not have (created since) or has
-    //    as another type. A path that only became visible later (born 0, or before the
-    //    target) is kept.
-    for (path, cur) in current.iter().rev() {
-        let remove = match target.get(path) {
-            None => cur.born > target_seq,
+    // 1. Directories we must write into but may not: owner write and search for now;
+    //    their modes are put back last.
+    let mut opened: BTreeMap<String, u32> = BTreeMap::new();
+    for path in targets.keys() {
+        let parent = parent_of(path);
+        if parent.is_empty() || opened.contains_key(parent) {
+            continue;
+        }
+        if let Ok(meta) = fs::symlink_metadata(walker.abs(parent)) {
+            let mode = meta.permissions().mode() & 0o7777;
+            if meta.is_dir() && mode & 0o300 != 0o300 {
+                let _ = fs::set_permissions(
+                    walker.abs(parent),
+                    fs::Permissions::from_mode(mode | 0o700),
+                );
+                opened.insert(parent.to_string(), mode);
+            }
+        }
+    }
+
+    // 2. Remove, deepest first, what the target does not have (created since) or has
+    //    as another type. A path that only became visible later (an ignore rule
+    //    changed) is kept.
+    for (path, t) in targets.iter().rev() {
+        let Some(cur) = current.get(path) else {
+            continue;
+        };
+        let remove = match t {
+            None => !cur.appeared,
             Some(t) => t.type_tag() != cur.type_tag(),
         };
         if !remove {
@@ -108,11 +158,10 @@ pub(crate) fn apply(
         match result {
             Ok(()) if meta.is_dir() => {}
             Ok(()) => {
-                if target.contains_key(path) {
-                    // Replaced below by the target's type; reported then.
-                } else {
+                if t.is_none() {
                     report.done(path, RestoreAction::Removed);
                 }
+                // Else replaced below by the target's type, and reported then.
             }
             Err(e) if meta.is_dir() => report.failed(
                 path,
@@ -122,40 +171,27 @@ pub(crate) fn apply(
         }
     }
 
-    // 2. Directories we must write into but may not: owner write and search for now;
-    //    their modes are set last.
-    for (path, t) in target {
-        if !t.is_dir() {
-            continue;
-        }
-        if let Ok(meta) = fs::symlink_metadata(walker.abs(path)) {
-            let mode = meta.permissions().mode();
-            if meta.is_dir() && mode & 0o300 != 0o300 {
-                let _ = fs::set_permissions(
-                    walker.abs(path),
-                    fs::Permissions::from_mode((mode | 0o700) & 0o7777),
-                );
-            }
-        }
-    }
-
     // 3. Create and rewrite, parents first.
-    for (path, t) in target {
+    for (path, t) in targets {
+        let Some(t) = t else { continue };
         let cur = current.get(path);
-        if let Err(reason) = put_back(walker, objects, path, t, cur, &mut report) {
+        if let Err(reason) = put_back(walker, contents, path, t, cur, &mut report) {
             report.failed(path, reason);
         }
     }
 
-    // 4. Directory modes, deepest first.
-    for (path, t) in target.iter().rev() {
-        if !t.is_dir() {
-            continue;
+    // 4. Directory modes, deepest first: the target's, and the ones opened in step 1.
+    let mut modes: BTreeMap<String, u32> = opened;
+    for (path, t) in targets {
+        if let Some(t) = t.as_ref().filter(|t| t.is_dir()) {
+            modes.insert(path.clone(), t.mode);
         }
+    }
+    for (path, mode) in modes.iter().rev() {
         let abs = walker.abs(path);
         if let Ok(meta) = fs::symlink_metadata(&abs) {
-            if meta.is_dir() && meta.permissions().mode() & 0o7777 != t.mode {
-                if let Err(e) = fs::set_permissions(&abs, fs::Permissions::from_mode(t.mode)) {
+            if meta.is_dir() && meta.permissions().mode() & 0o7777 != *mode {
+                if let Err(e) = fs::set_permissions(&abs, fs::Permissions::from_mode(*mode)) {
                     report.failed(path, format!("mode not restored: {e}"));
                 }
             }
@@ -166,7 +202,7 @@ pub(crate) fn apply(
 
 fn put_back(
     walker: &Walker,
-    objects: &Objects,
+    contents: &mut Contents<'_>,
     path: &str,
     t: &Entry,
     cur: Option<&Entry>,
@@ -195,16 +231,14 @@ fn put_back(
         Kind::Unsaved { reason } => {
             return Err(format!("not saved: {}", reason.describe()));
         }
-        Kind::File { hash } => {
+        Kind::File { .. } | Kind::Git { .. } => {
             let same_bytes = cur.is_some_and(|c| c.kind == t.kind)
                 && on_disk.as_ref().is_some_and(|m| m.is_file());
             if same_bytes {
                 fs::set_permissions(&abs, fs::Permissions::from_mode(t.mode))
                     .map_err(|e| format!("mode not restored: {e}"))?;
             } else {
-                let bytes = objects
-                    .get(hash)
-                    .map_err(|e| format!("content not available: {e}"))?;
+                let bytes = contents.bytes(&t.kind)?;
                 write_file(&abs, &bytes, t.mode).map_err(|e| format!("not written: {e}"))?;
             }
             report.done(path, action);
@@ -249,7 +283,9 @@ fn write_file(abs: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         .prefix(".keel-restore-")
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_data()?;
+    // Not synced: a restore saves files as an editor does (a rename over the old
+    // file, which ext4, XFS and btrfs order after the new data); a disk sync per file
+    // would make a restore cost what the disk's latency is, times the files.
     fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode))?;
     tmp.persist(abs).map_err(|e| e.error)?;
     Ok(())

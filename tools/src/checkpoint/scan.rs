@@ -1,6 +1,7 @@
 //! Reading the workspace: the walk (`.gitignore` and `.ignore` rules, hidden files
 //! included, `.git` and the checkpoint store excluded, links never followed) and the
-//! entry of one path (stat, and for a changed file: read, classify, hash, save).
+//! entry of one path (stat, and for a changed file: read, classify, hash, save; a file
+//! that changes while it is read is read again).
 
 use std::fs::{self, File, Metadata};
 use std::io::{self, Read};
@@ -75,103 +76,159 @@ impl Walker {
     }
 }
 
-/// Inputs to [`inspect`] that do not change during one scan.
+/// Inputs to [`inspect`] and [`read_file`] that do not change during one scan.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ScanCtx {
     pub max_file_bytes: u64,
     /// A file modified at or after this instant (ns since the epoch) is racy.
     pub racy_after: i64,
-    /// The sequence number of the checkpoint being taken.
-    pub seq: u64,
+    /// `Some(sha256)` in a git work tree: a file recorded by its blob id keeps it when
+    /// its content still matches.
+    pub git: Option<bool>,
 }
 
-/// The entry of one path given its `lstat`, reusing `prev` when the stamp shows no
-/// change; a path new in its type gets `born_if_new`. A changed regular file is read, classified and, when it is saved, stored.
+/// How many times a file that changes while it is read is read again.
+const READ_TRIES: usize = 3;
+
+fn appeared(prev: Option<&Entry>, ft: &fs::FileType, appeared_if_new: bool) -> bool {
+    match prev {
+        Some(p) if same_type(p, ft) => p.appeared,
+        _ => appeared_if_new,
+    }
+}
+
+/// The entry of one path given its `lstat`, when it can be known without reading the
+/// file: a directory, a link, a special file, a file whose stamp shows no change, or
+/// one over the size limit. `None`: the file must be read ([`read_file`]).
 pub(crate) fn inspect(
     abs: &Path,
     meta: &Metadata,
     prev: Option<&Entry>,
-    born_if_new: u64,
+    appeared_if_new: bool,
     ctx: ScanCtx,
-    objects: &mut Objects,
-) -> io::Result<Entry> {
+) -> io::Result<Option<Entry>> {
     let stamp = Stamp::of(meta);
     let mode = meta.permissions().mode() & 0o7777;
     let ft = meta.file_type();
-    let born = match prev {
-        Some(p) if same_type(p, &ft) => p.born,
-        _ => born_if_new,
-    };
-    let racy = stamp.mtime >= ctx.racy_after;
     let entry = |kind: Kind| Entry {
         kind,
         mode,
         stamp,
-        born,
+        appeared: appeared(prev, &ft, appeared_if_new),
         racy: false,
     };
     if ft.is_dir() {
         // A directory's times change with its entries, which are looked at one by
         // one: only its mode matters.
         if let Some(p) = prev.filter(|p| p.is_dir() && p.mode == mode) {
-            return Ok(p.clone());
+            return Ok(Some(p.clone()));
         }
-        return Ok(entry(Kind::Dir));
+        return Ok(Some(entry(Kind::Dir)));
     }
     if ft.is_symlink() {
         let target = fs::read_link(abs)?;
-        return Ok(entry(match target.to_str() {
+        return Ok(Some(entry(match target.to_str() {
             Some(t) => Kind::Symlink {
                 target: t.to_string(),
             },
             None => Kind::Unsaved {
                 reason: Unsaved::NonUtf8Link,
             },
-        }));
+        })));
     }
     if !ft.is_file() {
-        return Ok(entry(Kind::Unsaved {
+        return Ok(Some(entry(Kind::Unsaved {
             reason: Unsaved::Special,
-        }));
+        })));
     }
     if let Some(p) = prev {
         if p.stamp == stamp && !p.racy && p.mode == mode && same_type(p, &ft) {
-            return Ok(p.clone());
+            return Ok(Some(p.clone()));
         }
     }
     if stamp.size > ctx.max_file_bytes {
-        return Ok(entry(Kind::Unsaved {
+        return Ok(Some(entry(Kind::Unsaved {
             reason: Unsaved::TooLarge,
-        }));
+        })));
     }
-    let bytes = match read_limited(abs, ctx.max_file_bytes) {
-        Ok(Some(b)) => b,
-        Ok(None) => {
-            return Ok(entry(Kind::Unsaved {
-                reason: Unsaved::TooLarge,
-            }))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
-        Err(_) => {
-            return Ok(entry(Kind::Unsaved {
-                reason: Unsaved::Unreadable,
-            }))
-        }
+    Ok(None)
+}
+
+/// Reads a changed regular file, classifies, hashes and stores it. A file that changes
+/// while it is read (its stamp before and after differ) is read again, up to
+/// [`READ_TRIES`] times, then noted as changing (the next scan reads it again).
+pub(crate) fn read_file(
+    abs: &Path,
+    meta: &Metadata,
+    prev: Option<&Entry>,
+    appeared_if_new: bool,
+    ctx: ScanCtx,
+    objects: &mut Objects,
+) -> io::Result<Entry> {
+    let mode = meta.permissions().mode() & 0o7777;
+    let appeared = appeared(prev, &meta.file_type(), appeared_if_new);
+    let entry = |kind: Kind, stamp: Stamp, racy: bool| Entry {
+        kind,
+        mode,
+        stamp,
+        appeared,
+        racy,
     };
+    let unsaved = |reason| Kind::Unsaved { reason };
+    let mut stamp = Stamp::of(meta);
+    let mut read = None;
+    for _ in 0..READ_TRIES {
+        match read_stable(abs, ctx.max_file_bytes) {
+            Ok(Got::Stable(s, bytes)) => {
+                stamp = s;
+                read = Some(bytes);
+                break;
+            }
+            Ok(Got::TooLarge(s)) => return Ok(entry(unsaved(Unsaved::TooLarge), s, false)),
+            Ok(Got::Changed(s)) => stamp = s,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+            Err(_) => return Ok(entry(unsaved(Unsaved::Unreadable), stamp, false)),
+        }
+    }
+    let Some(bytes) = read else {
+        return Ok(entry(unsaved(Unsaved::Changing), stamp, true));
+    };
+    let racy = stamp.mtime >= ctx.racy_after;
     if is_binary(&bytes) {
-        return Ok(Entry {
-            racy,
-            ..entry(Kind::Unsaved {
-                reason: Unsaved::Binary,
-            })
-        });
+        return Ok(entry(unsaved(Unsaved::Binary), stamp, racy));
+    }
+    if let (Some(sha256), Some(Kind::Git { oid })) = (ctx.git, prev.map(|p| &p.kind)) {
+        if super::git::blob_id(&bytes, sha256) == *oid {
+            return Ok(entry(Kind::Git { oid: oid.clone() }, stamp, racy));
+        }
     }
     let h = hash(&bytes);
     objects.put(&h, &bytes)?;
-    Ok(Entry {
-        racy,
-        ..entry(Kind::File { hash: h })
-    })
+    Ok(entry(Kind::File { hash: h }, stamp, racy))
+}
+
+enum Got {
+    Stable(Stamp, Vec<u8>),
+    TooLarge(Stamp),
+    Changed(Stamp),
+}
+
+/// Reads a whole file, comparing the open file's stamp before and after.
+fn read_stable(path: &Path, limit: u64) -> io::Result<Got> {
+    let file = File::open(path)?;
+    let before = Stamp::of(&file.metadata()?);
+    if before.size > limit {
+        return Ok(Got::TooLarge(before));
+    }
+    let mut buf = Vec::new();
+    (&file)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut buf)?;
+    let after = Stamp::of(&file.metadata()?);
+    if after != before || buf.len() as u64 != after.size {
+        return Ok(Got::Changed(after));
+    }
+    Ok(Got::Stable(after, buf))
 }
 
 fn same_type(e: &Entry, ft: &fs::FileType) -> bool {
@@ -184,20 +241,8 @@ fn same_type(e: &Entry, ft: &fs::FileType) -> bool {
         Kind::Unsaved {
             reason: Unsaved::Special,
         } => !ft.is_dir() && !ft.is_symlink() && !ft.is_file(),
-        Kind::File { .. } | Kind::Unsaved { .. } => ft.is_file(),
+        Kind::File { .. } | Kind::Git { .. } | Kind::Unsaved { .. } => ft.is_file(),
     }
-}
-
-/// Reads a whole file unless it is larger than `limit` (it may have grown since its
-/// stat): `Ok(None)` then.
-fn read_limited(path: &Path, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let file = File::open(path)?;
-    let mut buf = Vec::new();
-    file.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
-    if buf.len() as u64 > limit {
-        return Ok(None);
-    }
-    Ok(Some(buf))
 }
 
 /// A NUL byte, or bytes that are not UTF-8 (apart from a character cut at the end of

@@ -24,7 +24,11 @@ pub(crate) struct Drained {
 }
 
 pub(crate) struct Watcher {
+    _slot: Slot,
     ino: Inotify,
+    /// At most this many watches (below the system's own limit, for tests and for
+    /// users who cap it); past it the caller falls back to scanning.
+    limit: usize,
     by_wd: HashMap<WatchDescriptor, String>,
     by_path: HashMap<String, WatchDescriptor>,
 }
@@ -50,11 +54,44 @@ fn mask() -> AddWatchFlags {
         | AddWatchFlags::IN_DONT_FOLLOW
 }
 
+/// At most this many watchers (inotify instances) live in one process: the system
+/// allows a user few of them (128 by default, `fs.inotify.max_user_instances`), and a
+/// runtime with many open sessions must not take them all from the user's other
+/// programs. A session past the limit detects changes by scanning.
+pub const MAX_WATCHERS: usize = 32;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of the process's [`MAX_WATCHERS`] places, given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        use std::sync::atomic::Ordering;
+        LIVE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_WATCHERS).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 impl Watcher {
-    pub fn new() -> io::Result<Self> {
+    pub fn new(limit: usize) -> io::Result<Self> {
+        let slot = Slot::take().ok_or_else(|| {
+            io::Error::other(format!("{MAX_WATCHERS} watchers are live in this process"))
+        })?;
         let ino = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
         Ok(Watcher {
+            _slot: slot,
             ino,
+            limit,
             by_wd: HashMap::new(),
             by_path: HashMap::new(),
         })
@@ -68,6 +105,10 @@ impl Watcher {
         } else {
             root.join(rel)
         };
+        if !self.by_path.contains_key(rel) && self.by_path.len() >= self.limit {
+            // What the kernel answers when `max_user_watches` is reached.
+            return Err(io::Error::from_raw_os_error(nix::libc::ENOSPC));
+        }
         let wd = self.ino.add_watch(&abs, mask())?;
         if let Some(old) = self.by_wd.insert(wd, rel.to_string()) {
             if old != rel {

@@ -234,7 +234,7 @@ pub(super) fn assess_shell(args: &RunShellArgs, ws: &Path, policy: &ShellPolicy)
     }
     let mut a = Assessment::new(
         level,
-        an.risk,
+        an.risk.clone(),
         an.reason.clone(),
         "shell.execute",
         &scope,
@@ -349,12 +349,12 @@ pub(super) fn assess_custom(spec: &ToolSpec, args: &serde_json::Value) -> Assess
     );
     let scope = format!("tool:{}", spec.name);
     Assessment::new(
-        spec.level,
-        spec.risk,
+        spec.level.clone(),
+        spec.risk.clone(),
         format!(
             "runs the tool `{}` (level {})",
             spec.name,
-            spec::level_str(spec.level)
+            spec::level_str(&spec.level)
         ),
         &spec.action_type,
         &[scope.as_str()],
@@ -392,14 +392,14 @@ pub(super) fn apply_row(a: &mut Assessment, row: &ToolSpec) {
         return;
     }
     if row.level > a.level {
-        a.level = row.level;
+        a.level = row.level.clone();
     }
     if a.level == PermissionLevel::Elevated {
         a.elevated = true;
         a.needs_rule_in_auto = true;
     }
     if row.risk > a.risk {
-        a.risk = row.risk;
+        a.risk = row.risk.clone();
     }
     match row.plan {
         PlanBehavior::Allowed => a.plan_ok = true,
@@ -434,65 +434,84 @@ pub(super) fn generic_action(analysis: Analysis) -> &'static str {
 /// The analysis of one call, named by its row, then the row applied to it.
 pub(super) fn assess(input: &DecisionInput<'_>, spec: Option<&ToolSpec>) -> Assessment {
     let row = row_of(input.tool, spec);
-    let mut a = analyse(input, &row);
+    let a = analyse(input, &row);
+    refine(a, &row)
+}
+
+/// [`assess`] for arguments already decoded.
+pub(super) fn assess_decoded(
+    input: &DecisionInput<'_>,
+    args: &ToolArgs,
+    spec: Option<&ToolSpec>,
+) -> Assessment {
+    let row = row_of(input.tool, spec);
+    let a = if args.analysis() == row.analysis {
+        analyse_decoded(input, &row, args)
+    } else {
+        let tool = row.name.as_str();
+        Assessment::denied(
+            ErrorCode::ToolArgumentsInvalid,
+            row.level.clone(),
+            format!("{tool}: the arguments were decoded for another kind of tool"),
+            &row.action_type,
+            format!("{tool}:invalid"),
+        )
+    };
+    refine(a, &row)
+}
+
+/// The row applied to an analysis.
+fn refine(mut a: Assessment, row: &ToolSpec) -> Assessment {
     // The analysis may refine the action (`git.read`, `file.overwrite`); otherwise
     // the row's action stands.
     if a.action_type == generic_action(row.analysis) {
         a.action_type = row.action_type.clone();
     }
-    apply_row(&mut a, &row);
+    apply_row(&mut a, row);
     a
 }
 
+/// Decodes the JSON arguments (`null` as `{}`) into the row's shape and analyses
+/// them; arguments that do not fit are default-denied.
 pub(super) fn analyse(input: &DecisionInput<'_>, row: &ToolSpec) -> Assessment {
+    let decoded = match row.analysis {
+        Analysis::None => Ok(ToolArgs::Untyped),
+        Analysis::ReadPath => parse(input.args).map(ToolArgs::ReadFile),
+        Analysis::ListPath => parse(input.args).map(ToolArgs::ListDir),
+        Analysis::SearchPath => parse(input.args).map(ToolArgs::SearchFiles),
+        Analysis::Edit => parse(input.args).map(ToolArgs::EditFile),
+        Analysis::Write => parse(input.args).map(ToolArgs::WriteFile),
+        Analysis::Shell => parse(input.args).map(ToolArgs::RunShell),
+        Analysis::Git => parse(input.args).map(ToolArgs::Git),
+    };
+    match decoded {
+        Ok(args) => analyse_decoded(input, row, &args),
+        Err(e) => {
+            let tool = row.name.as_str();
+            Assessment::denied(
+                ErrorCode::ToolArgumentsInvalid,
+                row.level.clone(),
+                format!("{tool}: {}", e.message),
+                &row.action_type,
+                format!("{tool}:invalid"),
+            )
+        }
+    }
+}
+
+/// What the decoded arguments of a call touch, by the row's analysis.
+fn analyse_decoded(input: &DecisionInput<'_>, row: &ToolSpec, args: &ToolArgs) -> Assessment {
     let ws = input.workspace.as_path();
     let tool = row.name.as_str();
     let action = row.action_type.as_str();
-    macro_rules! args {
-        ($t:ty) => {
-            match parse::<$t>(input.args) {
-                Ok(a) => a,
-                Err(e) => {
-                    return Assessment::denied(
-                        ErrorCode::ToolArgumentsInvalid,
-                        row.level,
-                        format!("{tool}: {}", e.message),
-                        action,
-                        format!("{tool}:invalid"),
-                    )
-                }
-            }
-        };
-    }
-    match row.analysis {
-        Analysis::None => assess_custom(row, input.args),
-        Analysis::ReadPath => {
-            let a = args!(ReadFileArgs);
-            assess_read(tool, action, &a.path, ws)
-        }
-        Analysis::ListPath => {
-            let a = args!(ListDirArgs);
-            assess_read(tool, action, &a.path, ws)
-        }
-        Analysis::SearchPath => {
-            let a = args!(SearchFilesArgs);
-            assess_read(tool, action, a.path.as_deref().unwrap_or("."), ws)
-        }
-        Analysis::Edit => {
-            let a = args!(EditFileArgs);
-            assess_edit(&a, ws)
-        }
-        Analysis::Write => {
-            let a = args!(WriteFileArgs);
-            assess_write(&a, ws)
-        }
-        Analysis::Shell => {
-            let a = args!(RunShellArgs);
-            assess_shell(&a, ws, input.shell)
-        }
-        Analysis::Git => {
-            let a = args!(GitArgs);
-            assess_git(&a)
-        }
+    match args {
+        ToolArgs::Untyped => assess_custom(row, input.args),
+        ToolArgs::ReadFile(a) => assess_read(tool, action, &a.path, ws),
+        ToolArgs::ListDir(a) => assess_read(tool, action, &a.path, ws),
+        ToolArgs::SearchFiles(a) => assess_read(tool, action, a.path.as_deref().unwrap_or("."), ws),
+        ToolArgs::EditFile(a) => assess_edit(a, ws),
+        ToolArgs::WriteFile(a) => assess_write(a, ws),
+        ToolArgs::RunShell(a) => assess_shell(a, ws, input.shell),
+        ToolArgs::Git(a) => assess_git(a),
     }
 }

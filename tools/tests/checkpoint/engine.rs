@@ -17,7 +17,7 @@ fn the_watcher_looks_at_changed_paths_only_and_the_scan_at_everything() {
             racy_window: std::time::Duration::ZERO,
             ..CheckpointConfig::default()
         };
-        let mut cps = Checkpoints::open(&w.root, &w.store, config).expect("open");
+        let mut cps = Checkpoints::open(&w.root, &w.store, "s1", config).expect("open");
         cps.checkpoint("c1", json!(null)).expect("baseline");
         assert!(cps.last_stats().full);
         assert_eq!(cps.last_stats().examined, 20 * 50 + 20);
@@ -102,13 +102,15 @@ fn identical_contents_are_stored_once() {
     }
     let mut cps = w.open(false);
     cps.checkpoint("c1", json!(null)).expect("c1");
-    let packs: u64 = fs::read_dir(w.store.join("packs"))
+    let packs: Vec<u8> = fs::read_dir(cps.store_dir().join("packs"))
         .expect("packs")
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
-        .map(|e| e.metadata().expect("meta").len())
-        .sum();
-    assert_eq!(packs, "the same content\n".len() as u64);
+        .flat_map(|e| fs::read(e.path()).expect("read"))
+        .collect();
+    let needle = b"the same content\n";
+    let copies = packs.windows(needle.len()).filter(|w| w == needle).count();
+    assert_eq!(copies, 1);
 }
 
 #[test]
@@ -138,7 +140,7 @@ fn a_workspace_over_the_file_limit_is_refused() {
         max_files: 10,
         ..CheckpointConfig::default()
     };
-    let mut cps = Checkpoints::open(&w.root, &w.store, config).expect("open");
+    let mut cps = Checkpoints::open(&w.root, &w.store, "s1", config).expect("open");
     let err = cps.checkpoint("c1", json!(null)).expect_err("too many");
     assert!(matches!(err, CheckpointError::TooManyFiles { limit: 10 }));
     assert!(err.to_string().contains("more than 10"));
@@ -150,7 +152,8 @@ fn a_store_inside_the_workspace_is_not_recorded() {
     let w = ws();
     w.write("a.txt", "a\n");
     let store = w.root.join(".keel-store");
-    let mut cps = Checkpoints::open(&w.root, &store, CheckpointConfig::default()).expect("open");
+    let mut cps =
+        Checkpoints::open(&w.root, &store, "s1", CheckpointConfig::default()).expect("open");
     cps.checkpoint("c1", json!(null)).expect("c1");
     w.write("b.txt", "b\n");
     let c2 = cps.checkpoint("c2", json!(null)).expect("c2");
@@ -159,7 +162,8 @@ fn a_store_inside_the_workspace_is_not_recorded() {
         vec![("b.txt".to_string(), ChangeKind::Created)]
     );
     cps.restore("c1").expect("restore");
-    assert!(store.join("checkpoints").is_dir());
+    assert!(cps.store_dir().join("sessions/s1").is_dir());
+    assert!(cps.store_dir().starts_with(&store));
     assert_eq!(w.read("b.txt"), None);
     assert_eq!(w.read("a.txt").as_deref(), Some("a\n"));
 }
@@ -168,13 +172,14 @@ fn a_store_inside_the_workspace_is_not_recorded() {
 fn a_damaged_record_is_reported_not_skipped() {
     let w = ws();
     w.write("a.txt", "a\n");
-    {
+    let store_dir = {
         let mut cps = w.open(false);
         cps.checkpoint("c1", json!(null)).expect("c1");
-    }
-    fs::write(w.store.join("checkpoints/00000001.json"), b"{not json").expect("damage");
-    let err =
-        Checkpoints::open(&w.root, &w.store, CheckpointConfig::default()).expect_err("damaged");
+        cps.store_dir().to_path_buf()
+    };
+    fs::write(store_dir.join("sessions/s1/00000001.json"), b"{not json").expect("damage");
+    let err = Checkpoints::open(&w.root, &w.store, "s1", CheckpointConfig::default())
+        .expect_err("damaged");
     assert!(matches!(err, CheckpointError::Corrupt { .. }), "{err}");
 }
 
@@ -227,7 +232,7 @@ fn a_file_that_was_ignored_stays_when_restoring_from_before_it_showed() {
         };
         // Older than the first checkpoint by more than the racy window.
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let mut cps = Checkpoints::open(&w.root, &w.store, config).expect("open");
+        let mut cps = Checkpoints::open(&w.root, &w.store, "s1", config).expect("open");
         cps.checkpoint("c1", json!(null)).expect("c1");
         w.write(".gitignore", "");
         let c2 = cps.checkpoint("c2", json!(null)).expect("c2");

@@ -1,6 +1,8 @@
-//! Checkpoints and restore on real files in temporary directories (not git
-//! repositories): changes by shell commands, ignore rules, links, modes, binary and
-//! large files, a `.git` that stays untouched, reopening, and the watcher's cost.
+//! Checkpoints and restore on real files in temporary directories: changes by shell
+//! commands, ignore rules, links, modes, binary and large files, a `.git` that stays
+//! untouched, reopening, the watcher's cost; the store shared by sessions, pruning,
+//! real git repositories, faults (a full disk, unreadable and changing files, no
+//! inotify, a crash during garbage collection) and several processes at once.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,7 +16,11 @@ use keel_tools::checkpoint::{
 use serde_json::json;
 
 mod engine;
+mod faults;
+mod git_aware;
+mod procs;
 mod safety;
+mod shared;
 mod shell;
 
 /// A workspace and a checkpoint store beside it.
@@ -59,7 +65,7 @@ impl Ws {
             watch,
             ..CheckpointConfig::default()
         };
-        Checkpoints::open(&self.root, &self.store, config).expect("open")
+        Checkpoints::open(&self.root, &self.store, "s1", config).expect("open")
     }
 
     /// Runs a shell command in the workspace; panics when it fails.
@@ -122,4 +128,27 @@ fn changed(cp: &keel_tools::checkpoint::CheckpointInfo) -> Vec<(String, ChangeKi
         .iter()
         .map(|c| (c.path.clone(), c.change))
         .collect()
+}
+
+/// Runs this test binary again as a child playing `role` (see [`child_role`]).
+fn spawn_child(role: &str, envs: &[(&str, &str)]) -> std::process::Child {
+    let exe = std::env::current_exe().expect("current exe");
+    let mut c = Command::new(exe);
+    c.args(["--exact", "child_role", "--nocapture", "--test-threads=1"])
+        .env("KEEL_CP_CHILD", role)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.spawn().expect("spawn child")
+}
+
+/// The entry point of child processes: does nothing in a normal test run.
+#[test]
+fn child_role() {
+    let Ok(role) = std::env::var("KEEL_CP_CHILD") else {
+        return;
+    };
+    procs::run_role(&role);
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn git(root: &Path, args: &[&str]) {
+pub(super) fn git(root: &Path, args: &[&str]) {
     let out = Command::new("git")
         .args([
             "-c",
@@ -135,7 +135,7 @@ fn binary_and_large_files_are_reported_not_restorable_and_never_lost() {
         w.write("big.txt", &"x".repeat(4096));
         fs::write(w.root.join("image.bin"), [0u8, 1, 2, 3, 255]).expect("binary");
         w.write("stays-big.txt", &"y".repeat(4096));
-        let mut cps = Checkpoints::open(&w.root, &w.store, config).expect("open");
+        let mut cps = Checkpoints::open(&w.root, &w.store, "s1", config).expect("open");
         cps.checkpoint("c1", json!(null)).expect("c1");
         w.sh(
             "rm big.txt && printf '\\001\\000changed' > image.bin && echo edit >> small.txt \

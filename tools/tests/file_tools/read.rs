@@ -201,7 +201,7 @@ async fn list_dir_respects_ignores_depth_and_reports_kinds() {
     );
     let a = r.entries.iter().find(|e| e.path == "src/a.rs").expect("a");
     assert_eq!((a.size, a.depth), (3, 2));
-    assert_eq!(serde_json::to_value(a.kind).expect("kind"), "file");
+    assert_eq!(serde_json::to_value(&a.kind).expect("kind"), "file");
     assert_eq!(
         serde_json::to_value(
             r.entries
@@ -209,6 +209,7 @@ async fn list_dir_respects_ignores_depth_and_reports_kinds() {
                 .find(|e| e.path == "src")
                 .expect("src")
                 .kind
+                .clone()
         )
         .expect("kind"),
         "dir"
@@ -220,6 +221,7 @@ async fn list_dir_respects_ignores_depth_and_reports_kinds() {
                 .find(|e| e.path == "link")
                 .expect("link")
                 .kind
+                .clone()
         )
         .expect("kind"),
         "symlink"

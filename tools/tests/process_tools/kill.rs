@@ -1,54 +1,9 @@
 //! Kills at random moments of a shell command's start-up, with both cores busy: after
 //! each, `run` has returned and no process started for the call survives.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use keel_testsupport::{Busy, Rng};
 
 use super::*;
-
-/// A seeded xorshift generator: the same seed replays the same moments.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// Two threads spinning until dropped, competing with the test for the cores.
-struct Busy {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Busy {
-    fn start() -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..2)
-            .map(|_| {
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    let mut x = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
-                    }
-                })
-            })
-            .collect();
-        Self { stop, threads }
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
 
 /// `/proc/<pid>/stat` flags bit of a process that is exiting.
 const PF_EXITING: u64 = 0x4;
@@ -120,7 +75,7 @@ const NAMESPACE_ONLY: &str = "setsid env -i sleep T & sleep T";
 
 async fn stress(mode: SandboxMode, iterations: u64, seed: u64) {
     let w = ws();
-    let _busy = Busy::start();
+    let _busy = Busy::start(2);
     let mut rng = Rng(seed);
     let mut tokens = Vec::new();
     for i in 0..iterations {

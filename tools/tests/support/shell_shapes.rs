@@ -244,19 +244,19 @@ pub fn build(program: usize, compound: bool, layers: &[(u8, u8)]) -> Shape {
     Shape { program, command }
 }
 
-fn strictness(d: Decision) -> u8 {
+fn strictness(d: &Decision) -> u8 {
     match d {
         Decision::Allow => 0,
         Decision::Ask => 1,
-        Decision::Deny => 2,
+        _ => 2,
     }
 }
 
-fn risk_rank(r: RiskLevel) -> u8 {
+fn risk_rank(r: &RiskLevel) -> u8 {
     match r {
         RiskLevel::Low => 0,
         RiskLevel::Medium => 1,
-        RiskLevel::High => 2,
+        _ => 2,
     }
 }
 
@@ -291,9 +291,9 @@ pub fn verdict(ws: &Path, command: &str, mode: PermissionMode) -> Verdict {
 /// `program` alone and rated at least as high.
 pub fn check(ws: &Path, program: &str, command: &str) -> Result<(), String> {
     for mode in PermissionMode::ALL {
-        let alone = verdict(ws, program, mode);
-        let hidden = verdict(ws, command, mode);
-        if strictness(hidden.verdict.decision) < strictness(alone.verdict.decision) {
+        let alone = verdict(ws, program, mode.clone());
+        let hidden = verdict(ws, command, mode.clone());
+        if strictness(&hidden.verdict.decision) < strictness(&alone.verdict.decision) {
             return Err(format!(
                 "{:?}: `{command}` is {:?} ({}) but `{program}` alone is {:?} ({})",
                 mode,
@@ -303,7 +303,7 @@ pub fn check(ws: &Path, program: &str, command: &str) -> Result<(), String> {
                 alone.verdict.reason
             ));
         }
-        if risk_rank(hidden.verdict.risk_level) < risk_rank(alone.verdict.risk_level) {
+        if risk_rank(&hidden.verdict.risk_level) < risk_rank(&alone.verdict.risk_level) {
             return Err(format!(
                 "`{command}` is rated {:?} ({}) but `{program}` alone is {:?} ({})",
                 hidden.verdict.risk_level,

@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use keel_acp::{serve, AcpOptions};
-use keel_adapters::{build_model, Config};
+use keel_adapters::build_model;
+use keel_config::Config;
 use keel_kernel::Kernel;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -58,10 +59,28 @@ pub fn start(
     tempfile::TempDir,
     std::path::PathBuf,
 ) {
+    start_with(script, |_, _| AcpOptions {
+        max_line_bytes,
+        ..AcpOptions::default()
+    })
+}
+
+/// Like [`start`]; `prepare(dir, workspace)` writes files first and gives the
+/// server's options.
+pub fn start_with(
+    script: serde_json::Value,
+    prepare: impl FnOnce(&std::path::Path, &std::path::Path) -> AcpOptions,
+) -> (
+    Client,
+    tokio::task::JoinHandle<()>,
+    tempfile::TempDir,
+    std::path::PathBuf,
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("mkdir");
     std::fs::write(ws.join("README.md"), "hello\n").expect("write");
+    let options = prepare(dir.path(), &ws);
     let path = dir.path().join("script.json");
     std::fs::write(&path, script.to_string()).expect("write");
     let model =
@@ -74,12 +93,7 @@ pub fn start(
         .expect("kernel");
     let (client_side, agent_side) = tokio::io::duplex(1 << 20);
     let (agent_in, agent_out) = tokio::io::split(agent_side);
-    let server = tokio::spawn(serve(
-        kernel,
-        agent_in,
-        agent_out,
-        AcpOptions { max_line_bytes },
-    ));
+    let server = tokio::spawn(serve(kernel, agent_in, agent_out, options));
     let (r, w) = tokio::io::split(client_side);
     let c = Client {
         to_agent: w,

@@ -72,6 +72,7 @@ fn review_status_name(s: ReviewStatus) -> &'static str {
         ReviewStatus::Pending => "pending",
         ReviewStatus::Approved => "approved",
         ReviewStatus::Rejected => "rejected",
+        _ => "unknown",
     }
 }
 
@@ -83,6 +84,7 @@ fn node_status_name(s: NodeStatus) -> &'static str {
         NodeStatus::Completed => "completed",
         NodeStatus::Failed => "failed",
         NodeStatus::Skipped => "skipped",
+        _ => "unknown",
     }
 }
 
@@ -91,6 +93,7 @@ fn graph_status_name(s: GraphStatus) -> &'static str {
         GraphStatus::Active => "active",
         GraphStatus::Completed => "completed",
         GraphStatus::Failed => "failed",
+        _ => "unknown",
     }
 }
 
@@ -99,16 +102,18 @@ fn op_name(op: PatchOp) -> &'static str {
         PatchOp::Create => "create",
         PatchOp::Modify => "modify",
         PatchOp::Delete => "delete",
+        _ => "unknown",
     }
 }
 
 /// A review as a few lines.
 pub(crate) fn review_lines(st: Style, r: &ReviewState, blocking_now: Option<bool>) -> Vec<String> {
-    let status = review_status_name(r.status);
+    let status = review_status_name(r.status.clone());
     let painted = match r.status {
         ReviewStatus::Pending => st.yellow(status),
         ReviewStatus::Approved => st.green(status),
         ReviewStatus::Rejected => st.red(status),
+        _ => st.dim(status),
     };
     let blocking = if blocking_now.unwrap_or(r.blocking && r.status == ReviewStatus::Pending) {
         " · blocking: messages are refused until it is resolved"
@@ -167,7 +172,7 @@ pub(crate) fn patch_lines(st: Style, p: &Patch, max_diff_lines: usize) -> Vec<St
     for f in &p.files {
         out.push(format!(
             "  {} {} {} {}",
-            st.dim(op_name(f.op)),
+            st.dim(op_name(f.op.clone())),
             f.path,
             st.green(&format!("+{}", f.stats.added)),
             st.red(&format!("-{}", f.stats.removed))
@@ -186,7 +191,7 @@ pub(crate) fn graph_lines(st: Style, g: &TaskGraph) -> Vec<String> {
         "{} {} {}{}",
         st.bold("task graph"),
         g.graph_id,
-        st.dim(&format!("({})", graph_status_name(g.status))),
+        st.dim(&format!("({})", graph_status_name(g.status.clone()))),
         g.title
             .as_deref()
             .map(|t| format!(": {t}"))
@@ -202,12 +207,13 @@ pub(crate) fn graph_lines(st: Style, g: &TaskGraph) -> Vec<String> {
             .max()
             .map_or(0, |d| d + 1);
         depth.insert(id.as_str(), d);
-        let status = node_status_name(n.status);
+        let status = node_status_name(n.status.clone());
         let painted = match n.status {
             NodeStatus::Completed => st.green(status),
             NodeStatus::Failed => st.red(status),
             NodeStatus::Running | NodeStatus::Ready => st.yellow(status),
             NodeStatus::Pending | NodeStatus::Skipped => st.dim(status),
+            _ => st.dim(status),
         };
         let after = if n.depends_on.is_empty() {
             String::new()
@@ -228,6 +234,7 @@ fn sub_agent_line(st: Style, a: &SubAgentInfo) -> String {
         SubAgentStatus::Running => st.yellow("running"),
         SubAgentStatus::Completed => st.green("completed"),
         SubAgentStatus::Failed => st.red("failed"),
+        _ => st.dim(a.status.as_str()),
     };
     format!(
         "  {} [{status}] {} {}",
@@ -246,6 +253,7 @@ fn background_line(st: Style, t: &BackgroundTask) -> String {
             None => st.dim("exited"),
         },
         BackgroundStatus::Stopped => st.dim("stopped"),
+        _ => st.dim(t.status.as_str()),
     };
     format!(
         "  {} [{status}] {}",
@@ -533,7 +541,7 @@ impl Repl {
                     let status = p
                         .graph
                         .as_ref()
-                        .map_or("completed", |g| graph_status_name(g.status));
+                        .map_or("completed", |g| graph_status_name(g.status.clone()));
                     self.screen.line(&format!("task graph {status}"));
                 }
                 _ => {}

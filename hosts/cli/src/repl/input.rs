@@ -3,6 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rustyline::completion::Completer;
 use rustyline::highlight::Highlighter;
@@ -16,9 +17,12 @@ use super::slash::COMMANDS;
 /// The line editor used for the prompt and for answers to prompts.
 pub(crate) type LineEditor = Editor<CommandCompleter, FileHistory>;
 
-/// Completes slash commands and `/mode` arguments; continues lines ending with `\`.
+/// Completes slash commands (the REPL's own, then the custom commands and skills in
+/// `extra`) and `/mode` arguments; continues lines ending with `\`.
 #[derive(Debug, Default)]
-pub(crate) struct CommandCompleter;
+pub(crate) struct CommandCompleter {
+    extra: Arc<Mutex<Vec<String>>>,
+}
 
 impl Completer for CommandCompleter {
     type Candidate = String;
@@ -31,9 +35,11 @@ impl Completer for CommandCompleter {
     ) -> rustyline::Result<(usize, Vec<String>)> {
         let head = line.get(..pos).unwrap_or(line);
         if head.starts_with('/') && !head.contains(' ') {
+            let extra = self.extra.lock().map(|e| e.clone()).unwrap_or_default();
             let found = COMMANDS
                 .iter()
-                .map(|c| c.name)
+                .map(|c| c.name.to_owned())
+                .chain(extra)
                 .filter(|n| n.starts_with(head))
                 .map(|n| format!("{n} "))
                 .collect();
@@ -72,14 +78,17 @@ impl Helper for CommandCompleter {}
 
 /// Builds the editor and loads the history file (a missing or unreadable file only
 /// means an empty history).
-pub(crate) fn editor(history: Option<&Path>) -> rustyline::Result<LineEditor> {
+pub(crate) fn editor(
+    history: Option<&Path>,
+    extra: Arc<Mutex<Vec<String>>>,
+) -> rustyline::Result<LineEditor> {
     let config = Config::builder()
         .auto_add_history(false)
         .history_ignore_space(true)
         .max_history_size(2000)?
         .build();
     let mut ed: LineEditor = Editor::with_config(config)?;
-    ed.set_helper(Some(CommandCompleter));
+    ed.set_helper(Some(CommandCompleter { extra }));
     if let Some(path) = history {
         let _ = ed.load_history(path);
     }

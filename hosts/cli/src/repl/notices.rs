@@ -40,7 +40,7 @@ impl std::fmt::Debug for Notices {
 
 /// The line shown for a task that ended by itself.
 pub(crate) fn exited_line(st: Style, t: &BackgroundTask) -> String {
-    let what = match (t.status, t.exit_code) {
+    let what = match (t.status.clone(), t.exit_code) {
         (BackgroundStatus::Exited, Some(0)) => st.green("exited with code 0"),
         (BackgroundStatus::Exited, Some(c)) => st.red(&format!("exited with code {c}")),
         (BackgroundStatus::Exited, None) => {

@@ -505,6 +505,7 @@ pub(crate) fn plan(style: Style, steps: &[PlanStep]) -> String {
             StepStatus::Completed => style.dim(&format!("  [x] {}", s.title)),
             StepStatus::InProgress => style.yellow(&format!("  [~] {}", s.title)),
             StepStatus::Pending => format!("  [ ] {}", s.title),
+            _ => format!("  [?] {}", s.title),
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -514,10 +515,10 @@ pub(crate) fn plan(style: Style, steps: &[PlanStep]) -> String {
 fn budget_figure(b: &keel_envelope::budget::BudgetStatus) -> String {
     use keel_envelope::budget::{BudgetLimit, BudgetScope};
     let whose = match b.scope {
-        BudgetScope::Request => "the request's",
         BudgetScope::Session => "the session's",
+        _ => "the request's",
     };
-    let what = match b.limit {
+    let what = match &b.limit {
         BudgetLimit::ModelCalls => "model calls".to_owned(),
         BudgetLimit::Tokens => "tokens".to_owned(),
         BudgetLimit::CostUsd => {
@@ -527,6 +528,7 @@ fn budget_figure(b: &keel_envelope::budget::BudgetStatus) -> String {
         BudgetLimit::ToolCalls => {
             format!("calls of {}", b.tool_name.as_deref().unwrap_or("a tool"))
         }
+        other => other.as_str().to_owned(),
     };
     format!("{whose} {what}: {} of {}", b.used.round(), b.max.round())
 }

@@ -19,6 +19,7 @@ fn change_mark(c: FileChangeKind) -> &'static str {
         FileChangeKind::Created => "+",
         FileChangeKind::Modified => "~",
         FileChangeKind::Deleted => "-",
+        _ => "?",
     }
 }
 
@@ -69,7 +70,7 @@ impl Repl {
                     .files_changed
                     .iter()
                     .take(4)
-                    .map(|c| format!("{}{}", change_mark(c.change), c.path))
+                    .map(|c| format!("{}{}", change_mark(c.change.clone()), c.path))
                     .collect();
                 let more = p.files_changed.len().saturating_sub(4);
                 let tail = if more > 0 {
@@ -159,6 +160,7 @@ impl Repl {
                 RewindAction::Removed => "removed",
                 RewindAction::Recreated => "recreated",
                 RewindAction::Reverted => "reverted",
+                _ => f.action.as_str(),
             };
             self.screen
                 .line(&format!("  {:<10} {}", st.dim(what), f.path));

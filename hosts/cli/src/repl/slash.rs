@@ -135,6 +135,11 @@ pub(crate) const COMMANDS: &[SlashCommand] = &[
         help: "MCP servers of the session: state and tools",
     },
     SlashCommand {
+        name: "/skills",
+        args: "",
+        help: "skills and custom commands found, and files skipped",
+    },
+    SlashCommand {
         name: "/sessions",
         args: "",
         help: "list stored sessions",
@@ -226,6 +231,7 @@ fn state_name(s: SessionState) -> &'static str {
         SessionState::Running => "running",
         SessionState::WaitingApproval => "waiting for an answer",
         SessionState::Closed => "closed",
+        _ => "unknown",
     }
 }
 
@@ -267,6 +273,7 @@ impl Repl {
             "/agents" => self.agents(arg),
             "/background" => self.background(arg),
             "/mcp" => self.mcp(),
+            "/skills" => self.skills_command(),
             "/sessions" => self.sessions(),
             "/resume" => self.resume(arg),
             "/new" => self.new_session(),
@@ -275,6 +282,7 @@ impl Repl {
                     self.warn_line("could not clear the screen");
                 }
             }
+            other if self.run_custom(other, arg) => {}
             other => {
                 let close = suggestions(other);
                 let msg = if close.is_empty() {
@@ -310,6 +318,7 @@ impl Repl {
                     .line(&format!("  {:<34} {}", usage, st.dim(c.help)));
             }
         }
+        self.help_custom();
         self.screen.line(&st.bold("keys"));
         for (k, what) in [
             ("Enter", "send the message"),
@@ -457,7 +466,7 @@ impl Repl {
             ));
             return;
         };
-        match self.rt.block_on(self.session.set_mode(mode)) {
+        match self.rt.block_on(self.session.set_mode(mode.clone())) {
             Ok(rid) => {
                 let reply = self.await_reply(&rid, Duration::from_secs(5));
                 match reply.map(|e| e.event) {
@@ -650,6 +659,7 @@ impl Repl {
                     st.red("✗"),
                     format!("failed: {}", s.reason.as_deref().unwrap_or("unknown")),
                 ),
+                _ => (st.dim("?"), s.state.as_str().to_owned()),
             };
             let trust = format!("{:?}", s.trust).to_ascii_lowercase();
             self.screen.line(&format!(
@@ -690,7 +700,7 @@ impl Repl {
                 s.session_id,
                 st.dim(&format!("{:>8}", ago(now, s.updated_at))),
                 st.dim(&format!("{:<9}", s.permission_mode.as_str())),
-                st.dim(state_name(s.state)),
+                st.dim(state_name(s.state.clone())),
                 title
             );
             self.screen.line(&line);

@@ -84,12 +84,12 @@ impl Repl {
         let now = self.session.state().session;
         let started = self.rt.block_on(self.kernel.start(
             &now.workspace,
-            now.permission_mode,
+            now.permission_mode.clone(),
             &now.model,
         ));
         match started {
             Ok(opened) => {
-                let left = now.session_id;
+                let left = now.session_id.clone();
                 self.switch_to(opened);
                 self.screen.line(&format!(
                     "new session {} ({} mode, {}); the previous one is kept: /resume {left}",

@@ -473,6 +473,7 @@ impl Repl {
             StopReason::MaxTurns => self.warn_line(&render::budget_stop(p.budget.as_ref())),
             StopReason::Refusal => self.warn_line("the model refused"),
             StopReason::Error => self.error_line("the request failed"),
+            _ => self.warn_line(&format!("the request ended: {}", p.stop_reason)),
         }
         let tm = &p.telemetry;
         let parts = crate::render::telemetry_parts(tm);
@@ -595,6 +596,7 @@ impl Repl {
             RiskLevel::Low => st.green("low"),
             RiskLevel::Medium => st.yellow("medium"),
             RiskLevel::High => st.red("high"),
+            _ => st.red(p.risk_level.as_str()),
         };
         let label = tool_label(&p.tool_name, &p.arguments);
         t.labels.insert(p.tool_call_id.clone(), label.clone());
@@ -664,14 +666,14 @@ impl Repl {
                 k => k,
             };
             if let Some((_, d, _)) = choices.iter().find(|(k, _, _)| *k == key) {
-                break *d;
+                break d.clone();
             }
             self.warn_line(&format!("answer one of {keys}"));
         };
-        if let Err(e) = self
-            .rt
-            .block_on(self.session.respond_approval(&p.approval_id, decision))
-        {
+        if let Err(e) = self.rt.block_on(
+            self.session
+                .respond_approval(&p.approval_id, decision.clone()),
+        ) {
             self.error_line(&e.message);
         } else if decision == ApprovalDecision::Deny {
             self.screen.line(&st.yellow("denied"));

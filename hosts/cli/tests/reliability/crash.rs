@@ -53,11 +53,13 @@ fn world() -> World {
 
 fn bridge(w: &World, model: &str) -> Bridge {
     Bridge::start(Setup {
+        bin: KEEL,
         home: w.home.path(),
         workspace: w.ws.path(),
         model,
         max_files: None,
         extra_args: &[],
+        env: &[],
     })
 }
 

@@ -74,11 +74,13 @@ impl Fixture {
 
     fn bridge_in(&self, home: &Path) -> Bridge {
         Bridge::start(Setup {
+            bin: KEEL,
             home,
             workspace: self.ws.path(),
             model: &self.vars["quickModel"],
             max_files: None,
             extra_args: &[],
+            env: &[],
         })
     }
 

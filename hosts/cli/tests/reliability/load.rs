@@ -96,11 +96,13 @@ fn run_load(sessions: usize, requests: usize, max_files: Option<u64>) -> (usize,
     let e = env(&format!("maxOpenSessions = {}\n", sessions + 10));
     let model = script(e.home.path(), "load.json", requests_script(requests));
     let mut b = Bridge::start(Setup {
+        bin: KEEL,
         home: e.home.path(),
         workspace: e.ws.path(),
         model: &model,
         max_files,
         extra_args: &[],
+        env: &[],
     });
     let t = Instant::now();
     let mut tr = Tracker {
@@ -160,10 +162,14 @@ fn run_load(sessions: usize, requests: usize, max_files: Option<u64>) -> (usize,
     if let Some(limit) = max_files {
         eprintln!("open files of the bridge: at most {peak_files} seen (limit {limit})");
         assert!(peak_files < limit as usize);
-        // The logs kept open are bounded; the rest is the process's own (stdio, the
-        // runtime, the log file) and files a tool has open for a moment.
+        // The logs kept open and the checkpoint watchers are bounded; the rest is the
+        // process's own (stdio, the runtime, the log file) and files a tool or a
+        // checkpoint has open for a moment.
         assert!(
-            peak_files <= keel_kernel::store::DEFAULT_MAX_OPEN_LOGS + 64,
+            peak_files
+                <= keel_kernel::store::DEFAULT_MAX_OPEN_LOGS
+                    + keel_tools::checkpoint::MAX_WATCHERS
+                    + 64,
             "{peak_files} files open"
         );
     }
@@ -222,11 +228,13 @@ fn a_host_that_stops_reading_does_not_grow_the_bridge() {
         json!({"turns": [{"text": "ok"}]}),
     );
     let mut b = Bridge::start(Setup {
+        bin: KEEL,
         home: e.home.path(),
         workspace: e.ws.path(),
         model: &model,
         max_files: None,
         extra_args: &[],
+        env: &[],
     });
     b.send(&command(
         "session.start",

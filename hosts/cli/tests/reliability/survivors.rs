@@ -151,13 +151,7 @@ fn command_of(n: usize) -> (String, String) {
 
 /// A bridge on `model` with a session in `auto` mode and its request `r` sent.
 fn bridge_running(home: &Path, ws: &Path, model: &str) -> Bridge {
-    let mut b = Bridge::start(Setup {
-        home,
-        workspace: ws,
-        model,
-        max_files: None,
-        extra_args: &[],
-    });
+    let mut b = Bridge::start(Setup::new(KEEL, home, ws, model));
     b.send(&command(
         "session.start",
         "s",

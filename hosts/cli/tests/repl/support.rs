@@ -59,6 +59,17 @@ pub struct Term {
 
 impl Term {
     pub fn start(workspace: &Path, home: &Path, script: &Path, extra: &[&str]) -> Term {
+        Term::start_with_env(workspace, home, script, extra, &[])
+    }
+
+    /// Like [`Term::start`], with extra environment variables.
+    pub fn start_with_env(
+        workspace: &Path,
+        home: &Path,
+        script: &Path,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Term {
         let pty = native_pty_system();
         let pair = pty
             .openpty(PtySize {
@@ -81,6 +92,9 @@ impl Term {
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("KEEL_MODEL");
         cmd.env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().unwrap();

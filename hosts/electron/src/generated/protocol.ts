@@ -5,8 +5,13 @@ export const PROTOCOL_VERSION = "1.0";
 
 /**
  * A person's answer to an approval request.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type ApprovalDecision = "allow_once" | "allow_session" | "allow_always_project" | "allow_always_global" | "deny";
+export type ApprovalDecision = KnownApprovalDecision | (string & {});
+
+/** The values of `ApprovalDecision` this version knows. */
+export type KnownApprovalDecision = "allow_once" | "allow_session" | "allow_always_project" | "allow_always_global" | "deny";
 
 /**
  * `approval.denied`.
@@ -127,7 +132,7 @@ approvalId: string,
 /**
  * The decision.
  */
-decision: ApprovalDecision, };
+decision: KnownApprovalDecision, };
 
 /**
  * The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
@@ -267,6 +272,26 @@ export type AssistantThoughtSummary = {
 text: string, };
 
 /**
+ * The discriminator of [`AuthMessage`]: always `auth`.
+ */
+export type AuthKind = "auth";
+
+/**
+ * `{"type": "auth", "token": "keel_…"}`: the first text message of a WebSocket client
+ * that could not send `Authorization: Bearer …` with the upgrade. Its `Debug` form
+ * never shows the token.
+ */
+export type AuthMessage = { 
+/**
+ * Always `auth`.
+ */
+type: AuthKind, 
+/**
+ * The token, as `keel serve token create` printed it.
+ */
+token: string, };
+
+/**
  * `background.get` / `background.stopped` / `background.exited`.
  */
 export type BackgroundEvent = { 
@@ -322,8 +347,13 @@ export type BackgroundListCmd = Record<string, never>;
 
 /**
  * Where a background task stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type BackgroundStatus = "running" | "exited" | "stopped";
+export type BackgroundStatus = KnownBackgroundStatus | (string & {});
+
+/** The values of `BackgroundStatus` this version knows. */
+export type KnownBackgroundStatus = "running" | "exited" | "stopped";
 
 /**
  * `background.stop`.
@@ -373,8 +403,13 @@ outputTail: string, };
 
 /**
  * Which limit a figure is about (the key of [`BudgetLimits`]).
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type BudgetLimit = "modelCalls" | "tokens" | "costUsd" | "wallTimeSecs" | "toolCalls";
+export type BudgetLimit = KnownBudgetLimit | (string & {});
+
+/** The values of `BudgetLimit` this version knows. */
+export type KnownBudgetLimit = "modelCalls" | "tokens" | "costUsd" | "wallTimeSecs" | "toolCalls";
 
 /**
  * Limits of one scope (a request, or a whole session). Every field is optional.
@@ -403,8 +438,13 @@ toolCalls?: { [key in string]?: number } | null, };
 
 /**
  * Which budget a figure belongs to.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type BudgetScope = "request" | "session";
+export type BudgetScope = KnownBudgetScope | (string & {});
+
+/** The values of `BudgetScope` this version knows. */
+export type KnownBudgetScope = "request" | "session";
 
 /**
  * How much of one limit is used: the payload of `budget.warning`, and the
@@ -595,8 +635,13 @@ sequence: number, };
 
 /**
  * What the gate decided.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type Decision = "allow" | "ask" | "deny";
+export type Decision = KnownDecision | (string & {});
+
+/** The values of `Decision` this version knows. */
+export type KnownDecision = "allow" | "ask" | "deny";
 
 /**
  * Lines added and removed.
@@ -664,24 +709,45 @@ edits: Array<Edit>, };
 
 /**
  * The kind of a directory entry.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type EntryKind = "file" | "dir" | "symlink" | "other";
+export type EntryKind = KnownEntryKind | (string & {});
+
+/** The values of `EntryKind` this version knows. */
+export type KnownEntryKind = "file" | "dir" | "symlink" | "other";
 
 /**
  * Where an error belongs, so a desktop host can choose where to show it (seed 000 §4.10).
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type ErrorCategory = "bridge" | "runtime" | "business";
+export type ErrorCategory = KnownErrorCategory | (string & {});
+
+/** The values of `ErrorCategory` this version knows. */
+export type KnownErrorCategory = "bridge" | "runtime" | "business";
 
 /**
  * A stable error code. Hosts pattern-match on these; new codes may be added in
- * a minor version, so hosts must treat an unknown code as a generic error.
+ * a minor version, so hosts must treat an unknown code as a generic error (in
+ * Rust it decodes to `ErrorCode::Unknown` with the code as sent).
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type ErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND";
+export type ErrorCode = KnownErrorCode | (string & {});
+
+/** The values of `ErrorCode` this version knows. */
+export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type ErrorHint = "check_llm_config" | "network" | "quota_exceeded";
+export type ErrorHint = KnownErrorHint | (string & {});
+
+/** The values of `ErrorHint` this version knows. */
+export type KnownErrorHint = "check_llm_config" | "network" | "quota_exceeded";
 
 /**
  * The structured error payload `{code, message, retryable, details, category?, severity?, hint?}`.
@@ -718,8 +784,13 @@ hint?: ErrorHint | null, };
 
 /**
  * How a file changed after a checkpoint.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type FileChangeKind = "created" | "modified" | "deleted";
+export type FileChangeKind = KnownFileChangeKind | (string & {});
+
+/** The values of `FileChangeKind` this version knows. */
+export type KnownFileChangeKind = "created" | "modified" | "deleted";
 
 /**
  * The result of `edit_file` and `write_file`.
@@ -761,8 +832,13 @@ args?: Array<string> | null, };
 
 /**
  * Where a task graph stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type GraphStatus = "active" | "completed" | "failed";
+export type GraphStatus = KnownGraphStatus | (string & {});
+
+/** The values of `GraphStatus` this version knows. */
+export type KnownGraphStatus = "active" | "completed" | "failed";
 
 /**
  * `harness.status`.
@@ -938,7 +1014,7 @@ inputSchema: Record<string, unknown>,
  * Its permission level: `read` runs without approval (also in plan mode); the
  * others ask in `ask` mode and are refused in plan mode.
  */
-level: PermissionLevel, 
+level: KnownPermissionLevel, 
 /**
  * Overrides whether it asks (default: `never` for `read`, else `always`).
  */
@@ -1068,12 +1144,17 @@ headers?: Array<NameValue> | null,
 /**
  * How the gate treats its tools (default `ask`).
  */
-trust?: McpTrust | null, };
+trust?: KnownMcpTrust | null, };
 
 /**
  * The state of an MCP server of a session.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type McpServerState = "starting" | "ready" | "failed";
+export type McpServerState = KnownMcpServerState | (string & {});
+
+/** The values of `McpServerState` this version knows. */
+export type KnownMcpServerState = "starting" | "ready" | "failed";
 
 /**
  * One tool of an MCP server, as offered to the model.
@@ -1094,8 +1175,13 @@ description: string, };
 
 /**
  * How an MCP server's tools are treated by the permission gate.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type McpTrust = "ask" | "read";
+export type McpTrust = KnownMcpTrust | (string & {});
+
+/** The values of `McpTrust` this version knows. */
+export type KnownMcpTrust = "ask" | "read";
 
 /**
  * Optional extras of an envelope. Unknown fields are ignored on decode.
@@ -1189,8 +1275,13 @@ metadata: Record<string, unknown> | null, };
 
 /**
  * The status of a task-graph node.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type NodeStatus = "pending" | "ready" | "running" | "completed" | "failed" | "skipped";
+export type NodeStatus = KnownNodeStatus | (string & {});
+
+/** The values of `NodeStatus` this version knows. */
+export type KnownNodeStatus = "pending" | "ready" | "running" | "completed" | "failed" | "skipped";
 
 /**
  * Changes in `task-graph.update-node`.
@@ -1199,7 +1290,7 @@ export type NodeUpdates = {
 /**
  * New status.
  */
-status?: NodeStatus | null, 
+status?: KnownNodeStatus | null, 
 /**
  * New title.
  */
@@ -1328,8 +1419,13 @@ stats: DiffStats, };
 
 /**
  * What happens to a file in a patch.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type PatchOp = "create" | "modify" | "delete";
+export type PatchOp = KnownPatchOp | (string & {});
+
+/** The values of `PatchOp` this version knows. */
+export type KnownPatchOp = "create" | "modify" | "delete";
 
 /**
  * `patch.propose` (from a host).
@@ -1376,8 +1472,13 @@ removed: number, };
 
 /**
  * Where a patch stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type PatchStatus = "pending" | "applied" | "rejected";
+export type PatchStatus = KnownPatchStatus | (string & {});
+
+/** The values of `PatchStatus` this version knows. */
+export type KnownPatchStatus = "pending" | "applied" | "rejected";
 
 /**
  * `patch.summary`.
@@ -1403,13 +1504,23 @@ export type PatchSummaryCmd = Record<string, never>;
 
 /**
  * A tool's permission level (seed 002 §6.2).
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type PermissionLevel = "read" | "write" | "execute" | "elevated";
+export type PermissionLevel = KnownPermissionLevel | (string & {});
+
+/** The values of `PermissionLevel` this version knows. */
+export type KnownPermissionLevel = "read" | "write" | "execute" | "elevated";
 
 /**
  * A session's permission mode.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type PermissionMode = "ask" | "auto-edit" | "auto" | "plan";
+export type PermissionMode = KnownPermissionMode | (string & {});
+
+/** The values of `PermissionMode` this version knows. */
+export type KnownPermissionMode = "ask" | "auto-edit" | "auto" | "plan";
 
 /**
  * A plan as the session holds it.
@@ -1460,7 +1571,7 @@ planId: string,
 /**
  * The mode to continue in (default `ask`).
  */
-mode?: PermissionMode | null, };
+mode?: KnownPermissionMode | null, };
 
 /**
  * `plan.approved`.
@@ -1512,8 +1623,13 @@ planId: string, };
 
 /**
  * Where a plan stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type PlanStatus = "drafting" | "awaiting_approval" | "approved" | "rejected";
+export type PlanStatus = KnownPlanStatus | (string & {});
+
+/** The values of `PlanStatus` this version knows. */
+export type KnownPlanStatus = "drafting" | "awaiting_approval" | "approved" | "rejected";
 
 /**
  * One step of a plan.
@@ -1547,7 +1663,7 @@ title?: string | null,
 /**
  * Where it stands.
  */
-status?: StepStatus | null, };
+status?: KnownStepStatus | null, };
 
 /**
  * `plan.updated`.
@@ -1884,8 +2000,13 @@ blocking: boolean, };
 
 /**
  * Where a review stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type ReviewStatus = "pending" | "approved" | "rejected";
+export type ReviewStatus = KnownReviewStatus | (string & {});
+
+/** The values of `ReviewStatus` this version knows. */
+export type KnownReviewStatus = "pending" | "approved" | "rejected";
 
 /**
  * `review.status`.
@@ -1907,8 +2028,13 @@ checklistItem?: ChecklistUpdate | null, };
 
 /**
  * What a rewind did to a file.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type RewindAction = "removed" | "recreated" | "reverted";
+export type RewindAction = KnownRewindAction | (string & {});
+
+/** The values of `RewindAction` this version knows. */
+export type KnownRewindAction = "removed" | "recreated" | "reverted";
 
 /**
  * A file a rewind put back.
@@ -1925,8 +2051,13 @@ action: RewindAction, };
 
 /**
  * A risk level shown to the person approving.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type RiskLevel = "low" | "medium" | "high";
+export type RiskLevel = KnownRiskLevel | (string & {});
+
+/** The values of `RiskLevel` this version knows. */
+export type KnownRiskLevel = "low" | "medium" | "high";
 
 /**
  * The role of a history message.
@@ -2034,14 +2165,24 @@ export type RuntimeShutdown = Record<string, never>;
  */
 export type RuntimeStopped = { 
 /**
- * Why (`shutdown`, `eof`).
+ * Why (`shutdown`, `eof`, `too_slow`, …).
  */
-reason: string, };
+reason: string, 
+/**
+ * For a daemon connection cut off as too slow: per watched session, the last
+ * event it was sent, to watch again from (`session.watch {afterSequence}`).
+ */
+resumeFrom?: Array<SessionCursor> | null, };
 
 /**
  * The OS sandbox a shell command ran in.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type SandboxKind = "bubblewrap" | "landlock" | "none";
+export type SandboxKind = KnownSandboxKind | (string & {});
+
+/** The values of `SandboxKind` this version knows. */
+export type KnownSandboxKind = "bubblewrap" | "landlock" | "none";
 
 /**
  * `search_files {query, path?, mode, glob?, caseSensitive?, regex?, contextLines?, maxResults?}`.
@@ -2167,6 +2308,22 @@ telemetry: Telemetry,
  * The limit that stopped the request (with `stopReason: "max_turns"`).
  */
 budget?: BudgetStatus | null, };
+
+/**
+ * Where a client stands in one session's log: the session and the last event of it
+ * the client was sent (`runtime.stopped {resumeFrom}` of a connection cut off for
+ * being too slow). `cursor` is null when none was sent; `session.watch` with this
+ * cursor as `afterSequence` replays exactly what the client missed.
+ */
+export type SessionCursor = { 
+/**
+ * The session.
+ */
+sessionId: string, 
+/**
+ * The last event of the session the client was sent.
+ */
+cursor: Cursor | null, };
 
 /**
  * `session.delete`: close the session if it is open, then remove its stored files.
@@ -2453,7 +2610,7 @@ workspacePath?: string | null,
 /**
  * The permission mode (default: configuration, else `ask`).
  */
-permissionMode?: PermissionMode | null, 
+permissionMode?: KnownPermissionMode | null, 
 /**
  * The model, `provider:model` (default: configuration).
  */
@@ -2517,8 +2674,13 @@ createdAt: number, };
 
 /**
  * What a session is doing.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type SessionState = "idle" | "running" | "waiting_approval" | "closed";
+export type SessionState = KnownSessionState | (string & {});
+
+/** The values of `SessionState` this version knows. */
+export type KnownSessionState = "idle" | "running" | "waiting_approval" | "closed";
 
 /**
  * `session.state`.
@@ -2656,7 +2818,7 @@ export type SetMode = {
 /**
  * The new mode.
  */
-mode: PermissionMode, };
+mode: KnownPermissionMode, };
 
 /**
  * `session.set_model` (only while idle).
@@ -2704,8 +2866,13 @@ title: string, };
 
 /**
  * How serious an error is.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type Severity = "error" | "warning" | "info";
+export type Severity = KnownSeverity | (string & {});
+
+/** The values of `Severity` this version knows. */
+export type KnownSeverity = "error" | "warning" | "info";
 
 /**
  * `side.answered`: the answer to `request.side`, on the side request's own stream.
@@ -2718,8 +2885,13 @@ text: string, };
 
 /**
  * Who produced an event.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type Source = "runtime" | "tool" | "bridge" | "host" | "renderer" | "desktop-main" | "cli-runtime";
+export type Source = KnownSource | (string & {});
+
+/** The values of `Source` this version knows. */
+export type KnownSource = "runtime" | "tool" | "bridge" | "host" | "renderer" | "desktop-main" | "cli-runtime";
 
 /**
  * `spawn_sub_agent {task, tools?}`.
@@ -2736,13 +2908,23 @@ tools?: Array<string> | null, };
 
 /**
  * The status of a plan step.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type StepStatus = "pending" | "in_progress" | "completed";
+export type StepStatus = KnownStepStatus | (string & {});
+
+/** The values of `StepStatus` this version knows. */
+export type KnownStepStatus = "pending" | "in_progress" | "completed";
 
 /**
  * Why a request ended.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type StopReason = "end_turn" | "max_turns" | "refusal" | "error" | "interrupted";
+export type StopReason = KnownStopReason | (string & {});
+
+/** The values of `StopReason` this version knows. */
+export type KnownStopReason = "end_turn" | "max_turns" | "refusal" | "error" | "interrupted";
 
 /**
  * `sub-agent.started` / `sub-agent.completed` / `sub-agent.failed`.
@@ -2869,8 +3051,13 @@ message: string, };
 
 /**
  * Where a sub-agent stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type SubAgentStatus = "running" | "completed" | "failed";
+export type SubAgentStatus = KnownSubAgentStatus | (string & {});
+
+/** The values of `SubAgentStatus` this version knows. */
+export type KnownSubAgentStatus = "running" | "completed" | "failed";
 
 /**
  * A persistent task DAG (seed 002 §12.5).
@@ -3267,8 +3454,13 @@ index: number, };
 
 /**
  * Why one model call (a turn) of a request ended.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
  */
-export type TurnStopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | "error" | "interrupted";
+export type TurnStopReason = KnownTurnStopReason | (string & {});
+
+/** The values of `TurnStopReason` this version knows. */
+export type KnownTurnStopReason = "end_turn" | "tool_use" | "max_tokens" | "refusal" | "error" | "interrupted";
 
 /**
  * `update_plan {steps}`: steps matched by id; unknown ids are added.
@@ -3741,4 +3933,5 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "SESSION_LIMIT_REACHED",
   "TOOL_TIMEOUT",
   "HOST_TOOL_CALL_NOT_FOUND",
+  "ROLE_FORBIDDEN",
 ];

@@ -23,6 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 mod connection;
 mod multi;
+mod remote;
+mod remote_auth;
+mod remote_load;
+mod remote_roles;
+mod roles_doc;
 mod socket;
 
 /// One model turn: text pieces, then optionally a call of `poke` (needs approval).
@@ -35,6 +40,8 @@ pub struct Turn {
     /// Stream at a pace a reading client keeps up with: a 1 ms pause every this many
     /// pieces.
     pub pace: Option<usize>,
+    /// Pad each text piece to this many bytes.
+    pub width: Option<usize>,
 }
 
 pub fn say(deltas: usize) -> Turn {
@@ -72,7 +79,13 @@ impl Model for TestModel {
             .unwrap_or_else(|| say(1));
         let mut items: Vec<Result<ModelEvent, keel_kernel::model::ModelError>> = Vec::new();
         for i in 0..turn.deltas {
-            items.push(Ok(ModelEvent::TextDelta(format!("t{i} "))));
+            let mut piece = format!("t{i} ");
+            if let Some(w) = turn.width {
+                while piece.len() < w {
+                    piece.push('.');
+                }
+            }
+            items.push(Ok(ModelEvent::TextDelta(piece)));
         }
         if turn.poke {
             items.push(Ok(ModelEvent::ToolCall(ToolCallRequest {

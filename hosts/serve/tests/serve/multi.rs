@@ -320,6 +320,25 @@ async fn a_client_that_does_not_read_is_disconnected_and_the_others_go_on() {
         "{}",
         last.type_name()
     );
+    // It is told where to watch again from: the last event of the session it got.
+    let Event::RuntimeStopped(stopped) = &last.event else {
+        unreachable!()
+    };
+    let resume = stopped.resume_from.clone().unwrap();
+    let tail = got
+        .iter()
+        .rev()
+        .find(|e| e.session_id.as_deref() == Some(sid.as_str()))
+        .unwrap();
+    assert_eq!(resume.len(), 1);
+    assert_eq!(resume[0].session_id, sid);
+    assert_eq!(
+        resume[0].cursor,
+        Some(Cursor {
+            request_id: tail.request_id.clone(),
+            sequence: tail.sequence
+        })
+    );
     // The daemon and the other client go on.
     let rid = send(&a, &sid, "again").await;
     until(&mut a_rx, "completion", completed(&rid)).await;

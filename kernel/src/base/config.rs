@@ -1,0 +1,122 @@
+//! Kernel configuration.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use keel_envelope::types::{ModelInfo, PermissionMode};
+use keel_tools::policy::ShellPolicy;
+use keel_tools::SandboxConfig;
+
+pub use crate::base::hooks::{CommandHookConfig, HooksConfig};
+pub use crate::base::limits::{BudgetConfig, ModelPrice};
+
+/// The default of [`KernelConfig::max_turns`]: a guard against a model that loops,
+/// high enough never to stop a real task (see docs/configuration.md).
+pub const DEFAULT_MAX_TURNS: u32 = 1000;
+
+/// Limits and defaults of a kernel.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    /// Default workspace for `session.start` without `workspacePath`.
+    pub workspace: Option<PathBuf>,
+    /// Default permission mode of new sessions.
+    pub permission_mode: PermissionMode,
+    /// How long an approval or a question waits; `Duration::ZERO` waits forever.
+    pub approval_timeout: Duration,
+    /// Maximum model calls per request (the request budget's `modelCalls` unless
+    /// `budget.request.model_calls` is set; 0 = no limit).
+    pub max_turns: u32,
+    /// Limits of each request and of each session (model calls, tokens, cost, wall
+    /// time, calls per tool); `session.start` and `request.send` override them.
+    pub budget: BudgetConfig,
+    /// Prices per model (`provider:model`), for the cost limits.
+    pub prices: HashMap<String, ModelPrice>,
+    /// Cap on the output tokens of each model call; `None` leaves the provider's
+    /// default (`session.start` and `request.send` override it).
+    pub max_output_tokens: Option<u32>,
+    /// Command hooks (`[[hooks.PreToolUse]]`, …); a Rust host adds its own with
+    /// [`crate::KernelBuilder::hooks`].
+    pub hooks: HooksConfig,
+    /// Compaction starts when the estimated context passes this fraction of the window.
+    pub compaction_threshold: f64,
+    /// Shell whitelist and high-risk additions.
+    pub shell: ShellPolicy,
+    /// Sandbox settings for `run_shell` (foreground and background): the mode (`auto`:
+    /// bubblewrap, else Landlock, else none) and whether the network is on inside it.
+    /// `require_sandbox` is set per call (in the `auto` permission mode).
+    pub sandbox: SandboxConfig,
+    /// Models offered to hosts.
+    pub available_models: Vec<ModelInfo>,
+    /// Extra system-prompt text placed before the project instructions.
+    pub system_prompt: Option<String>,
+    /// Capacity of each subscriber's channel (backpressure beyond it).
+    pub channel_capacity: usize,
+    /// Whether new sessions propose edits as patches instead of writing them.
+    pub patch_preview: bool,
+    /// Whether sessions checkpoint their workspace before each request and each tool
+    /// call that may change files (for `session.rewind` and `session.fork`).
+    pub checkpoints: bool,
+    /// Where checkpoints are kept: one store per workspace under it, shared by the
+    /// workspace's sessions (`keel_tools::checkpoint::CheckpointHome`). Default:
+    /// `checkpoints/` beside the sessions of a store the builder makes from a
+    /// directory; else `checkpoints/` in each session's directory of a store that
+    /// keeps files.
+    pub checkpoint_dir: Option<PathBuf>,
+    /// How long an open session may do nothing before it is dropped from memory (and
+    /// reloaded from its log by the next command naming it); `None`: never.
+    pub idle_unload_after: Option<Duration>,
+    /// Whether the file store syncs every event to the disk before delivering it
+    /// (survives a power loss; one disk sync per event). Off: logs are synced when
+    /// their session closes and at shutdown. Applies to the store the builder makes
+    /// (`store_dir` or the default); a store given with `store` decides for itself.
+    pub fsync_each_event: bool,
+    /// Maximum number of sessions open at once in this kernel (started or resumed and
+    /// not closed); beyond it `session.start` and `session.resume` are refused with
+    /// `SESSION_LIMIT_REACHED`. `0` means no limit.
+    pub max_open_sessions: usize,
+    /// MCP servers every session starts with (the configuration file's `mcpServers`).
+    pub mcp_servers: Vec<crate::base::mcp_config::McpServerConfig>,
+    /// How long an MCP server may take to start (spawn, handshake, tool list).
+    pub mcp_startup_timeout: Duration,
+    /// How long one MCP tool call may run before it is cancelled; `Duration::ZERO`:
+    /// no limit.
+    pub mcp_call_timeout: Duration,
+    /// How long the kernel waits for the host to answer a host-tool call;
+    /// `Duration::ZERO` waits forever.
+    pub host_tool_timeout: Duration,
+}
+
+/// Default of [`KernelConfig::max_open_sessions`].
+pub const DEFAULT_MAX_OPEN_SESSIONS: usize = 1000;
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        Self {
+            workspace: None,
+            permission_mode: PermissionMode::Ask,
+            approval_timeout: Duration::from_secs(60),
+            max_turns: DEFAULT_MAX_TURNS,
+            budget: BudgetConfig::default(),
+            prices: HashMap::new(),
+            max_output_tokens: None,
+            hooks: HooksConfig::default(),
+            compaction_threshold: 0.8,
+            shell: ShellPolicy::default(),
+            sandbox: SandboxConfig::default(),
+            available_models: Vec::new(),
+            system_prompt: None,
+            channel_capacity: 1024,
+            patch_preview: false,
+            checkpoints: true,
+            checkpoint_dir: None,
+            idle_unload_after: Some(Duration::from_secs(30 * 60)),
+            fsync_each_event: false,
+            max_open_sessions: DEFAULT_MAX_OPEN_SESSIONS,
+            mcp_servers: Vec::new(),
+            mcp_startup_timeout: Duration::from_secs(30),
+            mcp_call_timeout: Duration::from_secs(120),
+            host_tool_timeout: Duration::from_secs(60),
+        }
+    }
+}

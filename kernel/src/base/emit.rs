@@ -1,0 +1,509 @@
+//! Turning events into envelopes and delivering them: ids, timestamps, the sequence
+//! rule, append-before-deliver, and delivery to subscribers.
+//!
+//! Two kinds of subscriber:
+//! - a *follower* (`Kernel::subscribe`, `SessionHandle::subscribe`) gets every event,
+//!   or every event of one session, through a bounded channel; sending waits when the
+//!   channel is full, so a slow host slows the session down instead of growing memory;
+//! - a *watcher* (`Kernel::watcher`, one per client connection of a daemon) gets the
+//!   answers to its own commands and the events of the sessions it watches; delivery
+//!   never waits, and a watcher whose queue holds `capacity` undelivered live events is
+//!   cut off ([`WatchEnd::Overflow`]) so one slow client cannot stall a session.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use keel_envelope::ids::{Clock, IdGen, IdKind};
+use keel_envelope::{Envelope, Event, Meta, Sequencer, Source};
+use tokio::sync::mpsc;
+
+use crate::base::store::Store;
+
+/// How many of a watcher's own request ids are remembered (the oldest are forgotten).
+pub(crate) const WATCH_REQUEST_MEMORY: usize = 4096;
+
+/// Why a watcher's stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEnd {
+    /// `capacity` live events were waiting to be read: the reader is too slow, and
+    /// was cut off instead of holding the session back.
+    Overflow {
+        /// The queue limit that was reached.
+        capacity: usize,
+    },
+    /// The watcher was closed by its owner.
+    Closed,
+}
+
+/// One item of a watcher's queue; `live` items count against its capacity (replayed
+/// ones do not: their number is bounded by the session's log).
+#[derive(Debug)]
+pub(crate) struct WatchItem {
+    pub(crate) env: Envelope,
+    pub(crate) live: bool,
+}
+
+#[derive(Debug)]
+struct WatchState {
+    sessions: HashSet<String>,
+    requests: HashSet<String>,
+    order: VecDeque<String>,
+    tx: Option<mpsc::UnboundedSender<WatchItem>>,
+    end: Option<WatchEnd>,
+}
+
+impl WatchState {
+    fn owns(&self, request_id: &str) -> bool {
+        self.requests.contains(request_id)
+    }
+
+    fn wants(&self, env: &Envelope) -> bool {
+        if self.owns(&env.request_id) || env.reply_to().is_some_and(|r| self.owns(r)) {
+            return true;
+        }
+        // Another client's watch answers are about its view, not the session.
+        if matches!(
+            env.event,
+            Event::SessionWatched(_) | Event::SessionUnwatched(_)
+        ) {
+            return false;
+        }
+        env.session_id
+            .as_ref()
+            .is_some_and(|s| self.sessions.contains(s))
+    }
+}
+
+/// The shared state of one watcher: what it follows and its queue.
+#[derive(Debug)]
+pub(crate) struct WatchShared {
+    state: Mutex<WatchState>,
+    /// Live events queued and not yet read.
+    queued: AtomicUsize,
+    capacity: usize,
+    /// Cancelled when delivery stops (cut off, closed, reader gone).
+    ended: tokio_util::sync::CancellationToken,
+}
+
+impl WatchShared {
+    pub(crate) fn new(capacity: usize) -> (Arc<Self>, mpsc::UnboundedReceiver<WatchItem>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Self {
+            state: Mutex::new(WatchState {
+                sessions: HashSet::new(),
+                requests: HashSet::new(),
+                order: VecDeque::new(),
+                tx: Some(tx),
+                end: None,
+            }),
+            queued: AtomicUsize::new(0),
+            capacity: capacity.max(1),
+            ended: tokio_util::sync::CancellationToken::new(),
+        });
+        (shared, rx)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, WatchState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers a request id of the owner's commands, so their answers reach it.
+    pub(crate) fn track(&self, request_id: &str) {
+        let mut st = self.state();
+        if st.requests.insert(request_id.to_owned()) {
+            st.order.push_back(request_id.to_owned());
+            while st.order.len() > WATCH_REQUEST_MEMORY {
+                if let Some(old) = st.order.pop_front() {
+                    st.requests.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn sessions(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.state().sessions.iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub(crate) fn end(&self) -> Option<WatchEnd> {
+        self.state().end
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.state().tx.is_none()
+    }
+
+    pub(crate) fn ended(&self) -> tokio_util::sync::CancellationToken {
+        self.ended.clone()
+    }
+
+    /// Stops delivery; what is queued can still be read.
+    pub(crate) fn close(&self, why: WatchEnd) {
+        let mut st = self.state();
+        if st.tx.take().is_some() {
+            st.end = Some(why);
+        }
+        self.ended.cancel();
+    }
+
+    pub(crate) fn read_one(&self, item: &WatchItem) {
+        if item.live {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    fn push(&self, st: &mut WatchState, env: &Envelope, live: bool) {
+        let Some(tx) = &st.tx else { return };
+        if live {
+            if self.queued.load(Ordering::Acquire) >= self.capacity {
+                st.tx = None;
+                st.end = Some(WatchEnd::Overflow {
+                    capacity: self.capacity,
+                });
+                self.ended.cancel();
+                return;
+            }
+            self.queued.fetch_add(1, Ordering::AcqRel);
+        }
+        if tx
+            .send(WatchItem {
+                env: env.clone(),
+                live,
+            })
+            .is_err()
+        {
+            // The reader is gone.
+            st.tx = None;
+            self.ended.cancel();
+            if live {
+                self.queued.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Offers a live event: queued when wanted. The answer to the owner's
+    /// `session.start`, `session.resume`, `session.watch` or `session.fork` makes it
+    /// watch that session (the fork's, for `session.forked`) from this very event on; `session.unwatched` (its own) and
+    /// `session.closed` stop the watch after this event.
+    fn offer(&self, env: &Envelope) {
+        let mut st = self.state();
+        if st.tx.is_none() {
+            return;
+        }
+        if let Some(sid) = &env.session_id {
+            if st.owns(&env.request_id)
+                && matches!(
+                    env.event,
+                    Event::SessionStarted(_)
+                        | Event::SessionResumed(_)
+                        | Event::SessionWatched(_)
+                        | Event::SessionForked(_)
+                )
+            {
+                st.sessions.insert(sid.clone());
+            }
+        }
+        if !st.wants(env) {
+            return;
+        }
+        self.push(&mut st, env, true);
+        match &env.event {
+            Event::SessionUnwatched(p) if st.owns(&env.request_id) => {
+                st.sessions.remove(&p.session_id);
+            }
+            Event::SessionClosed(_) => {
+                if let Some(sid) = &env.session_id {
+                    st.sessions.remove(sid);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Offers a replayed event meant for the command `for_request`.
+    fn offer_replay(&self, env: &Envelope, for_request: &str) {
+        let mut st = self.state();
+        if st.owns(for_request) {
+            self.push(&mut st, env, false);
+        }
+    }
+
+    /// Queues an envelope for this watcher alone (a transport's own answer).
+    pub(crate) fn publish(&self, env: &Envelope) {
+        let mut st = self.state();
+        self.push(&mut st, env, true);
+    }
+}
+
+#[derive(Debug)]
+enum Subscriber {
+    /// Every event (`session: None`) or one session's, with backpressure.
+    Follow {
+        session: Option<String>,
+        tx: mpsc::Sender<Envelope>,
+    },
+    /// A client connection's filter, without backpressure.
+    Watch(Arc<WatchShared>),
+}
+
+impl Subscriber {
+    fn is_closed(&self) -> bool {
+        match self {
+            Subscriber::Follow { tx, .. } => tx.is_closed(),
+            Subscriber::Watch(w) => w.is_closed(),
+        }
+    }
+}
+
+/// Delivers envelopes to subscribers.
+#[derive(Debug, Default)]
+pub(crate) struct Hub {
+    subs: Mutex<Vec<Subscriber>>,
+}
+
+impl Hub {
+    fn subs(&self) -> std::sync::MutexGuard<'_, Vec<Subscriber>> {
+        self.subs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn subscribe(
+        &self,
+        session: Option<String>,
+        capacity: usize,
+    ) -> mpsc::Receiver<Envelope> {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        self.subs().push(Subscriber::Follow { session, tx });
+        rx
+    }
+
+    pub(crate) fn watch(
+        &self,
+        capacity: usize,
+    ) -> (Arc<WatchShared>, mpsc::UnboundedReceiver<WatchItem>) {
+        let (shared, rx) = WatchShared::new(capacity);
+        self.subs().push(Subscriber::Watch(shared.clone()));
+        (shared, rx)
+    }
+
+    /// Delivers a live envelope to every subscriber that wants it.
+    pub(crate) async fn deliver(&self, env: &Envelope) {
+        self.deliver_inner(env, None).await;
+    }
+
+    /// Delivers a replayed envelope: to followers as any other, to watchers only when
+    /// they sent `for_request` (the command that asked for the replay).
+    pub(crate) async fn deliver_replay(&self, env: &Envelope, for_request: &str) {
+        self.deliver_inner(env, Some(for_request)).await;
+    }
+
+    async fn deliver_inner(&self, env: &Envelope, replay_for: Option<&str>) {
+        let targets: Vec<mpsc::Sender<Envelope>> = {
+            let mut subs = self.subs();
+            subs.retain(|s| !s.is_closed());
+            let mut targets = Vec::new();
+            for s in subs.iter() {
+                match s {
+                    Subscriber::Follow { session, tx } => {
+                        if session.is_none() || session.as_deref() == env.session_id.as_deref() {
+                            targets.push(tx.clone());
+                        }
+                    }
+                    Subscriber::Watch(w) => match replay_for {
+                        None => w.offer(env),
+                        Some(r) => w.offer_replay(env, r),
+                    },
+                }
+            }
+            targets
+        };
+        for tx in targets {
+            // A closed receiver just means that subscriber left.
+            let _ = tx.send(env.clone()).await;
+        }
+    }
+}
+
+/// Shared services for emitting.
+#[derive(Debug, Clone)]
+pub(crate) struct EmitCtx {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ids: Arc<dyn IdGen>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) store: Arc<dyn Store>,
+}
+
+/// Emits the events of one session (or of the kernel itself when `session_id` is
+/// `None`). One emitter per session keeps the session's events in order.
+#[derive(Debug)]
+pub(crate) struct Emitter {
+    ctx: EmitCtx,
+    session_id: Option<String>,
+    sequencer: tokio::sync::Mutex<Sequencer>,
+    persist: bool,
+}
+
+/// An emitter held exclusively: nothing else of its session is emitted (appended or
+/// delivered) until it is dropped, so reading the log and emitting under one guard is
+/// atomic with respect to the session's event stream.
+#[derive(Debug)]
+pub(crate) struct EmitGuard<'a> {
+    em: &'a Emitter,
+    seq: tokio::sync::MutexGuard<'a, Sequencer>,
+}
+
+impl Emitter {
+    pub(crate) fn new(
+        ctx: EmitCtx,
+        session_id: Option<String>,
+        persist: bool,
+        sequencer: Sequencer,
+    ) -> Self {
+        Self {
+            ctx,
+            session_id,
+            sequencer: tokio::sync::Mutex::new(sequencer),
+            persist,
+        }
+    }
+
+    /// Takes the emitter exclusively.
+    pub(crate) async fn lock(&self) -> EmitGuard<'_> {
+        EmitGuard {
+            em: self,
+            seq: self.sequencer.lock().await,
+        }
+    }
+
+    /// Emits one event on `request_id`'s stream.
+    pub(crate) async fn emit(&self, request_id: &str, event: Event) -> Envelope {
+        self.lock().await.emit(request_id, event).await
+    }
+
+    /// Emits one event answering command `reply_to` on `request_id`'s stream.
+    pub(crate) async fn emit_reply(
+        &self,
+        request_id: &str,
+        reply_to: Option<&str>,
+        event: Event,
+    ) -> Envelope {
+        let meta = reply_to.filter(|r| *r != request_id).map(|r| Meta {
+            reply_to: Some(r.to_owned()),
+            ..Meta::default()
+        });
+        self.emit_with(request_id, event, Source::Runtime, meta)
+            .await
+    }
+
+    /// Emits on behalf of a session this emitter does not own (kernel-level answers
+    /// about unknown sessions); never logged.
+    pub(crate) async fn emit_as(
+        &self,
+        session_id: Option<String>,
+        request_id: &str,
+        event: Event,
+    ) -> Envelope {
+        let mut g = self.lock().await;
+        let env = g.envelope(session_id, request_id, event, Source::Runtime, None);
+        self.ctx.hub.deliver(&env).await;
+        env
+    }
+
+    /// Emits with an explicit source and meta.
+    pub(crate) async fn emit_with(
+        &self,
+        request_id: &str,
+        event: Event,
+        source: Source,
+        meta: Option<Meta>,
+    ) -> Envelope {
+        self.lock()
+            .await
+            .emit_with(request_id, event, source, meta)
+            .await
+    }
+}
+
+impl EmitGuard<'_> {
+    fn envelope(
+        &mut self,
+        session_id: Option<String>,
+        request_id: &str,
+        event: Event,
+        source: Source,
+        meta: Option<Meta>,
+    ) -> Envelope {
+        Envelope {
+            version: keel_envelope::PROTOCOL_VERSION.to_owned(),
+            session_id,
+            request_id: request_id.to_owned(),
+            event_id: self.em.ctx.ids.next_id(IdKind::Event),
+            timestamp: self.em.ctx.clock.now_ms(),
+            source,
+            sequence: self.seq.next(request_id),
+            event,
+            meta: meta.filter(|m| !m.is_empty()),
+        }
+    }
+
+    /// Emits one event on `request_id`'s stream.
+    pub(crate) async fn emit(&mut self, request_id: &str, event: Event) -> Envelope {
+        self.emit_with(request_id, event, Source::Runtime, None)
+            .await
+    }
+
+    /// Emits an event that is about a client's view of the session rather than the
+    /// session itself (`session.watched`, `session.unwatched`): delivered in order with
+    /// the session's events, never logged.
+    pub(crate) async fn emit_unlogged(&mut self, request_id: &str, event: Event) -> Envelope {
+        let sid = self.em.session_id.clone();
+        let env = self.envelope(sid, request_id, event, Source::Runtime, None);
+        self.em.ctx.hub.deliver(&env).await;
+        env
+    }
+
+    /// Emits with an explicit source and meta. The event is appended to the session's
+    /// log before it is delivered.
+    pub(crate) async fn emit_with(
+        &mut self,
+        request_id: &str,
+        event: Event,
+        source: Source,
+        meta: Option<Meta>,
+    ) -> Envelope {
+        let sid = self.em.session_id.clone();
+        let env = self.envelope(sid, request_id, event, source, meta);
+        if self.em.persist {
+            if let Some(sid) = &self.em.session_id {
+                if let Err(e) = self.em.ctx.store.append(sid, &env) {
+                    // The event is still delivered; the host learns that persistence failed.
+                    let warning = Envelope {
+                        sequence: self.seq.next(request_id),
+                        event_id: self.em.ctx.ids.next_id(IdKind::Event),
+                        event: Event::Warning(e),
+                        meta: None,
+                        ..env.clone()
+                    };
+                    self.em.ctx.hub.deliver(&env).await;
+                    self.em.ctx.hub.deliver(&warning).await;
+                    return env;
+                }
+            }
+        }
+        self.em.ctx.hub.deliver(&env).await;
+        env
+    }
+
+    /// Delivers already-logged envelopes again, marked `meta.replay`, without logging
+    /// them: to followers, and to the watcher that sent `for_request`.
+    pub(crate) async fn replay(&mut self, for_request: &str, events: &[Envelope]) {
+        for env in events {
+            let mut env = env.clone();
+            let mut meta = env.meta.take().unwrap_or_default();
+            meta.replay = Some(true);
+            env.meta = Some(meta);
+            self.em.ctx.hub.deliver_replay(&env, for_request).await;
+        }
+    }
+}

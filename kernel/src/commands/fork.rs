@@ -1,0 +1,133 @@
+//! `session.fork`: a new session with the parent's history up to a request (and, with
+//! `files`, the workspace put back to that point), the parent's review, patches, task
+//! graph, budget limits, host tools and MCP servers.
+
+use std::sync::Arc;
+
+use keel_envelope::commands::SessionFork;
+use keel_envelope::events::SessionForked;
+use keel_envelope::host::McpServerSpec;
+use keel_envelope::ids::IdKind;
+use keel_envelope::{ErrorPayload, Event, Sequencer};
+
+use super::lifecycle::start_mcp;
+use super::{invalid, refuse_while_running, Cx};
+use crate::base::limits::{fork_extension, EXT_KEY};
+use crate::base::mcp_config::from_specs;
+use crate::session::checkpoints::{marks, restore_files};
+use crate::session::{closed, Data, Session};
+
+/// Extension keys a fork copies (the plan, rules and mode are in the state itself).
+const FORK_COPIES: &[&str] = &["review", "patches", "taskGraph"];
+
+/// `session.fork`.
+pub(crate) async fn fork(
+    cx: &Cx<'_>,
+    parent: &Arc<Session>,
+    p: &SessionFork,
+) -> Result<(), ErrorPayload> {
+    open_fork(cx, parent, p, &[]).await.map(|_| ())
+}
+
+/// A new session with `parent`'s history up to `atRequestId` (also its workspace,
+/// with `files`), its host tools and MCP servers; `mcp_servers` come first.
+pub(crate) async fn open_fork(
+    cx: &Cx<'_>,
+    parent: &Arc<Session>,
+    p: &SessionFork,
+    mcp_servers: &[McpServerSpec],
+) -> Result<Arc<Session>, ErrorPayload> {
+    let (services, rid) = (cx.services, cx.rid);
+    // The servers given with the fork are checked before anything is done.
+    let given = from_specs(mcp_servers)?;
+    let files = p.files.unwrap_or(false);
+    if files && p.at_request_id.is_none() {
+        return Err(invalid(
+            "`files: true` needs `atRequestId` (the point to restore the workspace to)",
+            "payload.atRequestId",
+        ));
+    }
+    if parent.data().state.closed {
+        return Err(closed());
+    }
+    // The point of the cut: before `atRequestId`, or before the running request.
+    let running = parent.data().active.as_ref().map(|a| a.id.clone());
+    let at = p.at_request_id.clone().or(running.clone());
+    let cut = match &at {
+        None => None,
+        Some(r) => Some(
+            marks(parent)
+                .iter()
+                .find(|m| &m.request_id == r)
+                .map(|m| m.history_len)
+                .ok_or_else(|| {
+                    invalid(
+                        &format!("no request {r:?} in this session"),
+                        "payload.atRequestId",
+                    )
+                })?,
+        ),
+    };
+    if files {
+        if let Some(e) = refuse_while_running(parent, "a fork with `files: true`") {
+            return Err(e);
+        }
+        let r = p.at_request_id.clone().unwrap_or_default();
+        restore_files(parent, r).await?;
+    }
+    let id = services.next_id(IdKind::Session);
+    let now = services.now();
+    let admission = cx.open.admit()?;
+    let mut state = {
+        let mut d = parent.data();
+        let Data { state, ext, .. } = &mut *d;
+        ext.save(&mut state.extensions);
+        state.clone()
+    };
+    state.session_id = id.clone();
+    state.created_at = now;
+    state.updated_at = now;
+    state.closed = false;
+    if let Some(len) = cut {
+        state.history.truncate(len);
+    }
+    state
+        .request_marks
+        .retain(|m| cut.is_none_or(|c| m.history_len < c));
+    let budget = fork_extension(&state.extensions);
+    state
+        .extensions
+        .retain(|k, _| FORK_COPIES.contains(&k.as_str()));
+    if let Some(b) = budget {
+        state.extensions.insert(EXT_KEY.to_owned(), b);
+    }
+    let model = services.model_or_default(&state.model)?;
+    services.store().save_state(&state)?;
+    let session = Session::new(services.clone(), state, model, Sequencer::new());
+    // The parent's host tools (they were accepted beside the same kernel tools).
+    session
+        .tools
+        .set_host(services.registry(), parent.tools.host_entries())?;
+    let session = admission.insert(&id, session);
+    session
+        .emitter
+        .emit(
+            rid,
+            Event::SessionForked(SessionForked {
+                session_id: id,
+                parent_session_id: parent.id.clone(),
+                at_request_id: at,
+            }),
+        )
+        .await;
+    // The same MCP servers: those given with the fork, the parent's own (one of the
+    // same name as a given one is left out), then the configured ones.
+    let mut servers = given;
+    for s in parent.mcp.session_configs() {
+        if !servers.iter().any(|g| g.name == s.name) {
+            servers.push(s);
+        }
+    }
+    start_mcp(cx, &session, servers);
+    Ok(session)
+}

@@ -1,0 +1,137 @@
+//! The turn engine: one model call streamed to its end, collecting the text, the tool
+//! calls, the usage and how it finished. The main loop, sub-agents and compaction all
+//! call the model through [`stream`]; only what they echo to the host differs.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use keel_envelope::events::{AssistantDelta, AssistantThoughtSummary};
+use keel_envelope::types::Usage;
+use keel_envelope::{ErrorPayload, Event};
+use tokio_util::sync::CancellationToken;
+
+use crate::base::model::{FinishReason, Model, ModelEvent, ModelRequest, ToolCallRequest};
+use crate::base::probe::Point;
+use crate::session::Session;
+
+/// How a model call ended.
+#[derive(Debug)]
+pub(crate) enum TurnEnd {
+    /// The stream ended (`Finished`, or simply ran out).
+    Finished(Option<FinishReason>),
+    /// The call failed.
+    Failed(ErrorPayload),
+    /// The request's token fired.
+    Interrupted,
+}
+
+/// What one model call produced.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    pub(crate) text: String,
+    pub(crate) calls: Vec<ToolCallRequest>,
+    pub(crate) usage: Usage,
+    pub(crate) end: TurnEnd,
+}
+
+/// What the host sees of a turn.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Echo<'a> {
+    pub(crate) session: &'a Session,
+    /// The stream that carries the turn's events.
+    pub(crate) rid: &'a str,
+    /// Whether text and thought deltas are emitted (the main loop) or only collected
+    /// (sub-agents, compaction). Retry warnings are always emitted.
+    pub(crate) deltas: bool,
+}
+
+/// Streams one model call to its end.
+pub(crate) async fn stream(
+    model: &Arc<dyn Model>,
+    request: ModelRequest,
+    cancel: &CancellationToken,
+    echo: Echo<'_>,
+) -> Turn {
+    let mut turn = Turn {
+        text: String::new(),
+        calls: Vec::new(),
+        usage: Usage::default(),
+        end: TurnEnd::Finished(None),
+    };
+    if cancel.is_cancelled() {
+        turn.end = TurnEnd::Interrupted;
+        return turn;
+    }
+    let mut stream = model.stream(request, cancel.child_token());
+    let mut first = true;
+    loop {
+        let item = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                turn.end = TurnEnd::Interrupted;
+                break;
+            }
+            item = stream.next() => item,
+        };
+        if std::mem::take(&mut first) {
+            echo.session.probe(Point::MidStream, echo.rid).await;
+        }
+        match item {
+            None => break,
+            Some(Ok(ModelEvent::TextDelta(t))) => {
+                if t.is_empty() {
+                    continue;
+                }
+                turn.text.push_str(&t);
+                if echo.deltas {
+                    echo.session
+                        .emitter
+                        .emit(echo.rid, Event::AssistantDelta(AssistantDelta { text: t }))
+                        .await;
+                }
+            }
+            Some(Ok(ModelEvent::ThoughtDelta(t))) => {
+                if t.is_empty() || !echo.deltas {
+                    continue;
+                }
+                echo.session
+                    .emitter
+                    .emit(
+                        echo.rid,
+                        Event::AssistantThoughtSummary(AssistantThoughtSummary { text: t }),
+                    )
+                    .await;
+            }
+            Some(Ok(ModelEvent::ToolCall(call))) => turn.calls.push(call),
+            Some(Ok(ModelEvent::Usage(u))) => turn.usage = u,
+            Some(Ok(ModelEvent::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            })) => {
+                let warning = error
+                    .with_detail("attempt", attempt)
+                    .with_detail("delayMs", delay_ms)
+                    .severity(keel_envelope::error::Severity::Warning);
+                echo.session
+                    .emitter
+                    .emit(echo.rid, Event::Warning(warning))
+                    .await;
+            }
+            Some(Ok(ModelEvent::Finished(r))) => {
+                turn.end = TurnEnd::Finished(Some(r));
+                break;
+            }
+            Some(Err(e)) => {
+                turn.end = TurnEnd::Failed(e.0);
+                break;
+            }
+        }
+    }
+    drop(stream);
+    // An interrupt that arrived while the last item was handled still wins.
+    if cancel.is_cancelled() {
+        turn.end = TurnEnd::Interrupted;
+    }
+    turn
+}
