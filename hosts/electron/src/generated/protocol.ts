@@ -2330,7 +2330,8 @@ cursor: Cursor | null, };
  */
 export type SessionDelete = { 
 /**
- * The session (open or stored).
+ * The session (open or stored). Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, };
 
@@ -2500,7 +2501,8 @@ previousModel: string, };
  */
 export type SessionResume = { 
 /**
- * The session to restore.
+ * The session to restore. Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, 
 /**
@@ -2751,7 +2753,8 @@ source: string, };
  */
 export type SessionUnwatch = { 
 /**
- * The session to stop watching.
+ * The session to stop watching. Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, };
 
@@ -2770,7 +2773,8 @@ sessionId: string, };
  */
 export type SessionWatch = { 
 /**
- * The session to watch (it must be open).
+ * The session to watch (it must be open). Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, 
 /**
