@@ -15,6 +15,11 @@ use keel_kernel::model::{
 use keel_tools::{ApprovalRequirement, PlanBehavior, Tool, ToolContext, ToolSpec};
 use tokio_util::sync::CancellationToken;
 
+/// Session options that take every default.
+pub fn opts() -> keel_kernel::SessionOptions {
+    keel_kernel::SessionOptions::default()
+}
+
 /// Asks for `calls` calls of `tool` with `args` in its first turn (the one that
 /// answers a user message), reporting `usage`; answers "done" to anything else.
 #[derive(Debug)]

@@ -444,12 +444,14 @@ fn decode_fields(fields: &Fields<'_>) -> Result<Command, CodecError> {
     };
     let payload = CommandPayload::decode(ty, payload_text).map_err(|e| fail(payload_error(&e)))?;
 
-    Ok(Command {
+    let mut cmd = Command {
         version,
         request_id: request_id_value,
-        session_id,
+        session_id: session_id.clone(),
         payload,
-    })
+    };
+    cmd.settle_session().map_err(fail)?;
+    Ok(cmd)
 }
 
 /// The major of a `MAJOR.MINOR` version, both parts plain ASCII digits.

@@ -9,7 +9,10 @@ use crate::budget::{BudgetLimits, SessionBudget};
 use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
+mod command;
 mod ctors;
+
+pub use command::Command;
 
 macro_rules! command_payloads {
     ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {
@@ -105,7 +108,9 @@ command_payloads! {
     /// `session.resume`.
     #[derive(Default)]
     pub struct SessionResume {
-        /// The session to restore.
+        /// The session to restore. Left out: the envelope's `sessionId`
+        /// (both given and different: refused).
+        #[serde(default)]
         pub session_id: String,
         /// Replay the events logged after this cursor.
         #[serde(default)]
@@ -120,7 +125,9 @@ command_payloads! {
     /// events logged after `afterSequence` first).
     #[derive(Default)]
     pub struct SessionWatch {
-        /// The session to watch (it must be open).
+        /// The session to watch (it must be open). Left out: the envelope's `sessionId`
+        /// (both given and different: refused).
+        #[serde(default)]
         pub session_id: String,
         /// Replay the events logged after this cursor, then go on live.
         #[serde(default)]
@@ -130,7 +137,9 @@ command_payloads! {
     /// `session.unwatch`: stop streaming a session's events to this connection.
     #[derive(Default)]
     pub struct SessionUnwatch {
-        /// The session to stop watching.
+        /// The session to stop watching. Left out: the envelope's `sessionId`
+        /// (both given and different: refused).
+        #[serde(default)]
         pub session_id: String,
     }
 
@@ -235,7 +244,9 @@ command_payloads! {
     /// `session.delete`: close the session if it is open, then remove its stored files.
     #[derive(Default)]
     pub struct SessionDelete {
-        /// The session (open or stored).
+        /// The session (open or stored). Left out: the envelope's `sessionId`
+        /// (both given and different: refused).
+        #[serde(default)]
         pub session_id: String,
     }
 
@@ -740,58 +751,4 @@ define_commands! {
     HostToolRespond = "host-tool.respond" => HostToolRespond, session: true,
     /// List the MCP servers.
     McpList = "mcp.list" => McpListCmd, session: true,
-}
-
-/// A decoded command. Build one with [`Command::new`].
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Command {
-    /// The protocol version the host spoke.
-    pub version: String,
-    /// Host-chosen request id; every answer carries it (see docs/protocol.md).
-    pub request_id: String,
-    /// The session, for session commands.
-    pub session_id: Option<String>,
-    /// Type and payload.
-    pub payload: CommandPayload,
-}
-
-impl Command {
-    /// A command at the current protocol version.
-    pub fn new(
-        request_id: impl Into<String>,
-        session_id: Option<String>,
-        payload: CommandPayload,
-    ) -> Self {
-        Self {
-            version: crate::PROTOCOL_VERSION.to_owned(),
-            request_id: request_id.into(),
-            session_id,
-            payload,
-        }
-    }
-
-    /// The command's type.
-    pub fn command_type(&self) -> CommandType {
-        self.payload.command_type()
-    }
-}
-
-impl Serialize for Command {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        struct P<'a>(&'a CommandPayload);
-        impl Serialize for P<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                self.0.serialize_payload(s)
-            }
-        }
-        let mut st = s.serialize_struct("Command", 5)?;
-        st.serialize_field("version", &self.version)?;
-        st.serialize_field("type", self.command_type().as_str())?;
-        st.serialize_field("requestId", &self.request_id)?;
-        st.serialize_field("sessionId", &self.session_id)?;
-        st.serialize_field("payload", &P(&self.payload))?;
-        st.end()
-    }
 }

@@ -8,9 +8,14 @@
 //! call's future sends MCP's `notifications/cancelled` for it; dropping or closing a
 //! [`Connection`] stops the server (a stdio server's whole process group is killed).
 //! A stdio server's stderr goes to the log (`tracing`, target `keel_mcp::server`),
-//! never to this process's stdout.
+//! never to this process's stdout, within bounds ([`stderr`]). A stdio server is
+//! started by `keel_tools::spawn` (it dies with this process) and read through a
+//! transport that fails a call at once when its answer cannot be read ([`stdio`]:
+//! [`CallError::Protocol`]).
 
 mod content;
+pub mod stderr;
+pub mod stdio;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -18,15 +23,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Once;
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
 };
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ServiceError, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub use content::{CallOutput, ContentSummary, RESULT_CAP};
 
@@ -82,6 +85,14 @@ pub enum CallError {
     /// The server answered with a JSON-RPC error (unknown tool, bad arguments, an
     /// internal error); its message.
     Failed(String),
+    /// The server's answer could not be read (see [`stdio`]): `reason` is
+    /// `answer_too_large`, `not_json_rpc` or `invalid_answer`.
+    Protocol {
+        /// The stable reason.
+        reason: String,
+        /// What happened, for people.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for CallError {
@@ -89,6 +100,7 @@ impl std::fmt::Display for CallError {
         match self {
             CallError::Closed(r) => write!(f, "the server is gone: {r}"),
             CallError::Failed(r) => write!(f, "the server answered with an error: {r}"),
+            CallError::Protocol { message, .. } => write!(f, "{message}"),
         }
     }
 }
@@ -180,31 +192,35 @@ impl Connection {
                 cwd,
             } => {
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args);
+                cmd.args(args)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    // Its own process group, killed as a whole; killed when dropped.
+                    .process_group(0)
+                    .kill_on_drop(true);
                 for (k, v) in env {
                     cmd.env(k, v);
                 }
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let mut wrap = CommandWrap::from(cmd);
-                // Its own process group, killed as a whole; killed when dropped.
-                wrap.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                let (child, stderr) = TokioChildProcess::builder(wrap)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
+                let mut child = keel_tools::spawn::spawn(cmd, keel_tools::spawn::Tie::default())
                     .map_err(|e| format!("could not start `{command}`: {e}"))?;
-                if let Some(stderr) = stderr {
-                    let server = name.to_owned();
-                    tokio::spawn(async move {
-                        let mut lines = BufReader::new(stderr).lines();
-                        while let Ok(Some(line)) = lines.next_line().await {
-                            tracing::info!(target: "keel_mcp::server", server = %server, "{line}");
-                        }
-                    });
+                let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                    return Err(format!("could not start `{command}`: no pipes"));
+                };
+                if let Some(err) = child.stderr.take() {
+                    tokio::spawn(stderr::pump(name.to_owned(), err));
                 }
+                let transport = stdio::StdioTransport::new(
+                    name,
+                    stdout,
+                    stdin,
+                    stdio::ServerProcess::new(child),
+                );
                 client_info()
-                    .serve(child)
+                    .serve(transport)
                     .await
                     .map_err(|e| format!("the MCP handshake failed: {e}"))?
             }
@@ -269,7 +285,13 @@ impl Connection {
         }
         match self.service.call_tool(params).await {
             Ok(result) => Ok(CallOutput::from_result(&result)),
-            Err(ServiceError::McpError(e)) => Err(CallError::Failed(e.message.to_string())),
+            Err(ServiceError::McpError(e)) => match stdio::synthesized_reason(&e) {
+                Some(reason) => Err(CallError::Protocol {
+                    reason: reason.to_owned(),
+                    message: e.message.to_string(),
+                }),
+                None => Err(CallError::Failed(e.message.to_string())),
+            },
             Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 Err(CallError::Closed(describe(&e)))
             }
@@ -279,7 +301,8 @@ impl Connection {
     }
 
     /// Stops the server: closes the connection (a stdio server gets its stdin closed,
-    /// then SIGTERM, then SIGKILL for its process group, in the background).
+    /// 3 s to exit, then SIGTERM, then SIGKILL for its process group, in the
+    /// background).
     pub fn close(&self) {
         self.service.cancellation_token().cancel();
     }

@@ -6,7 +6,9 @@
 //! PNG and a caption), `fail {message}` (a tool error, `isError: true`),
 //! `protocol_error` (a JSON-RPC error), `dotted.name` (a name that needs sanitising),
 //! `hang` (waits until cancelled), and on stdio only `crash` (the process exits in
-//! the middle of the call). What it sees — its start, each call, each cancellation
+//! the middle of the call), `big {bytes}` (a text answer of that many bytes),
+//! `garbage` (writes lines that are not JSON-RPC on stdout instead of answering) and
+//! `stderr_flood {bytes}` (writes that much to stderr, in lines, then answers). What it sees — its start, each call, each cancellation
 //! notification — is appended as lines to a journal (a file for the binary, a shared
 //! list in-process), so tests can check what reached the server.
 
@@ -31,6 +33,37 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::ServerHandler;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
+
+/// What this test process logs: one global `tracing` subscriber (installed on first
+/// call) writing to memory. One for the whole process, because a subscriber set for a
+/// scope misses the events of callsites first reached by other tests' threads.
+pub fn captured_log() -> &'static Mutex<Vec<u8>> {
+    static LOG: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
+    LOG.get_or_init(|| {
+        let buf: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || LogSink(buf))
+            .with_ansi(false)
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        buf
+    })
+}
+
+struct LogSink(&'static Mutex<Vec<u8>>);
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// A 1×1 PNG.
 pub const PNG_BASE64: &str =
@@ -141,10 +174,26 @@ fn tools(may_exit: bool) -> Vec<Tool> {
         ),
     ];
     if may_exit {
+        let bytes = json!({"type": "object", "properties": {"bytes": {"type": "integer"}}});
         out.push(Tool::new(
             "crash",
             "Exits the server in the middle of the call.",
+            schema(none.clone()),
+        ));
+        out.push(Tool::new(
+            "big",
+            "Answers with a text of `bytes` bytes.",
+            schema(bytes.clone()),
+        ));
+        out.push(Tool::new(
+            "garbage",
+            "Writes lines that are not JSON-RPC instead of answering.",
             schema(none),
+        ));
+        out.push(Tool::new(
+            "stderr_flood",
+            "Writes `bytes` bytes to stderr, then answers.",
+            schema(bytes),
         ));
     }
     out
@@ -205,6 +254,34 @@ impl ServerHandler for TestServer {
                 context.ct.cancelled().await;
                 self.journal.write("hang cancelled");
                 return Err(ErrorData::internal_error("cancelled", None));
+            }
+            "big" if self.may_exit => {
+                let n = arg(&request, "bytes").and_then(Value::as_u64).unwrap_or(0);
+                CallToolResult::success(vec![ContentBlock::text("x".repeat(n as usize))])
+            }
+            "garbage" if self.may_exit => {
+                use std::io::Write;
+                {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(b"this line is not JSON-RPC\n[1, 2, 3]\n");
+                    let _ = out.flush();
+                }
+                context.ct.cancelled().await;
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+            "stderr_flood" if self.may_exit => {
+                use std::io::Write;
+                let n = arg(&request, "bytes").and_then(Value::as_u64).unwrap_or(0);
+                let line = format!("{}\n", "e".repeat(99));
+                let mut err = std::io::stderr().lock();
+                let mut left = n as usize;
+                while left > 0 {
+                    let k = left.min(line.len());
+                    let _ = err.write_all(&line.as_bytes()[line.len() - k..]);
+                    left -= k;
+                }
+                let _ = err.flush();
+                CallToolResult::success(vec![ContentBlock::text(format!("flooded {n}"))])
             }
             "crash" if self.may_exit => {
                 self.journal.write("crashing");

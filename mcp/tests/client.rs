@@ -50,7 +50,10 @@ async fn stdio_lists_and_calls_tools() {
             "protocol_error",
             "dotted.name",
             "hang",
-            "crash"
+            "crash",
+            "big",
+            "garbage",
+            "stderr_flood"
         ]
     );
     assert_eq!(conn.tools()[0].input_schema["required"], json!(["text"]));
@@ -206,4 +209,119 @@ fn urls_and_headers_are_checked() {
     assert!(keel_mcp::check_headers(&[("X-Ok".into(), "v".into())]).is_ok());
     assert!(keel_mcp::check_headers(&[("bad header".into(), "v".into())]).is_err());
     assert!(keel_mcp::check_headers(&[("X".into(), "line\nbreak".into())]).is_err());
+}
+
+/// A call that would otherwise wait for ever (the client has no time limit of its
+/// own): a hang guard, not a timing figure.
+async fn guarded<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+#[tokio::test]
+async fn an_answer_over_the_line_limit_fails_at_once_naming_its_size() {
+    let conn = Connection::connect("t", &stdio(&[])).await.unwrap();
+    let over = keel_mcp::stdio::MAX_MESSAGE + 1024 * 1024;
+    let err = guarded(
+        "the oversized answer",
+        conn.call("big", &json!({"bytes": over})),
+    )
+    .await
+    .unwrap_err();
+    let CallError::Protocol { reason, message } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(reason, "answer_too_large");
+    assert!(
+        message.contains("17.0 MiB") && message.contains("16.0 MiB"),
+        "{message}"
+    );
+    // The connection goes on; an answer under the limit arrives whole (the kernel cuts
+    // it for the model).
+    let out = guarded(
+        "a large answer",
+        conn.call("big", &json!({"bytes": 1_000_000})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.text_for_model().len(), 1_000_000);
+    assert!(!conn.is_closed());
+}
+
+#[tokio::test]
+async fn lines_that_are_not_json_rpc_fail_the_waiting_call_at_once() {
+    let conn = Connection::connect("t", &stdio(&[])).await.unwrap();
+    let err = guarded("the garbage call", conn.call("garbage", &json!({})))
+        .await
+        .unwrap_err();
+    let CallError::Protocol { reason, message } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(reason, "not_json_rpc");
+    assert!(message.contains("this line is not JSON-RPC"), "{message}");
+    let out = guarded("echo", conn.call("echo", &json!({"text": "still here"})))
+        .await
+        .unwrap();
+    assert_eq!(out.text_for_model(), "echo: still here");
+}
+
+#[tokio::test]
+async fn a_server_that_never_speaks_json_rpc_fails_its_handshake_at_once() {
+    let err = guarded(
+        "the handshake",
+        Connection::connect("t", &stdio(&["--garbage"])),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("handshake"), "{err}");
+    assert!(
+        err.contains("not a JSON-RPC message") && err.contains("garbage, not JSON-RPC"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn ten_megabytes_of_stderr_log_at_most_the_cap_with_notes() {
+    let log = keel_mcp::testing::captured_log();
+    let conn = Connection::connect("flood", &stdio(&[])).await.unwrap();
+    let out = guarded(
+        "the flood",
+        conn.call("stderr_flood", &json!({"bytes": 10_000_000})),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.text_for_model(), "flooded 10000000");
+    // Stopping the server ends its stderr: the last note is written then.
+    conn.close();
+    drop(conn);
+    let ended = |text: &str| text.contains("[stderr ended:") && text.contains("server=flood");
+    for _ in 0..1000 {
+        if ended(&String::from_utf8_lossy(&log.lock().unwrap())) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let text = String::from_utf8_lossy(&log.lock().unwrap()).to_string();
+    let ours: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("server=flood"))
+        .collect();
+    let bytes: usize = ours.iter().map(|l| l.len() + 1).sum();
+    let flood_lines = ours.iter().filter(|l| l.contains(&"e".repeat(99))).count();
+    // The lines of stderr logged hold at most the cap, plus each log line's prefix.
+    assert!(
+        flood_lines * 99 <= keel_mcp::stderr::TOTAL_CAP,
+        "{flood_lines}"
+    );
+    assert!(flood_lines > 1000, "the start of the flood is logged");
+    assert!(
+        bytes < 3 * keel_mcp::stderr::TOTAL_CAP,
+        "{bytes} bytes logged"
+    );
+    assert!(
+        ours.iter().any(|l| l.contains("[stderr cut here:")),
+        "no note where it was cut"
+    );
+    assert!(ended(&text), "no final count");
 }

@@ -2,6 +2,7 @@
 //! `write_file` and the approval preview.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use keel_envelope::tools::{DiffStats, Edit};
@@ -88,8 +89,29 @@ pub fn unified_diff(path: &str, old: &str, new: &str) -> (String, DiffStats) {
     (text, stats)
 }
 
+/// The process's file mode creation mask, read from `/proc/self/status` (`Umask:`,
+/// Linux 4.7 and later) without changing it (the `umask` call both reads and sets it,
+/// for every thread); `0o022` where it cannot be read.
+pub fn process_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// The mode of a file this process creates: `0666 & !umask`, as `open(2)` gives.
+pub fn new_file_mode() -> u32 {
+    0o666 & !process_umask()
+}
+
 /// Writes `content` to `target` atomically: a temporary file in the same directory,
-/// flushed and renamed over the target. An existing file's permissions are kept.
+/// flushed and renamed over the target. An existing file's permissions are kept; a new
+/// file gets [`new_file_mode`] (`0666 & !umask`, as a shell's `>` gives), not the
+/// temporary file's private `0600`.
 pub fn atomic_write(target: &Path, content: &[u8]) -> Result<(), ErrorPayload> {
     let fail = |what: &str, e: std::io::Error| {
         ErrorPayload::new(ErrorCode::ToolExecutionFailed, format!("{what}: {e}"))
@@ -111,9 +133,10 @@ pub fn atomic_write(target: &Path, content: &[u8]) -> Result<(), ErrorPayload> {
     tmp.as_file()
         .sync_all()
         .map_err(|e| fail("cannot flush", e))?;
-    if let Some(p) = perms {
-        std::fs::set_permissions(tmp.path(), p).map_err(|e| fail("cannot keep permissions", e))?;
-    }
+    let perms = perms.unwrap_or_else(|| std::fs::Permissions::from_mode(new_file_mode()));
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(|e| fail("cannot set the file's permissions", e))?;
     tmp.persist(target)
         .map_err(|e| fail("cannot replace the file", e.error))?;
     sweep_once(dir);

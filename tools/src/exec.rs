@@ -10,7 +10,11 @@
 //! per-call marker in its environment (`KEEL_RUN_ID`), inherited by everything it
 //! starts. [`ShellChild::kill_all`] (on timeout and cancellation), [`ShellChild::wait`]
 //! (after the command exits, for what it left behind) and dropping a `ShellChild` that
-//! was not finished all end in `reap::Tree::kill_all`, which:
+//! was not finished all end in `reap::Tree::kill_all`. While the root runs, that
+//! takes the short ways described in `reap` (bubblewrap: kill the sandbox's pid 1 and
+//! bubblewrap; otherwise the root is a child sub-reaper: stop it, kill its descendants,
+//! then it). Otherwise (the root exited, or a short way cannot vouch for what it saw)
+//! it:
 //!
 //! 1. freezes the whole process group with one `SIGSTOP` (a group signal also reaches
 //!    a child being forked at that moment);
@@ -29,8 +33,7 @@
 //! - Before the sandbox is exec'd: `spawn_shell` returns only after the exec (it is
 //!   synchronous, so no caller can be dropped half-way), and nothing else exists yet.
 //! - During bubblewrap's set-up: bwrap's first process forks the sandbox's pid 1, which
-//!   calls `setsid` (leaving our group) before it is tied to its parent
-//!   (`--die-with-parent` is set late). It still carries the marker and has bwrap as
+//!   calls `setsid` (leaving our group). It still carries the marker and has bwrap as
 //!   its frozen parent, so it is found; killing it makes the kernel kill every process
 //!   of the sandbox's PID namespace, whatever they did to their group or environment.
 //! - After the command forked grandchildren, or a grandchild called `setsid`: the
@@ -38,12 +41,26 @@
 //!   a process that leaves the group, clears its environment and is orphaned before
 //!   the kill cannot be found.
 //!
+//! # When this process dies
+//!
+//! Nothing above runs if this process is killed. Then: every child is started by
+//! [`crate::spawn`] (the parent-death signal armed before `exec`, and a check that
+//! this process was still alive once it was), and every command runs under the
+//! wrapper of `wrap`, whose watcher reads this process's lifeline and kills the
+//! command's processes when it reads end-of-file (with bubblewrap, every process of
+//! the sandbox's PID namespace). bubblewrap itself is not armed (see
+//! [`sandbox::bwrap_args`]): it ends when the wrapper inside it does.
+//!
 //! After a kill every wait is bounded by [`KILL_GRACE`] (and the freeze by 300 ms):
-//! the root's reaping, the processes' disappearance and the output pipes (a pipe still
-//! held open after that is abandoned, keeping what was read).
+//! the root's reaping, the processes' end (each exiting or with its `SIGKILL` pending:
+//! the rest of an exit, such as a PID namespace's teardown, is not waited for) and the
+//! output pipes (a pipe still held open after that is abandoned, keeping what was
+//! read). A cancelled call waits only for the processes' end: its status and last
+//! output are not reported, and its root is reaped once dropped.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,8 +72,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::AsyncReadExt;
 use tokio::process::{ChildStderr, ChildStdout};
 
-use crate::reap::{self, Killed, Tree};
+use crate::reap::{self, Killed, Shape, Tree};
 use crate::sandbox::{self, Choice, SandboxConfig, SandboxMode, MARKER_VAR};
+use crate::spawn::{self, Tie};
+use crate::wrap;
 use crate::{ProgressSink, ProgressStream, ToolContext};
 
 /// Captured bytes kept per stream.
@@ -131,25 +150,33 @@ fn start_error(program: &str, e: impl std::fmt::Display) -> ErrorPayload {
     .with_detail("program", program.to_owned())
 }
 
-fn command(program: &str, args: &[String], cwd: &PathBuf, marker: &str) -> tokio::process::Command {
+/// The command that runs `argv` under the wrapper (`wrap`) with `program` (`/bin/sh`,
+/// or bubblewrap whose arguments end in the wrapper's): its own process group, the
+/// call's marker, the lifeline as standard input, output piped.
+fn command(
+    program: &str,
+    args: &[String],
+    cwd: &Path,
+    marker: &str,
+) -> Result<tokio::process::Command, ErrorPayload> {
+    let lifeline = spawn::lifeline().map_err(|e| start_error(program, e))?;
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
         .current_dir(cwd)
         .env(MARKER_VAR, marker)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(lifeline))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    cmd
+    Ok(cmd)
 }
 
 /// Starts `sh -c command` in the sandbox `config` chooses. Refuses with
 /// `SANDBOX_UNAVAILABLE` when none can run, the mode is not `off` and
-/// `config.require_sandbox` is set. Call it inside a tokio runtime, from a thread that
-/// outlives the command (a runtime worker: with bubblewrap the sandbox dies with the
-/// thread that spawned it). It blocks briefly: the first call probes the sandboxes,
-/// and a Landlock spawn waits for its spawning thread.
+/// `config.require_sandbox` is set. Call it inside a tokio runtime, from any thread.
+/// It blocks briefly: the first call probes the sandboxes, and the spawn waits for the
+/// command's `exec`.
 pub fn spawn_shell(
     shell: &ShellCommand,
     config: &SandboxConfig,
@@ -162,75 +189,88 @@ pub fn spawn_shell(
         }
     }
     let marker = next_marker();
-    let sh_args = vec!["-c".to_owned(), shell.command.clone()];
-    let (child, unsandboxed) = match &choice {
+    let sh = ["/bin/sh".to_owned(), "-c".to_owned(), shell.command.clone()];
+    let wrapped = wrap::args(&sh);
+    let (program, args, tie, unsandboxed) = match &choice {
         Choice::Bubblewrap(bwrap) => {
-            let program = bwrap.to_string_lossy().into_owned();
-            let args =
-                sandbox::bwrap_args(&shell.workspace, &shell.cwd, &shell.command, shell.network);
-            let child = command(&program, &args, &shell.cwd, &marker)
-                .spawn()
-                .map_err(|e| start_error(&program, e))?;
-            (child, None)
+            let mut inner = vec!["/bin/sh".to_owned()];
+            inner.extend(wrapped);
+            let args = sandbox::bwrap_args(&shell.workspace, &shell.cwd, &inner, shell.network);
+            // bubblewrap is not armed: see `sandbox::bwrap_args`.
+            let tie = Tie {
+                no_death_signal: true,
+                ..Tie::default()
+            };
+            (bwrap.to_string_lossy().into_owned(), args, tie, None)
         }
         Choice::Landlock(_) => {
-            let cmd = command("/bin/sh", &sh_args, &shell.cwd, &marker);
-            (
-                spawn_landlocked(cmd, shell.workspace.clone(), shell.network)?,
-                None,
-            )
+            let ruleset = sandbox::landlock_ruleset(&shell.workspace, shell.network)
+                .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))?;
+            let tie = Tie {
+                subreaper: true,
+                landlock: Some(ruleset),
+                ..Tie::default()
+            };
+            ("/bin/sh".to_owned(), wrapped, tie, None)
         }
         Choice::None { reason } => {
-            let child = command("/bin/sh", &sh_args, &shell.cwd, &marker)
-                .spawn()
-                .map_err(|e| start_error("/bin/sh", e))?;
+            let tie = Tie {
+                subreaper: true,
+                ..Tie::default()
+            };
             let why = (mode != SandboxMode::Off).then(|| reason.clone());
-            (child, why)
+            ("/bin/sh".to_owned(), wrapped, tie, why)
         }
     };
+    let cmd = command(&program, &args, &shell.cwd, &marker)?;
+    let child = spawn::spawn(cmd, tie).map_err(|e| start_error(&program, e))?;
     Ok(ShellChild::new(child, marker, choice.kind(), unsandboxed))
 }
 
-/// Starts the command from a thread restricted by Landlock: Landlock and
-/// `no_new_privs` belong to a thread and pass to the processes it forks, so the rest of
-/// this process stays unrestricted. The thread ends right after the spawn.
-fn spawn_landlocked(
-    mut cmd: tokio::process::Command,
-    workspace: PathBuf,
-    network: bool,
-) -> Result<tokio::process::Child, ErrorPayload> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|e| {
-        ErrorPayload::new(
-            ErrorCode::RuntimeInternalError,
-            format!("shell commands need a tokio runtime: {e}"),
-        )
-    })?;
-    std::thread::Builder::new()
-        .name("keel-landlock-spawn".into())
-        .spawn(move || {
-            let _runtime = handle.enter();
-            sandbox::restrict_thread(&workspace, network)
-                .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))
-                .and_then(|()| cmd.spawn().map_err(|e| start_error("/bin/sh", e)))
-        })
-        .map_err(|e| start_error("/bin/sh", e))?
-        .join()
-        .map_err(|_| {
-            ErrorPayload::new(
-                ErrorCode::RuntimeInternalError,
-                "the Landlock spawning thread panicked",
-            )
-        })?
+/// Finds `program` as `execvp` would (in `PATH`, from `env` if it sets it), so that a
+/// missing program is a start error rather than the wrapper's exit status 127.
+fn resolve(program: &str, env: &[(String, String)]) -> Result<PathBuf, String> {
+    let executable = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return if executable(&p) {
+            Ok(p)
+        } else {
+            Err("no such executable file".to_owned())
+        };
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| std::ffi::OsString::from(v))
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| executable(p))
+        .ok_or_else(|| "not found in PATH".to_owned())
 }
 
-/// Starts `spec` unsandboxed, in its own process group (the `git` tool).
+/// Starts `spec` unsandboxed, in its own process group (the `git` tool, hooks).
 pub fn spawn(spec: &ExecSpec) -> Result<ShellChild, ErrorPayload> {
     let marker = next_marker();
-    let mut cmd = command(&spec.program, &spec.args, &spec.cwd, &marker);
+    let program = resolve(&spec.program, &spec.env).map_err(|e| start_error(&spec.program, e))?;
+    let mut argv = vec![program.to_string_lossy().into_owned()];
+    argv.extend(spec.args.iter().cloned());
+    let mut cmd = command("/bin/sh", &wrap::args(&argv), &spec.cwd, &marker)?;
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let child = cmd.spawn().map_err(|e| start_error(&spec.program, e))?;
+    let tie = Tie {
+        subreaper: true,
+        ..Tie::default()
+    };
+    let child = spawn::spawn(cmd, tie).map_err(|e| start_error(&spec.program, e))?;
     Ok(ShellChild::new(child, marker, SandboxKind::None, None))
 }
 
@@ -243,7 +283,11 @@ impl ShellChild {
     ) -> Self {
         // Not reaped yet (nobody waited), so the pid is known.
         let pid = child.id().unwrap_or(0);
-        let tree = Tree::new(pid, MARKER_VAR, &marker);
+        let shape = match sandbox {
+            SandboxKind::Bubblewrap => Shape::Sandbox,
+            _ => Shape::Subtree,
+        };
+        let tree = Tree::new(pid, shape, MARKER_VAR, &marker);
         let exit = i32::try_from(pid)
             .ok()
             .and_then(rustix::process::Pid::from_raw)
@@ -344,6 +388,17 @@ impl ShellChild {
         self.status
     }
 
+    /// Kills the command and everything it started and waits (at most [`KILL_GRACE`])
+    /// until each is done for, without reaping the root: for a cancelled call, whose
+    /// status and last output nobody reads. The root is reaped once dropped
+    /// (`kill_on_drop`).
+    pub async fn kill_only(&mut self) {
+        if !self.finished {
+            let killed = self.kill_tree().await;
+            wait_gone(&killed).await;
+        }
+    }
+
     /// Freezes and kills the tree on a blocking thread (it waits for the freeze).
     async fn kill_tree(&mut self) -> Vec<Killed> {
         let tree = self.tree.clone();
@@ -386,11 +441,11 @@ fn watch_exit(fd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
     AsyncFd::with_interest(fd, tokio::io::Interest::READABLE).ok()
 }
 
-/// Waits (boundedly) until every killed process is gone.
+/// Waits (boundedly) until every killed process is done for (`reap::finished`).
 async fn wait_gone(killed: &[Killed]) {
     let deadline = Instant::now() + KILL_GRACE;
-    while killed.iter().any(|k| !reap::gone(k.pid, k.start)) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    while killed.iter().any(|k| !reap::finished(k.pid, k.start)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -604,6 +659,16 @@ pub async fn run_child(
     };
     let status = match &end {
         End::Exited(s) => Some(*s),
+        End::Cancelled => {
+            // Nothing of a cancelled call is reported but the cancellation: its
+            // processes are done for, and neither their exit nor the end of their
+            // output is waited for.
+            child.kill_only().await;
+            for t in &tasks {
+                t.abort();
+            }
+            None
+        }
         _ => child.kill_all().await,
     };
     // Every writer is gone now (unless something escaped): the pipes end at once. A

@@ -28,7 +28,9 @@ mod reap;
 pub mod sandbox;
 pub mod search;
 pub mod shell;
+pub mod spawn;
 pub mod spec;
+mod wrap;
 
 use std::path::PathBuf;
 use std::sync::Arc;

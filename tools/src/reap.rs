@@ -8,6 +8,30 @@
 //! frozen parent keeps its children findable), then kills them all with `SIGKILL`.
 //! Signals go through a pidfd opened and checked against the process's start time, so
 //! a recycled pid is never signalled.
+//!
+//! That full search reads all of `/proc` several times. While the root lives, two
+//! shorter ways are exact, and are taken first:
+//!
+//! - **bubblewrap** ([`Shape::Sandbox`]): every process of the call but bubblewrap
+//!   itself lives in the sandbox's PID namespace, whose init is bubblewrap's only
+//!   child. Killing that init makes the kernel kill the whole namespace, but only
+//!   as the init exits, some time later. So: find the init (`/proc/<root>/task/*/
+//!   children`), kill every process beneath it round after round until a round finds
+//!   none not yet killed (a process with `SIGKILL` pending cannot fork; an orphan goes
+//!   to the init), so that each has its `SIGKILL` when the kill returns; then the
+//!   init and the root. Nothing is frozen.
+//! - **a sub-reaper root** ([`Shape::Subtree`]: the wrapper of every other command,
+//!   made a child sub-reaper by `spawn`): every descendant stays in the root's subtree
+//!   even when orphaned. So: send the root `SIGSTOP` (once it is asleep or stopped it
+//!   can no longer fork: see `cannot_fork`), then kill every live
+//!   descendant found by walking the children lists, round after round, until none is
+//!   left but zombies (a killed process cannot fork; the children of one that dies are
+//!   handed to the root, where the next round finds them), then the root. The
+//!   wrapper's watcher is killed last, so that if this process dies half-way the
+//!   watcher still kills the rest.
+//!
+//! When the root has already exited (its orphans went to init), or a fast way cannot
+//! vouch for what it saw, the full search runs.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -21,6 +45,8 @@ pub(crate) struct Stat {
     pub(crate) ppid: u32,
     pub(crate) pgrp: u32,
     pub(crate) state: char,
+    /// The kernel's flags (`PF_*`).
+    pub(crate) flags: u64,
     /// Start time, in clock ticks since boot.
     pub(crate) start: u64,
 }
@@ -43,6 +69,7 @@ pub(crate) fn stat(pid: u32) -> Option<Stat> {
         state: f.first()?.chars().next()?,
         ppid: f.get(1)?.parse().ok()?,
         pgrp: f.get(2)?.parse().ok()?,
+        flags: f.get(6)?.parse().ok()?,
         start: f.get(19)?.parse().ok()?,
     })
 }
@@ -62,15 +89,6 @@ pub(crate) fn environ_has(pid: u32, needle: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|b| *b == 0).any(|e| e == needle))
         .unwrap_or(false)
-}
-
-/// Whether a process is gone: no `/proc` entry, a zombie, or another process that
-/// reused its pid.
-pub(crate) fn gone(pid: u32, start: u64) -> bool {
-    match stat(pid) {
-        None => true,
-        Some(s) => s.is_dead() || s.start != start,
-    }
 }
 
 /// Sends `sig` to `pid` if it is still the process that started at `start`; keeps the
@@ -98,11 +116,75 @@ fn signal(pid: u32, start: u64, fd: &mut Option<OwnedFd>, sig: Signal) -> bool {
     }
 }
 
+/// The children of `pid` (of all its threads), from `/proc/<pid>/task/*/children`;
+/// `None` where the kernel does not list them.
+pub(crate) fn children(pid: u32) -> Option<Vec<u32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut out = Vec::new();
+    let mut listed = false;
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            listed = true;
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    // A process that is gone has no task directory; one whose kernel has no children
+    // lists has task directories without the file.
+    listed.then_some(out)
+}
+
+/// Whether a process is done for: gone, or a zombie, or another process now, or
+/// exiting, or with a `SIGKILL` pending (it will never run another instruction of its
+/// own). Killed processes are waited for this far only: the rest of an exit (a PID
+/// namespace's teardown, for one) may take milliseconds and runs nothing.
+pub(crate) fn finished(pid: u32, start: u64) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Some(s) = stat(pid) else { return true };
+    if s.is_dead() || s.start != start || s.flags & PF_EXITING != 0 {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    let pending = status
+        .lines()
+        .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+        .fold(0, |a, b| a | b);
+    pending & (1 << 8) != 0
+}
+
+/// Whether `pid`, sent `SIGSTOP` before this call, can no longer create a process:
+/// stopped or dead, or asleep (`S`). A process asleep after the signal was sent was
+/// not in the middle of a `fork` when it came (a fork runs or waits in `R`/`D`, and
+/// the forking process handles the signal on its way back, without sleeping), and it
+/// handles the signal before running anything of its own: so every child it has is
+/// listed already. This needs no wait for the process to be scheduled, which a loaded
+/// machine may delay for long. In `R` or `D` it may still be finishing a fork whose
+/// child is not listed yet.
+fn cannot_fork(pid: u32) -> bool {
+    stat(pid).is_none_or(|s| matches!(s.state, 'S' | 'T' | 't' | 'Z' | 'X' | 'x'))
+}
+
+/// How a call's processes hang together, which decides the fast way to kill them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// The root is bubblewrap; its only child is the init of the sandbox's PID
+    /// namespace.
+    Sandbox,
+    /// The root is a child sub-reaper.
+    Subtree,
+}
+
 /// The processes of one call.
 #[derive(Debug, Clone)]
 pub(crate) struct Tree {
     root: u32,
     root_start: u64,
+    shape: Shape,
     needle: Vec<u8>,
     /// What the first [`Tree::kill_all`] killed, shared by the clones: a kill runs
     /// once, and a second caller (a dropped call while its kill runs on a blocking
@@ -156,11 +238,12 @@ fn frozen_parents(members: &HashMap<u32, (u64, Option<OwnedFd>)>) -> Vec<u32> {
 
 impl Tree {
     /// The tree rooted at our child `root`, whose processes carry `marker`.
-    pub(crate) fn new(root: u32, marker_var: &str, marker: &str) -> Self {
+    pub(crate) fn new(root: u32, shape: Shape, marker_var: &str, marker: &str) -> Self {
         let root_start = stat(root).map(|s| s.start).unwrap_or(0);
         Self {
             root,
             root_start,
+            shape,
             needle: format!("{marker_var}={marker}").into_bytes(),
             done: std::sync::Arc::default(),
         }
@@ -175,9 +258,188 @@ impl Tree {
         if let Some(killed) = &*done {
             return killed.clone();
         }
-        let killed = self.freeze_and_kill(group);
+        let fast = match (group, self.shape) {
+            (true, Shape::Sandbox) => self.kill_sandbox(),
+            (true, Shape::Subtree) => self.kill_subtree(),
+            (false, _) => None,
+        };
+        let killed = match fast {
+            Some(k) => k,
+            None => self.freeze_and_kill(group),
+        };
         *done = Some(killed.clone());
         killed
+    }
+
+    /// Whether the root is still running (not exited, and the process we started).
+    fn root_alive(&self) -> bool {
+        stat(self.root).is_some_and(|s| !s.is_dead() && s.start == self.root_start)
+    }
+
+    /// bubblewrap: kills every process of the sandbox's PID namespace (walked from its
+    /// init, bubblewrap's only child, round after round until a round finds none it has
+    /// not killed: a killed process cannot fork, and an orphan goes to the init), then
+    /// the init and bubblewrap. Nothing waits for the namespace's teardown. `None`
+    /// (nothing done) when the root has no child to vouch for: it may be creating it
+    /// right now.
+    fn kill_sandbox(&self) -> Option<Vec<Killed>> {
+        if !self.root_alive() {
+            return None;
+        }
+        let inits: Vec<Stat> = children(self.root)?
+            .into_iter()
+            .filter_map(stat)
+            .filter(|c| c.ppid == self.root && c.start >= self.root_start && !c.is_dead())
+            .collect();
+        if inits.is_empty() {
+            return None;
+        }
+        let deadline = std::time::Instant::now() + STOP_GRACE;
+        let mut killed: HashMap<u32, u64> = HashMap::new();
+        loop {
+            let mut fresh = Vec::new();
+            let mut stack: Vec<u32> = inits.iter().map(|s| s.pid).collect();
+            while let Some(p) = stack.pop() {
+                for c in children(p).unwrap_or_default() {
+                    let Some(s) = stat(c).filter(|s| !s.is_dead() && s.start >= self.root_start)
+                    else {
+                        continue;
+                    };
+                    stack.push(c);
+                    if killed.get(&c) != Some(&s.start) {
+                        fresh.push(s);
+                    }
+                }
+            }
+            if fresh.is_empty() {
+                break;
+            }
+            for s in fresh {
+                let mut fd = None;
+                if signal(s.pid, s.start, &mut fd, Signal::KILL) {
+                    killed.insert(s.pid, s.start);
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                // Killing the init below still ends the namespace.
+                break;
+            }
+        }
+        for c in inits {
+            let mut fd = None;
+            if signal(c.pid, c.start, &mut fd, Signal::KILL) {
+                killed.insert(c.pid, c.start);
+            }
+        }
+        let mut out: Vec<Killed> = killed
+            .into_iter()
+            .map(|(pid, start)| Killed { pid, start })
+            .collect();
+        self.kill_root(&mut out);
+        Some(out)
+    }
+
+    /// A sub-reaper root: stops it, kills its live descendants round after round (the
+    /// wrapper's watcher last, then one more sweep for anything forked meanwhile), then
+    /// the root. `None` when the root is gone or its children cannot be listed; the
+    /// root's death meanwhile, or a root that never stops, adds the full search.
+    fn kill_subtree(&self) -> Option<Vec<Killed>> {
+        if !self.root_alive() {
+            return None;
+        }
+        let mut root_fd = None;
+        if !signal(self.root, self.root_start, &mut root_fd, Signal::STOP) {
+            return None;
+        }
+        children(self.root)?;
+        let root_line = std::fs::read(format!("/proc/{}/cmdline", self.root)).ok();
+        let deadline = std::time::Instant::now() + STOP_GRACE;
+        let mut killed: HashMap<u32, u64> = HashMap::new();
+        // First the command's processes, sparing the watcher; then everything left.
+        let settled = self.sweep(root_line.as_deref(), deadline, &mut killed)
+            && self.sweep(None, deadline, &mut killed);
+        let mut out: Vec<Killed> = killed
+            .into_iter()
+            .map(|(pid, start)| Killed { pid, start })
+            .collect();
+        let orphaned = !self.root_alive();
+        self.kill_root(&mut out);
+        if orphaned || !settled {
+            // The root died during the walk (what it left went to init), or it never
+            // stopped: the full search finds the rest.
+            out.extend(self.freeze_and_kill(true));
+        }
+        Some(out)
+    }
+
+    /// Kills the root's live descendants round after round until a round finds none
+    /// not yet killed with the root stopped; `spare` (the root's command line) spares
+    /// its direct children with that command line (the wrapper's own forks: its
+    /// watcher), unless the root waits on a `vfork` child. `false` when `deadline`
+    /// passed first.
+    fn sweep(
+        &self,
+        spare: Option<&[u8]>,
+        deadline: std::time::Instant,
+        killed: &mut HashMap<u32, u64>,
+    ) -> bool {
+        loop {
+            let mut fresh = Vec::new();
+            let mut stack = vec![self.root];
+            while let Some(p) = stack.pop() {
+                for c in children(p).unwrap_or_default() {
+                    let Some(s) = stat(c).filter(|s| !s.is_dead() && s.start >= self.root_start)
+                    else {
+                        continue;
+                    };
+                    stack.push(c);
+                    if killed.get(&c) != Some(&s.start) {
+                        fresh.push(s);
+                    }
+                }
+            }
+            // A root in `D` waits for a `vfork` child that has not exec'd yet (it
+            // carries the same command line): then nothing is spared, or the root
+            // never stops.
+            let root_state = stat(self.root).map(|s| s.state);
+            let spare = spare.filter(|_| root_state != Some('D'));
+            fresh.retain(|s| {
+                !(spare.is_some()
+                    && s.ppid == self.root
+                    && std::fs::read(format!("/proc/{}/cmdline", s.pid))
+                        .ok()
+                        .as_deref()
+                        == spare)
+            });
+            if fresh.is_empty() && cannot_fork(self.root) {
+                return true;
+            }
+            for s in fresh {
+                let mut fd = None;
+                if signal(s.pid, s.start, &mut fd, Signal::KILL) {
+                    killed.insert(s.pid, s.start);
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+    }
+
+    /// Kills the root and its process group (the root is not reaped: the group id is
+    /// still this call's).
+    fn kill_root(&self, killed: &mut Vec<Killed>) {
+        if let Some(g) = i32::try_from(self.root).ok().and_then(Pid::from_raw) {
+            let _ = rustix::process::kill_process_group(g, Signal::KILL);
+        }
+        let mut fd = None;
+        if signal(self.root, self.root_start, &mut fd, Signal::KILL) {
+            killed.push(Killed {
+                pid: self.root,
+                start: self.root_start,
+            });
+        }
     }
 
     fn freeze_and_kill(&self, group: bool) -> Vec<Killed> {
@@ -361,12 +623,12 @@ mod tests {
         );
         assert!(settled(ppid, p.start, &frozen_parents(&members)));
         // The tree kills both.
-        let tree = Tree::new(ppid, "KEEL_REAP_TEST_UNSET", "x");
+        let tree = Tree::new(ppid, Shape::Subtree, "KEEL_REAP_TEST_UNSET", "x");
         let killed = tree.kill_all(true);
         assert!(killed.iter().any(|k| k.pid == child.pid), "{killed:?}");
         let _ = parent.wait();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !gone(child.pid, child.start) {
+        while !finished(child.pid, child.start) {
             assert!(Instant::now() < deadline, "the vfork child survived");
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -8,6 +8,7 @@
 //! commands will get and why. Killing what a command started is in `exec`.
 
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Mutex, OnceLock};
@@ -77,6 +78,16 @@ every mode each process carrying the call's marker (`KEEL_RUN_ID` in its environ
 in the call's process group, or a child of one of those is frozen, then killed. A
 process that leaves the group, clears its environment and is orphaned before the kill
 cannot be found without a PID namespace (Landlock, none).
+
+**When Keel dies.** However the Keel process ends (a crash, `SIGKILL`, at any moment,
+even in the first instant of a command), no command outlives it. Every process Keel
+starts gets the parent-death signal (`SIGKILL`) before it runs anything, and checks
+that Keel was still alive once it was set; and every command runs under a small
+`/bin/sh` wrapper whose watcher waits for the end of a pipe only Keel holds open, then
+kills the command's processes: with bubblewrap every process of its PID namespace,
+otherwise the call's process group (so without a PID namespace, a process that left
+the group escapes this last kill too). The wrapper and its watcher are two `sh`
+processes beside the command.
 "#;
 
 /// The environment variable that marks every process started for one call.
@@ -373,30 +384,30 @@ pub(crate) fn bubblewrap(config: &SandboxConfig) -> Result<PathBuf, String> {
 
 /// Checks that `bwrap` can start a sandbox with the namespaces `run_shell` uses.
 pub fn probe_bubblewrap(bwrap: &Path) -> Result<PathBuf, String> {
-    let probe = std::process::Command::new(bwrap)
-        .args([
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
-            "--unshare-net",
-            "--unshare-pid",
-            "--die-with-parent",
-            "--new-session",
-            "--",
-            "/bin/sh",
-            "-c",
-            "true",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output();
+    let mut cmd = std::process::Command::new(bwrap);
+    cmd.args([
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-net",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--new-session",
+        "--",
+        "/bin/sh",
+        "-c",
+        "true",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    let probe = crate::spawn::spawn_std(cmd).and_then(|c| c.wait_with_output());
     match probe {
         Ok(out) if out.status.success() => Ok(bwrap.to_path_buf()),
         Ok(out) => Err(format!(
@@ -407,10 +418,14 @@ pub fn probe_bubblewrap(bwrap: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// The bubblewrap arguments that run `sh -c command` with the workspace writable, a
-/// private `/tmp`, everything else read-only, `.git` read-only, a PID namespace and
-/// session of its own, and the network cut unless `network` is true.
-pub fn bwrap_args(workspace: &Path, cwd: &Path, command: &str, network: bool) -> Vec<String> {
+/// The bubblewrap arguments that run `command` (a program and its arguments) with the
+/// workspace writable, a private `/tmp`, everything else read-only, `.git` read-only,
+/// a PID namespace and session of its own, and the network cut unless `network` is
+/// true. No `--die-with-parent`: it arms bubblewrap's first process while its child is
+/// still waiting to be released by it, and a parent killed in that moment leaves the
+/// child blocked for ever; the sandbox dies with this process through the lifeline
+/// instead (see `wrap`).
+pub fn bwrap_args(workspace: &Path, cwd: &Path, command: &[String], network: bool) -> Vec<String> {
     let ws = workspace.to_string_lossy().into_owned();
     let mut a: Vec<String> = [
         "--ro-bind",
@@ -436,22 +451,13 @@ pub fn bwrap_args(workspace: &Path, cwd: &Path, command: &str, network: bool) ->
         a.push("--unshare-net".to_owned());
     }
     a.extend(
-        [
-            "--unshare-pid",
-            "--die-with-parent",
-            "--new-session",
-            "--chdir",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned()),
+        ["--unshare-pid", "--new-session", "--chdir"]
+            .iter()
+            .map(|s| (*s).to_owned()),
     );
     a.push(cwd.to_string_lossy().into_owned());
-    a.extend([
-        "--".to_owned(),
-        "/bin/sh".to_owned(),
-        "-c".to_owned(),
-        command.to_owned(),
-    ]);
+    a.push("--".to_owned());
+    a.extend(command.iter().cloned());
     a
 }
 
@@ -534,11 +540,11 @@ const WRITABLE_DEVICES: [&str; 5] = [
     "/dev/urandom",
 ];
 
-/// Restricts the calling thread (and every process it starts from now on): read and
-/// execute everywhere, write beneath `workspace`, the temp directory and `/dev/shm`
-/// and to a few devices, TCP only with `network`, signals and abstract sockets scoped.
-/// Only for a thread that starts one command and ends.
-pub(crate) fn restrict_thread(workspace: &Path, network: bool) -> Result<(), String> {
+/// The Landlock ruleset of a command (enforced by the command's process alone, before
+/// its `exec`: see [`crate::spawn::Tie`]): read and execute everywhere, write beneath
+/// `workspace`, the temp directory and `/dev/shm` and to a few devices, TCP only with
+/// `network`, signals and abstract sockets scoped.
+pub(crate) fn landlock_ruleset(workspace: &Path, network: bool) -> Result<OwnedFd, String> {
     let abi = TARGET_ABI;
     let err = |e: landlock::RulesetError| format!("cannot set up Landlock: {e}");
     let path = |p: &Path| {
@@ -583,11 +589,8 @@ pub(crate) fn restrict_thread(workspace: &Path, network: bool) -> Result<(), Str
                 .map_err(err)?;
         }
     }
-    let status = created.restrict_self().map_err(err)?;
-    if status.ruleset == RulesetStatus::NotEnforced {
-        return Err("Landlock is not enforced on this kernel".to_owned());
-    }
-    Ok(())
+    let fd: Option<OwnedFd> = created.into();
+    fd.ok_or_else(|| "Landlock is not enforced on this kernel".to_owned())
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `session.set_title` and `session.delete` on the wire: JSON lines through the real
-//! `keel bridge`, bad input included.
+//! `keel bridge`, bad input included, and a session named in the envelope alone.
 #![allow(clippy::unwrap_used)]
 
 use keel_envelope::{codec, Envelope, Event, SequenceChecker};
@@ -93,6 +93,22 @@ fn titles_and_deletion_over_the_bridge() {
     assert_eq!(
         error_of(&b.first_on("r9")).code.as_str(),
         "SESSION_NOT_FOUND"
+    );
+    // The envelope's sessionId alone names the session for a command that names one
+    // in its payload; two different ones are refused, naming both.
+    b.send(&cmd("w1", "session.watch", Some(&sid), "{}"));
+    assert_eq!(b.first_on("w1").type_name(), "session.watched");
+    b.send(&cmd(
+        "w2",
+        "session.delete",
+        Some(&sid),
+        r#"{"sessionId":"sess_other"}"#,
+    ));
+    let e = error_of(&b.first_on("w2"));
+    assert_eq!(e.details["field"], "payload.sessionId", "{e:?}");
+    assert!(
+        e.message.contains(&sid) && e.message.contains("sess_other"),
+        "{e:?}"
     );
     b.send(&cmd(
         "r10",

@@ -6,7 +6,6 @@
 
 use std::borrow::Cow;
 
-use keel_envelope::commands::CommandPayload;
 use keel_envelope::error::ErrorCategory;
 use keel_envelope::{Command, CommandType, Envelope, ErrorCode, ErrorPayload, Event, Source};
 use tokio::sync::watch;
@@ -28,13 +27,10 @@ pub struct Access {
 /// The session a command names: its envelope's `sessionId` for session commands, its
 /// payload's for the others that name one; `None` for those that name none.
 fn named_session(cmd: &Command) -> Option<&str> {
-    match &cmd.payload {
-        CommandPayload::SessionResume(p) => Some(&p.session_id),
-        CommandPayload::SessionWatch(p) => Some(&p.session_id),
-        CommandPayload::SessionUnwatch(p) => Some(&p.session_id),
-        CommandPayload::SessionDelete(p) => Some(&p.session_id),
-        _ if cmd.command_type().needs_session() => cmd.session_id.as_deref(),
-        _ => None,
+    match cmd.payload.named_session() {
+        Some(named) => Some(named),
+        None if cmd.command_type().needs_session() => cmd.session_id.as_deref(),
+        None => None,
     }
 }
 

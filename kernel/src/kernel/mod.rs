@@ -168,10 +168,15 @@ impl Kernel {
 
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
-    pub async fn execute(&self, cmd: Command) -> Result<(), ErrorPayload> {
+    pub async fn execute(&self, mut cmd: Command) -> Result<(), ErrorPayload> {
         idle::start_timer(&self.inner);
         prune::maybe(&self.inner);
-        let result = table::dispatch(&self.cx(&cmd.request_id), &cmd).await;
+        // A session named in the envelope alone is the payload's too (the codec did
+        // this already for a decoded line; not for a command built in Rust).
+        let result = match cmd.settle_session() {
+            Ok(()) => table::dispatch(&self.cx(&cmd.request_id), &cmd).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = &result {
             self.emit_error(&cmd, e.clone()).await;
         }

@@ -380,3 +380,47 @@ async fn a_watch_without_a_cursor_gets_the_pending_approval_and_one_answer_close
     // Both see the session's events alike, the late answer's refusal included.
     assert_eq!(ids(&a_rest), ids(&b_rest));
 }
+
+#[tokio::test]
+async fn a_session_in_the_envelope_alone_is_watched_and_two_different_ones_are_refused() {
+    let f = fixture(vec![say("one")], Duration::from_secs(60));
+    let (sid, _a, _a_ev) = watched_session(&f).await;
+    let (b, mut b_ev) = f.kernel.watcher(1024);
+    b.execute(cmd(
+        "b_watch",
+        Some(&sid),
+        CommandPayload::SessionWatch(SessionWatch::new("")),
+    ))
+    .await
+    .unwrap();
+    until_w(&mut b_ev, "session.watched", |e| {
+        e.type_name() == "session.watched"
+    })
+    .await;
+    assert_eq!(b.watching(), vec![sid.clone()]);
+    let err = b
+        .execute(cmd(
+            "b_two",
+            Some(&sid),
+            CommandPayload::SessionUnwatch(SessionUnwatch::new("sess_other")),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code,
+        keel_envelope::ErrorCode::RequestInvalid,
+        "{err:?}"
+    );
+    assert!(
+        err.message.contains(&sid) && err.message.contains("sess_other"),
+        "{}",
+        err.message
+    );
+    let answer = until_w(&mut b_ev, "the refusal", |e| e.request_id == "b_two").await;
+    assert_eq!(answer.last().unwrap().type_name(), "error");
+    assert_eq!(
+        b.watching(),
+        vec![sid],
+        "the refused unwatch changed nothing"
+    );
+}

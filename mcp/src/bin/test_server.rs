@@ -3,7 +3,9 @@
 //! Flags: `--journal PATH` appends what the server sees to PATH; `--fail-start` exits
 //! at once with status 2 (a server that cannot start); `--hang-start` never answers
 //! the MCP handshake (a server that hangs at start); `--max-starts N` fails to start
-//! once the journal holds N starts (a server that cannot be restarted). It logs to
+//! once the journal holds N starts (a server that cannot be restarted); `--garbage`
+//! answers every line it reads with a line that is not JSON-RPC (a server that never
+//! speaks the protocol). It logs to
 //! stderr only: stdout carries the protocol. It writes `exit` to the journal when its
 //! client closes the connection.
 
@@ -36,6 +38,17 @@ async fn main() {
             "--fail-start" => {
                 eprintln!("keel-mcp-test-server: failing at start on purpose");
                 std::process::exit(2);
+            }
+            "--garbage" => {
+                use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+                eprintln!("keel-mcp-test-server: writing garbage on purpose");
+                let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+                let mut out = tokio::io::stdout();
+                while let Ok(Some(_)) = lines.next_line().await {
+                    let _ = out.write_all(b"garbage, not JSON-RPC\n").await;
+                    let _ = out.flush().await;
+                }
+                std::process::exit(0);
             }
             "--hang-start" => {
                 eprintln!("keel-mcp-test-server: hanging at start on purpose");

@@ -268,36 +268,9 @@ async fn an_mcp_tool_whose_name_is_taken_is_left_out_with_a_warning() {
     assert!(tools.iter().any(|t| t.name == "mcp__files__add"));
 }
 
-/// The log of this test process (one global subscriber: a scoped one misses
-/// events of callsites first hit by other tests' threads).
-fn log() -> &'static Mutex<Vec<u8>> {
-    static LOG: std::sync::OnceLock<&'static Mutex<Vec<u8>>> = std::sync::OnceLock::new();
-    LOG.get_or_init(|| {
-        let buf: &'static Mutex<Vec<u8>> = Box::leak(Box::new(Mutex::new(Vec::new())));
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || Sink(buf))
-            .with_ansi(false)
-            .finish();
-        let _ = tracing::subscriber::set_global_default(subscriber);
-        buf
-    })
-}
-
-struct Sink(&'static Mutex<Vec<u8>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_servers_stderr_goes_to_the_log() {
-    let log = log();
+    let log = keel_mcp::testing::captured_log();
     let dir = tempfile::tempdir().unwrap();
     let (files, _) = stdio_server("logged", dir.path(), &[]);
     let h = Harness::new(vec![], PermissionMode::Ask, vec![files]);
@@ -338,6 +311,53 @@ async fn a_result_over_the_cap_is_cut_with_a_note() {
         panic!("no completed call")
     };
     let message = done.result["message"].as_str().unwrap();
+    assert_capped(message);
+    let (model_text, is_error) = h.model.tool_results().remove(0);
+    assert!(!is_error);
+    assert_eq!(model_text, message, "the model reads the same capped text");
+}
+
+#[tokio::test]
+async fn unreadable_answers_fail_the_call_at_once_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, _) = stdio_server("files", dir.path(), &[]);
+    let over = keel_mcp::stdio::MAX_MESSAGE + 1024 * 1024;
+    let h = Harness::new(
+        vec![
+            vec![("mcp__files__big", json!({ "bytes": over }))],
+            vec![("mcp__files__garbage", json!({}))],
+            vec![("mcp__files__big", json!({ "bytes": 2_000_000 }))],
+        ],
+        PermissionMode::Auto,
+        vec![files],
+    );
+    let (session, mut events) = h.start(vec![]).await;
+    // The three calls, one model turn each, in one request.
+    let rid = session.send("go").await.unwrap();
+    let seen = until(&mut events, end_of(&rid)).await;
+    let ends: Vec<&Event> = seen
+        .iter()
+        .map(|e| &e.event)
+        .filter(|e| matches!(e, Event::ToolCallFailed(_) | Event::ToolCallCompleted(_)))
+        .collect();
+    assert_eq!(ends.len(), 3, "{:?}", types(&seen));
+    for (end, reason) in ends.iter().zip(["answer_too_large", "not_json_rpc"]) {
+        let Event::ToolCallFailed(f) = end else {
+            panic!("{end:?}")
+        };
+        assert_eq!(f.error.code, keel_envelope::ErrorCode::ToolExecutionFailed);
+        assert_eq!(f.error.details["reason"], reason, "{:?}", f.error);
+        assert_eq!(f.error.details["server"], "files");
+    }
+    // An answer under the line limit but over the result cap is cut as documented.
+    let Event::ToolCallCompleted(done) = ends[2] else {
+        panic!("{:?}", ends[2])
+    };
+    assert_capped(done.result["message"].as_str().unwrap());
+}
+
+/// A result text cut at the cap, with its note.
+fn assert_capped(message: &str) {
     assert!(
         message.len() < keel_mcp::RESULT_CAP + 200,
         "{}",
@@ -348,7 +368,4 @@ async fn a_result_over_the_cap_is_cut_with_a_note() {
         "{}",
         &message[message.len() - 100..]
     );
-    let (model_text, is_error) = h.model.tool_results().remove(0);
-    assert!(!is_error);
-    assert_eq!(model_text, message, "the model reads the same capped text");
 }

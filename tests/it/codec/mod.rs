@@ -455,3 +455,4 @@ fn nested_missing_field() {
 // ---- lines that must be accepted ---------------------------------------------------
 
 mod more;
+mod session_ids;

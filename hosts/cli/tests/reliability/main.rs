@@ -6,3 +6,4 @@ mod common;
 mod crash;
 mod hostile;
 mod load;
+mod survivors;

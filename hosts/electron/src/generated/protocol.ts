@@ -2353,7 +2353,8 @@ cursor: Cursor | null, };
  */
 export type SessionDelete = { 
 /**
- * The session (open or stored).
+ * The session (open or stored). Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, };
 
@@ -2547,7 +2548,8 @@ epoch: number, };
  */
 export type SessionResume = { 
 /**
- * The session to restore.
+ * The session to restore. Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, 
 /**
@@ -2816,7 +2818,8 @@ source: string, };
  */
 export type SessionUnwatch = { 
 /**
- * The session to stop watching.
+ * The session to stop watching. Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, };
 
@@ -2835,7 +2838,8 @@ sessionId: string, };
  */
 export type SessionWatch = { 
 /**
- * The session to watch (it must be open).
+ * The session to watch (it must be open). Left out: the envelope's `sessionId`
+ * (both given and different: refused).
  */
 sessionId: string, 
 /**

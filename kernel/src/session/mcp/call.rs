@@ -79,6 +79,13 @@ impl KernelHandler for McpCall {
                 ErrorCode::ToolExecutionFailed,
                 format!("the MCP tool `{}` failed: {message}", self.tool),
             ))),
+            Ok(Err(CallError::Protocol { reason, message })) => Err(detail(
+                ErrorPayload::new(
+                    ErrorCode::ToolExecutionFailed,
+                    format!("the MCP tool `{}` of `{name}`: {message}", self.tool),
+                )
+                .with_detail("reason", reason),
+            )),
             Ok(Ok(out)) if out.is_error => Err(detail(ErrorPayload::new(
                 ErrorCode::ToolExecutionFailed,
                 out.text_for_model(),
