@@ -266,6 +266,14 @@ command_payloads! {
         /// Cap on the output tokens of each model call of this request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub max_output_tokens: Option<u32>,
+        /// A W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`): with telemetry
+        /// on, the request's spans join this trace under this parent, and its events'
+        /// `meta.traceId` is this trace id.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub traceparent: Option<String>,
+        /// The W3C `tracestate` that goes with `traceparent`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tracestate: Option<String>,
     }
 
     /// `request.interrupt`.

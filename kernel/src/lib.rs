@@ -30,6 +30,10 @@ pub mod mcp {
     pub use crate::base::mcp_config::{McpServerConfig, McpServerParts, McpTransport};
 }
 
+/// OpenTelemetry: the recorder [`KernelBuilder::telemetry`] takes, and W3C trace
+/// context (the `keel-telemetry` crate).
+pub use keel_telemetry as telemetry;
+
 pub use base::config::KernelConfig;
 pub use base::emit::WatchEnd;
 pub use base::options::SessionOptions;

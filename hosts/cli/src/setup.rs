@@ -114,6 +114,7 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     let mut builder = Kernel::builder()
         .config(kernel_config)
         .store_dir(&home)
+        .telemetry(crate::telemetry::recorder())
         .model_factory(Arc::new(move |spec: &str| {
             build_model(spec, &factory_config)
         }));

@@ -1,7 +1,8 @@
 //! The kernel's shared services, as sessions and command handlers reach them: the
 //! configuration, the tool registry, the hooks, the models, the store, the clock and
 //! the ids, the test probe, event delivery and the kernel's own emitter (for answers
-//! that belong to no open session), and the kernel's cancellation token.
+//! that belong to no open session), the kernel's cancellation token, and the
+//! telemetry recorder (spans and metrics, `keel_telemetry`).
 //!
 //! Built once by the builder and never changed; a session holds them
 //! (`Session::services`), command handlers get them in their context. This is the one
@@ -34,6 +35,7 @@ pub(crate) struct Parts {
     pub(crate) hooks: Vec<Arc<dyn Hooks>>,
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
+    pub(crate) telemetry: keel_telemetry::Recorder,
 }
 
 /// The shared services of one kernel.
@@ -53,6 +55,8 @@ pub(crate) struct Services {
     /// Emits events that belong to no open session.
     emitter: Emitter,
     cancel: CancellationToken,
+    /// Spans and metrics of the kernel's work (off unless the host gives one).
+    telemetry: keel_telemetry::Recorder,
 }
 
 impl std::fmt::Debug for Services {
@@ -78,7 +82,14 @@ impl Services {
             ctx: p.ctx,
             emitter,
             cancel: CancellationToken::new(),
+            telemetry: p.telemetry,
         }
+    }
+
+    /// The telemetry recorder: the spans of requests, model calls, tool calls,
+    /// approvals, hooks and MCP calls, and their metrics.
+    pub(crate) fn telemetry(&self) -> &keel_telemetry::Recorder {
+        &self.telemetry
     }
 
     /// The configuration.

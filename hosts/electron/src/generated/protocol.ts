@@ -1846,7 +1846,17 @@ budget?: BudgetLimits | null,
 /**
  * Cap on the output tokens of each model call of this request.
  */
-maxOutputTokens?: number | null, };
+maxOutputTokens?: number | null, 
+/**
+ * A W3C `traceparent` (`00-<trace id>-<parent id>-<flags>`): with telemetry
+ * on, the request's spans join this trace under this parent, and its events'
+ * `meta.traceId` is this trace id.
+ */
+traceparent?: string | null, 
+/**
+ * The W3C `tracestate` that goes with `traceparent`.
+ */
+tracestate?: string | null, };
 
 /**
  * `request.side`: a question answered from the conversation so far, without tools,
