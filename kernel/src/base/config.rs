@@ -15,6 +15,16 @@ pub use crate::base::limits::{BudgetConfig, ModelPrice};
 /// high enough never to stop a real task (see docs/configuration.md).
 pub const DEFAULT_MAX_TURNS: u32 = 1000;
 
+/// Agent Skills and custom slash commands of the kernel's sessions.
+#[derive(Debug, Clone, Default)]
+pub struct SkillsConfig {
+    /// Where they are found and which projects' own are trusted (`keel_skills`).
+    pub settings: keel_skills::Settings,
+    /// Names a custom command may not take (the host's own slash commands); such a
+    /// command is left out with a warning.
+    pub reserved_commands: Vec<String>,
+}
+
 /// Limits and defaults of a kernel.
 #[derive(Debug, Clone)]
 pub struct KernelConfig {
@@ -85,6 +95,10 @@ pub struct KernelConfig {
     /// How long the kernel waits for the host to answer a host-tool call;
     /// `Duration::ZERO` waits forever.
     pub host_tool_timeout: Duration,
+    /// Agent Skills and custom commands: each session finds them in its workspace
+    /// and the folders named here when it opens. `None` (the default): sessions have
+    /// none.
+    pub skills: Option<SkillsConfig>,
 }
 
 /// Default of [`KernelConfig::max_open_sessions`].
@@ -117,6 +131,7 @@ impl Default for KernelConfig {
             mcp_startup_timeout: Duration::from_secs(30),
             mcp_call_timeout: Duration::from_secs(120),
             host_tool_timeout: Duration::from_secs(60),
+            skills: None,
         }
     }
 }

@@ -153,6 +153,17 @@ impl KernelBuilder {
         self
     }
 
+    /// Gives sessions Agent Skills and custom commands: found where `settings` says
+    /// when a session opens; `reserved` are the host's own slash commands, which a
+    /// custom command may not shadow. See [`KernelConfig::skills`].
+    pub fn skills(mut self, settings: keel_skills::Settings, reserved: Vec<String>) -> Self {
+        self.config.skills = Some(crate::base::config::SkillsConfig {
+            settings,
+            reserved_commands: reserved,
+        });
+        self
+    }
+
     /// Reports the kernel's work as OpenTelemetry spans and metrics through
     /// `recorder` (default: [`keel_telemetry::Recorder::off`], which records nothing).
     /// The spans are `tracing` spans of target [`keel_telemetry::SPAN_TARGET`]: they

@@ -29,6 +29,7 @@ pub(crate) mod hooks;
 pub(crate) mod host_tools;
 pub(crate) mod kernel_tools;
 pub(crate) mod patch_preview;
+pub(crate) mod skills;
 pub(crate) mod task_graph;
 
 use std::sync::Arc;

@@ -13,6 +13,7 @@ pub(crate) mod overlay;
 pub(crate) mod queue;
 pub(crate) mod registry;
 pub(crate) mod services;
+pub(crate) mod skills;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -89,6 +90,8 @@ pub(crate) struct Session {
     pub(crate) tools: Overlay,
     /// The session's MCP servers.
     pub(crate) mcp: McpServers,
+    /// The session's skills and custom commands.
+    pub(crate) skills: skills::SessionSkills,
     data: Mutex<Data>,
 }
 
@@ -118,6 +121,7 @@ impl Session {
             saving: tokio::sync::Mutex::new(()),
             tools: Default::default(),
             mcp: Default::default(),
+            skills: Default::default(),
             services,
             data: Mutex::new(Data {
                 state,

@@ -233,6 +233,7 @@ async fn run_child(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",
             );
+
             (d.model.clone(), system)
         };
         let request = ModelRequest {

@@ -286,6 +286,8 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             error: None,
         }),
         CommandType::McpList => CommandPayload::McpList(c::McpListCmd {}),
+        CommandType::SkillsList => CommandPayload::SkillsList(c::SkillsListCmd {}),
+        CommandType::CommandsList => CommandPayload::CommandsList(c::CommandsListCmd {}),
         other => panic!("no sample command for {other:?}"),
     }
 }
