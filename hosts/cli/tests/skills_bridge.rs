@@ -38,8 +38,8 @@ fn a_skill_a_command_and_a_trace_through_the_bridge() {
     );
     write(&home.join("skills/broken/SKILL.md"), "no front matter\n");
     write(
-        &home.join("commands/review.md"),
-        "---\ndescription: Review a file\n---\nReview $ARGUMENTS.\n",
+        &home.join("commands/fix-issue.md"),
+        "---\ndescription: Fix an issue\n---\nFix issue $ARGUMENTS.\n",
     );
     let script = root.path().join("script.json");
     std::fs::write(
@@ -97,8 +97,8 @@ fn a_skill_a_command_and_a_trace_through_the_bridge() {
         unreachable!()
     };
     assert_eq!(l.commands.len(), 1);
-    assert_eq!(l.commands[0].name, "review");
-    assert_eq!(l.commands[0].description.as_deref(), Some("Review a file"));
+    assert_eq!(l.commands[0].name, "fix-issue");
+    assert_eq!(l.commands[0].description.as_deref(), Some("Fix an issue"));
 
     // A request in the host's trace: the model activates the skill.
     b.request(
