@@ -11,6 +11,9 @@ use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
 
 mod command;
 mod ctors;
+mod enums;
+
+pub use enums::{ReviewDecision, WhenBusy};
 
 pub use command::Command;
 
@@ -35,32 +38,6 @@ macro_rules! command_payloads {
             }
         )*
     };
-}
-
-/// What `request.send` does when the session is busy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum WhenBusy {
-    /// Wait in the queue (the default).
-    #[default]
-    Queue,
-    /// Join the running request at its next model call.
-    Steer,
-    /// Refuse with `request.rejected` (SESSION_BUSY).
-    Reject,
-}
-
-/// A review decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ReviewDecision {
-    /// Approve.
-    #[default]
-    Approved,
-    /// Reject.
-    Rejected,
 }
 
 command_payloads! {
@@ -277,6 +254,12 @@ command_payloads! {
         /// Cap on the output tokens of each model call of this request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub max_output_tokens: Option<u32>,
+        /// A W3C `traceparent`: the request's spans join that trace (docs/protocol.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub traceparent: Option<String>,
+        /// The W3C `tracestate` that goes with `traceparent`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tracestate: Option<String>,
     }
 
     /// `request.interrupt`.
@@ -361,6 +344,14 @@ command_payloads! {
     /// `mcp.list`: the session's MCP servers, their state and tools.
     #[derive(Default)]
     pub struct McpListCmd {}
+
+    /// `skills.list`: the session's Agent Skills.
+    #[derive(Default)]
+    pub struct SkillsListCmd {}
+
+    /// `commands.list`: the session's custom slash commands.
+    #[derive(Default)]
+    pub struct CommandsListCmd {}
 
     /// `review.enter`.
     #[derive(Default)]
@@ -751,4 +742,8 @@ define_commands! {
     HostToolRespond = "host-tool.respond" => HostToolRespond, session: true,
     /// List the MCP servers.
     McpList = "mcp.list" => McpListCmd, session: true,
+    /// List the session's skills.
+    SkillsList = "skills.list" => SkillsListCmd, session: true,
+    /// List the session's custom commands.
+    CommandsList = "commands.list" => CommandsListCmd, session: true,
 }

@@ -92,6 +92,10 @@ crate::wire::wire_enum! {
         /// A hook failed, timed out or answered something unreadable; its answer was
         /// ignored (a `warning`).
         HookFailed = "HOOK_FAILED",
+        /// A skill or custom command was left out: bad front matter or name, a
+        /// duplicate, too large, a link out of the workspace, an untrusted project, a
+        /// built-in command's name (a `warning` naming the file).
+        SkillSkipped = "SKILL_SKIPPED",
         /// A `UserPromptSubmit` hook blocked the prompt; the request ended without a model
         /// call.
         PromptBlocked = "PROMPT_BLOCKED",

@@ -172,6 +172,10 @@ pub fn tools_schema() -> Value {
             "spawn_sub_agent.args",
             gen.subschema_for::<crate::kernel_tools::SpawnSubAgentArgs>(),
         ),
+        (
+            "activate_skill.args",
+            gen.subschema_for::<crate::kernel_tools::ActivateSkillArgs>(),
+        ),
     ];
     for (k, v) in pairs {
         props.insert(k.to_owned(), v.to_value());
@@ -251,6 +255,7 @@ pub fn typescript() -> String {
     c.visit::<crate::kernel_tools::AskUserArgs>();
     c.visit::<crate::kernel_tools::TaskGraphArgs>();
     c.visit::<crate::kernel_tools::SpawnSubAgentArgs>();
+    c.visit::<crate::kernel_tools::ActivateSkillArgs>();
     c.visit::<crate::remote::AuthMessage>();
 
     let mut out = String::new();

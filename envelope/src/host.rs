@@ -165,6 +165,80 @@ pub struct McpServerInfo {
     pub tools: Vec<McpToolInfo>,
 }
 
+/// A skill of a session, as `skills.list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+#[non_exhaustive]
+pub struct SkillInfo {
+    /// Its name (what `activate_skill` and `/skill:NAME` take).
+    pub name: String,
+    /// What it does and when to use it.
+    pub description: String,
+    /// Where it was found: `project`, `user` or `config`.
+    pub source: String,
+    /// Its `SKILL.md`.
+    pub path: String,
+}
+
+impl SkillInfo {
+    /// A skill.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        source: impl Into<String>,
+        path: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            source: source.into(),
+            path: path.into(),
+        }
+    }
+}
+
+/// A custom slash command of a session, as `commands.list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+#[non_exhaustive]
+pub struct CustomCommandInfo {
+    /// Its name: the host offers it as `/NAME`.
+    pub name: String,
+    /// Its front matter's `description`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its front matter's `argument-hint`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argument_hint: Option<String>,
+    /// Where it was found: `project` or `user`.
+    pub source: String,
+    /// Its file.
+    pub path: String,
+    /// The prompt template (`$ARGUMENTS`, `$1` … `$9` are filled in by the host).
+    pub template: String,
+}
+
+impl CustomCommandInfo {
+    /// A command.
+    pub fn new(
+        name: impl Into<String>,
+        source: impl Into<String>,
+        path: impl Into<String>,
+        template: impl Into<String>,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: None,
+            argument_hint: None,
+            source: source.into(),
+            path: path.into(),
+            template: template.into(),
+        }
+    }
+}
+
 impl McpServerSpec {
     /// A stdio server: `command` started with no arguments (add them with `args`).
     pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {

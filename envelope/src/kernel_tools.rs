@@ -1,5 +1,5 @@
 //! Argument shapes of the kernel's own tools: `propose_plan`, `update_plan`,
-//! `ask_user`, `task_graph` and `spawn_sub_agent`. Their schemas are what the model is
+//! `ask_user`, `task_graph`, `spawn_sub_agent` and `activate_skill`. Their schemas are what the model is
 //! offered; unknown fields are ignored (models add them), missing required fields are
 //! `TOOL_ARGUMENTS_INVALID`.
 
@@ -113,4 +113,17 @@ pub struct TaskGraphArgs {
     /// `update_node`: the changes.
     #[serde(default)]
     pub updates: Option<NodeUpdates>,
+}
+
+/// `activate_skill {name, file?}`: a skill's instructions, or one file of its folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields = nullable)]
+pub struct ActivateSkillArgs {
+    /// The skill's name, as listed in the system prompt.
+    pub name: String,
+    /// A file of the skill's folder (a path relative to it) to read instead of the
+    /// instructions.
+    #[serde(default)]
+    pub file: Option<String>,
 }

@@ -30,9 +30,15 @@ pub mod mcp {
     pub use crate::base::mcp_config::{McpServerConfig, McpServerParts, McpTransport};
 }
 
-pub use base::config::KernelConfig;
+/// OpenTelemetry: the recorder [`KernelBuilder::telemetry`] takes, and W3C trace
+/// context (the `keel-telemetry` crate).
+pub use keel_telemetry as telemetry;
+
+pub use base::config::{KernelConfig, SkillsConfig};
 pub use base::emit::WatchEnd;
 pub use base::options::SessionOptions;
+/// Agent Skills and custom commands (the `keel-skills` crate).
+pub use keel_skills as skills;
 pub use kernel::builder::{default_store_dir, KernelBuilder};
 pub use kernel::handle::{EventStream, SessionHandle, WatchStream, Watcher};
 pub use kernel::{Kernel, ModelFactory};

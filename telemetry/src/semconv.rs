@@ -85,6 +85,9 @@ pub const KEEL_HOOK_POINT: &str = "keel.hook.point";
 pub const KEEL_HOOK_OUTCOME: &str = "keel.hook.outcome";
 /// `keel.hook.exit_code`.
 pub const KEEL_HOOK_EXIT_CODE: &str = "keel.hook.exit_code";
+/// `keel.response.time_to_first_chunk`: seconds from a model call's start to the
+/// first chunk of its streamed answer (text, thought or tool call), on its `chat` span.
+pub const KEEL_RESPONSE_TIME_TO_FIRST_CHUNK: &str = "keel.response.time_to_first_chunk";
 /// `keel.mcp.server`: the configured name of an MCP server.
 pub const KEEL_MCP_SERVER: &str = "keel.mcp.server";
 

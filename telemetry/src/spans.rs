@@ -234,6 +234,8 @@ pub struct ChatCall {
     rec: Recorder,
     /// When metrics are on: the start, and the provider and model for their points.
     timing: Option<(Instant, String, String)>,
+    /// When the span is exported: the start, for the time to the first chunk.
+    started: Option<Instant>,
     first_chunk: bool,
 }
 
@@ -256,6 +258,7 @@ impl Recorder {
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
             gen_ai.usage.cache_read.input_tokens = Empty,
+            keel.response.time_to_first_chunk = Empty,
             error.type = Empty,
             gen_ai.system_instructions = Empty,
             gen_ai.input.messages = Empty,
@@ -264,10 +267,12 @@ impl Recorder {
         let timing = self
             .instruments()
             .map(|_| (Instant::now(), s.provider.to_owned(), s.model.to_owned()));
+        let started = (!span.is_disabled()).then(Instant::now);
         ChatCall {
             span,
             rec: self.clone(),
             timing,
+            started,
             first_chunk: false,
         }
     }
@@ -279,10 +284,17 @@ impl ChatCall {
         &self.span
     }
 
-    /// The first chunk of a streamed response arrived: records the time to it (once).
+    /// The first chunk of a streamed response arrived: records the time to it (once),
+    /// on the span (`keel.response.time_to_first_chunk`, seconds) and in the metric.
     pub fn first_chunk(&mut self) {
         if std::mem::replace(&mut self.first_chunk, true) {
             return;
+        }
+        if let Some(start) = self.started {
+            self.span.record(
+                sc::KEEL_RESPONSE_TIME_TO_FIRST_CHUNK,
+                start.elapsed().as_secs_f64(),
+            );
         }
         if let (Some(m), Some((start, provider, model))) = (self.rec.instruments(), &self.timing) {
             m.time_to_first_chunk.record(

@@ -326,6 +326,12 @@ pub fn kernel_specs() -> Vec<ToolSpec> {
             args_schema::<TaskGraphArgs>(),
             "task_graph.update",
         ),
+        row(
+            "activate_skill",
+            "Activate one of the skills listed in the system prompt: returns its instructions and the list of its other files. With `file` (a path relative to the skill's folder), returns that file instead.",
+            args_schema::<ActivateSkillArgs>(),
+            "skill.activate",
+        ),
     ]
 }
 
@@ -344,6 +350,7 @@ pub fn notes(name: &str) -> &'static str {
         "ask_user" => "waits for the host's answer (same time limit as approvals)",
         "spawn_sub_agent" => "each of the sub-agent's calls passes the gate with its own row",
         "task_graph" => "the session's task graph",
+        "activate_skill" => "offered only to a session with skills; reads inside the skill's folder only",
         _ => "",
     }
 }

@@ -1,9 +1,23 @@
-//! Payloads of the events about MCP servers and the tools the host app defines.
+//! Payloads of the events about MCP servers, the tools the host app defines, and
+//! the session's skills and custom commands.
 
 use super::*;
-use crate::host::McpServerInfo;
+use crate::host::{CustomCommandInfo, McpServerInfo, SkillInfo};
 
 payloads! {
+    /// `skills.list`: the answer to `skills.list`.
+    pub struct SkillsList {
+        /// The session's skills, in the order their names won (project, user,
+        /// configured folders), by name within a folder.
+        pub skills: Vec<SkillInfo>,
+    }
+
+    /// `commands.list`: the answer to `commands.list`.
+    pub struct CommandsList {
+        /// The session's custom commands, by name.
+        pub commands: Vec<CustomCommandInfo>,
+    }
+
     /// `mcp.list`: the answer to `mcp.list`.
     pub struct McpList {
         /// The session's servers, configured ones first, in name order.

@@ -304,6 +304,10 @@ define_events! {
     BackgroundExited = "background.exited" => BackgroundEvent,
     /// The answer to `mcp.list`.
     McpList = "mcp.list" => McpList,
+    /// The answer to `skills.list`.
+    SkillsList = "skills.list" => SkillsList,
+    /// The answer to `commands.list`.
+    CommandsList = "commands.list" => CommandsList,
     /// The host's tools were replaced.
     SessionHostToolsUpdated = "session.host_tools_updated" => SessionHostToolsUpdated,
     /// A host tool is to be run by the host.

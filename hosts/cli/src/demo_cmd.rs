@@ -83,6 +83,7 @@ async fn demo(workspace: PathBuf, store: PathBuf) -> i32 {
         .model(Arc::new(script))
         .store_dir(&store)
         .permission_mode(PermissionMode::Plan)
+        .telemetry(crate::telemetry::recorder())
         .build()
     {
         Ok(k) => k,

@@ -125,7 +125,9 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         kernel_config.checkpoint_dir = Some(home.join("checkpoints"));
     }
     let factory_config = config.clone();
-    let mut builder = Kernel::builder().config(kernel_config);
+    let mut builder = Kernel::builder()
+        .config(kernel_config)
+        .telemetry(crate::telemetry::recorder());
     builder = match &store {
         None => builder.store_dir(&home),
         Some((keel_config::StoreSetting::Dir(dir), _)) => builder.store_dir(dir),
@@ -140,8 +142,12 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
     if let Some(m) = default_model {
         builder = builder.model(m);
     }
-    let kernel = builder.build()?;
+    // Sessions find their skills and commands when they open: the model sees the
+    // skills' names and descriptions and activates one with `activate_skill`; hosts
+    // list them with `skills.list` and `commands.list`.
     let skills = skill_settings(&config, &home);
+    builder = builder.skills(skills.clone(), crate::repl::reserved_commands());
+    let kernel = builder.build()?;
     Ok(Runtime {
         kernel,
         config,

@@ -1,14 +1,25 @@
 //! OpenTelemetry for every command: the `[telemetry]` table of the user's own
 //! `config.toml` and the `OTEL_*` variables, resolved by `keel_telemetry`; when
 //! export is on, a `Pipeline` whose layer [`crate::logging`] installs, flushed at exit
-//! within a bound. A project's `.keel/config.toml` cannot turn export on or redirect
+//! within a bound; its recorder is what [`recorder`] gives every kernel the command
+//! builds, so the kernel's spans and metrics go out through it. A project's `.keel/config.toml` cannot turn export on or redirect
 //! it (it would send your prompts where the project says), so only
 //! `$KEEL_HOME/config.toml` is read here.
 
 use std::path::Path;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use keel_telemetry::{Pipeline, Resolved, TelemetryConfig};
+use keel_telemetry::{Pipeline, Recorder, Resolved, TelemetryConfig};
+
+/// The running pipeline's recorder (set once, when export starts).
+static RECORDER: OnceLock<Recorder> = OnceLock::new();
+
+/// The recorder for the kernel: the pipeline's when export is on, else one that
+/// records nothing.
+pub fn recorder() -> Recorder {
+    RECORDER.get().cloned().unwrap_or_default()
+}
 
 /// The longest wait for the last export at exit.
 const MAX_FLUSH: Duration = Duration::from_secs(5);
@@ -61,17 +72,20 @@ pub fn start(home: Option<&Path>) -> (Telemetry, TelemetryStatus) {
             Some(format!("telemetry is off: {e}")),
         ),
         Ok(Resolved::On(settings)) => match Pipeline::start(&settings) {
-            Ok(p) => (
-                Telemetry {
-                    pipeline: Some(p),
-                    flush_bound: settings.export_timeout.min(MAX_FLUSH),
-                },
-                TelemetryStatus {
-                    summary: settings.describe(),
-                    problem: None,
-                    authority: settings.traces_authority(),
-                },
-            ),
+            Ok(p) => {
+                let _ = RECORDER.set(p.recorder());
+                (
+                    Telemetry {
+                        pipeline: Some(p),
+                        flush_bound: settings.export_timeout.min(MAX_FLUSH),
+                    },
+                    TelemetryStatus {
+                        summary: settings.describe(),
+                        problem: None,
+                        authority: settings.traces_authority(),
+                    },
+                )
+            }
             Err(e) => off(
                 "off (could not start)".to_owned(),
                 Some(format!("telemetry is off: {e}")),

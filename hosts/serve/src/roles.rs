@@ -92,6 +92,7 @@ pub fn requirement(t: CommandType) -> Requirement {
             "streams a session's events to this connection, or stops",
         ),
         C::McpList => needs(Observer, "reads the MCP servers"),
+        C::SkillsList | C::CommandsList => needs(Observer, "reads the skills and custom commands"),
         C::ApprovalRespond => needs(Approver, "answers an approval"),
         C::PlanApprove | C::PlanReject => needs(Approver, "answers a plan"),
         C::AskRespond => needs(Approver, "answers a question"),

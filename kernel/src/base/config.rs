@@ -15,6 +15,16 @@ pub use crate::base::limits::{BudgetConfig, ModelPrice};
 /// high enough never to stop a real task (see docs/configuration.md).
 pub const DEFAULT_MAX_TURNS: u32 = 1000;
 
+/// Agent Skills and custom slash commands of the kernel's sessions.
+#[derive(Debug, Clone, Default)]
+pub struct SkillsConfig {
+    /// Where they are found and which projects' own are trusted (`keel_skills`).
+    pub settings: keel_skills::Settings,
+    /// Names a custom command may not take (the host's own slash commands); such a
+    /// command is left out with a warning.
+    pub reserved_commands: Vec<String>,
+}
+
 /// Limits and defaults of a kernel.
 #[derive(Debug, Clone)]
 pub struct KernelConfig {
@@ -100,6 +110,10 @@ pub struct KernelConfig {
     /// This node's name in a shared store's leases (what `SESSION_OWNED_ELSEWHERE`
     /// and `session.owner_changed` show). `None`: `HOST-PID-RANDOM`, new each run.
     pub node_id: Option<String>,
+    /// Agent Skills and custom commands: each session finds them in its workspace
+    /// and the folders named here when it opens. `None` (the default): sessions have
+    /// none.
+    pub skills: Option<SkillsConfig>,
 }
 
 /// Default of [`KernelConfig::checkpoint_max_bytes`]: 2 GiB.
@@ -142,6 +156,7 @@ impl Default for KernelConfig {
             host_tool_timeout: Duration::from_secs(60),
             lease_ttl: crate::base::ownership::DEFAULT_LEASE_TTL,
             node_id: None,
+            skills: None,
         }
     }
 }

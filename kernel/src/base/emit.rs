@@ -439,6 +439,9 @@ pub(crate) struct Emitter {
     /// The session's lease: once it is lost nothing more is logged, and only the
     /// events that tell this node's clients the session stopped are delivered.
     lease: Option<Arc<LeaseCell>>,
+    /// The OpenTelemetry trace id of each running request whose spans are exported:
+    /// its events carry it as `meta.traceId`.
+    traces: Mutex<Vec<(String, String)>>,
 }
 
 /// An emitter held exclusively: nothing else of its session is emitted (appended or
@@ -463,6 +466,7 @@ impl Emitter {
             sequencer: tokio::sync::Mutex::new(sequencer),
             persist,
             lease: None,
+            traces: Mutex::new(Vec::new()),
         }
     }
 
@@ -470,6 +474,23 @@ impl Emitter {
     pub(crate) fn with_lease(mut self, lease: Arc<LeaseCell>) -> Self {
         self.lease = Some(lease);
         self
+    }
+
+    /// From now on the events of `request_id` carry `trace_id` as `meta.traceId`
+    /// (`None`: no longer).
+    pub(crate) fn set_trace(&self, request_id: &str, trace_id: Option<String>) {
+        let mut t = self.traces.lock().unwrap_or_else(|p| p.into_inner());
+        t.retain(|(r, _)| r != request_id);
+        if let Some(id) = trace_id {
+            t.push((request_id.to_owned(), id));
+        }
+    }
+
+    fn trace_of(&self, request_id: &str) -> Option<String> {
+        let t = self.traces.lock().unwrap_or_else(|p| p.into_inner());
+        t.iter()
+            .find(|(r, _)| r == request_id)
+            .map(|(_, id)| id.clone())
     }
 
     /// Takes the emitter exclusively.
@@ -538,6 +559,14 @@ impl EmitGuard<'_> {
         source: Source,
         meta: Option<Meta>,
     ) -> Envelope {
+        let meta = match self.em.trace_of(request_id) {
+            Some(trace_id) => {
+                let mut m = meta.unwrap_or_default();
+                m.trace_id.get_or_insert(trace_id);
+                Some(m)
+            }
+            None => meta,
+        };
         Envelope {
             version: keel_envelope::PROTOCOL_VERSION.to_owned(),
             session_id,

@@ -21,4 +21,5 @@ pub(crate) mod store_history;
 pub mod summary;
 pub(crate) mod time;
 pub mod title;
+pub(crate) mod trace;
 pub(crate) mod verdict;

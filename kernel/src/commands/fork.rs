@@ -129,6 +129,7 @@ pub(crate) async fn open_fork(
             }),
         )
         .await;
+    crate::pipeline::skills::load(&session, rid).await;
     // The same MCP servers: those given with the fork, the parent's own (one of the
     // same name as a given one is left out), then the configured ones.
     let mut servers = given;

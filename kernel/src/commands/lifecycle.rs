@@ -93,6 +93,7 @@ pub(crate) async fn open_new(
     let session = admission.insert(&id, session);
     tracing::info!(session_id = %id, workspace = %session.workspace.display(), "session started");
     emit_started(&session, cx.rid).await;
+    crate::pipeline::skills::load(&session, cx.rid).await;
     spawn_session_start(&session, cx.rid, "startup");
     start_mcp(cx, &session, mcp);
     Ok(session)
@@ -266,6 +267,7 @@ pub(crate) async fn reopen(
         .await;
     }
     drop(g);
+    crate::pipeline::skills::load(&session, rid).await;
     spawn_session_start(&session, rid, "resume");
     start_mcp(cx, &session, mcp);
     Ok(session)

@@ -16,6 +16,7 @@ pub(crate) mod requests;
 pub(crate) mod runtime;
 pub(crate) mod settings;
 pub(crate) mod side;
+pub(crate) mod skills;
 pub(crate) mod stored;
 pub(crate) mod table;
 pub(crate) mod watch_remote;

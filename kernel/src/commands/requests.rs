@@ -26,6 +26,7 @@ pub(crate) async fn send(
     if let Some(refusal) = session.data().ext.send_refusal() {
         return Err(refusal);
     }
+    let trace = trace_parent(p)?;
     let q = Queued {
         id: cx.rid.to_owned(),
         message: p.message.clone(),
@@ -34,8 +35,26 @@ pub(crate) async fn send(
             .patch_preview
             .unwrap_or(cx.services.config().patch_preview),
         overrides: RequestOverrides::of(p)?,
+        trace,
     };
     enqueue(session, q, p.when_busy.unwrap_or_default()).await
+}
+
+/// The host's trace context of `request.send`, checked whether or not telemetry is
+/// on (a host learns of a bad value at once, not when export is turned on).
+fn trace_parent(p: &RequestSend) -> Result<Option<keel_telemetry::TraceParent>, ErrorPayload> {
+    let Some(tp) = &p.traceparent else {
+        if p.tracestate.is_some() {
+            return Err(invalid(
+                "tracestate comes with a traceparent",
+                "payload.tracestate",
+            ));
+        }
+        return Ok(None);
+    };
+    keel_telemetry::TraceParent::parse(tp, p.tracestate.as_deref())
+        .map(Some)
+        .map_err(|e| invalid(&e.message, "payload.traceparent"))
 }
 
 /// Starts `q`, queues it, or steers it into the running request, under the

@@ -19,7 +19,7 @@ use keel_envelope::{Command, ErrorCode, ErrorPayload};
 
 use super::{
     approvals, checkpoints, compaction, ext, fork, host_tools, lifecycle, mcp, plans, requests,
-    runtime, settings, side, stored, Cx,
+    runtime, settings, side, skills, stored, Cx,
 };
 use crate::session::Session;
 
@@ -144,6 +144,9 @@ table! {
     HostToolRespond => Session host_tools::respond,
 
     McpList => Session mcp::list,
+
+    SkillsList => Session skills::list_skills,
+    CommandsList => Session skills::list_commands,
 }
 
 /// The open session a session command names.

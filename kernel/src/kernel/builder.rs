@@ -31,6 +31,7 @@ pub struct KernelBuilder {
     builtin_tools: bool,
     probe: Option<Arc<dyn Probe>>,
     hooks: Vec<Arc<dyn crate::base::hooks::Hooks>>,
+    telemetry: keel_telemetry::Recorder,
 }
 
 impl std::fmt::Debug for KernelBuilder {
@@ -152,6 +153,27 @@ impl KernelBuilder {
         self
     }
 
+    /// Gives sessions Agent Skills and custom commands: found where `settings` says
+    /// when a session opens; `reserved` are the host's own slash commands, which a
+    /// custom command may not shadow. See [`KernelConfig::skills`].
+    pub fn skills(mut self, settings: keel_skills::Settings, reserved: Vec<String>) -> Self {
+        self.config.skills = Some(crate::base::config::SkillsConfig {
+            settings,
+            reserved_commands: reserved,
+        });
+        self
+    }
+
+    /// Reports the kernel's work as OpenTelemetry spans and metrics through
+    /// `recorder` (default: [`keel_telemetry::Recorder::off`], which records nothing).
+    /// The spans are `tracing` spans of target [`keel_telemetry::SPAN_TARGET`]: they
+    /// reach a collector when the host installs the layer of a
+    /// `keel_telemetry::Pipeline` (whose `recorder()` this should be, for its metrics).
+    pub fn telemetry(mut self, recorder: keel_telemetry::Recorder) -> Self {
+        self.telemetry = recorder;
+        self
+    }
+
     /// A probe called at every point of a request's life (tests pause requests there).
     #[doc(hidden)]
     pub fn probe(mut self, probe: Arc<dyn Probe>) -> Self {
@@ -225,6 +247,7 @@ impl KernelBuilder {
             hooks,
             probe: self.probe,
             ctx,
+            telemetry: self.telemetry,
         }));
         let inner = Arc::new(KernelInner {
             open: Sessions::new(services.clone()),

@@ -6,8 +6,8 @@
 pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
-pub(crate) mod prune;
 pub(crate) mod leases;
+pub(crate) mod prune;
 
 use std::path::PathBuf;
 use std::sync::Arc;

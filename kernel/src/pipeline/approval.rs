@@ -37,7 +37,8 @@ pub(crate) async fn sleep_opt(d: Option<Duration>) {
     }
 }
 
-/// Asks the host; returns whether the call may run.
+/// Asks the host; returns whether the call may run. The wait is an approval span
+/// (under the call's), ended with the person's decision, `expired` or `cancelled`.
 pub(crate) async fn request(
     session: &Arc<Session>,
     rid: &str,
@@ -45,6 +46,40 @@ pub(crate) async fn request(
     call: &ToolCallRequest,
     verdict: &GateVerdict,
     cancel: &CancellationToken,
+) -> Result<bool, Interrupted> {
+    let level = verdict.level();
+    let wait = session
+        .services
+        .telemetry()
+        .approval_wait(keel_telemetry::ApprovalStart {
+            tool: &call.name,
+            call_id: &call.id,
+            level: Some(level.as_str()),
+            parent: keel_telemetry::Parent::Current,
+        });
+    let mut decided = "cancelled".to_owned();
+    let work = ask(
+        session,
+        rid,
+        tool_call_id,
+        call,
+        verdict,
+        cancel,
+        &mut decided,
+    );
+    let r = tracing::Instrument::instrument(work, wait.span().clone()).await;
+    wait.finish(&decided);
+    r
+}
+
+async fn ask(
+    session: &Arc<Session>,
+    rid: &str,
+    tool_call_id: &str,
+    call: &ToolCallRequest,
+    verdict: &GateVerdict,
+    cancel: &CancellationToken,
+    decided: &mut String,
 ) -> Result<bool, Interrupted> {
     let approval_id = session.services.next_id(IdKind::Approval);
     let (tx, rx) = oneshot::channel();
@@ -100,6 +135,7 @@ pub(crate) async fn request(
         }
     };
     let Some((decision, reply_to)) = answer else {
+        "expired".clone_into(decided);
         session
             .emitter
             .emit(
@@ -113,6 +149,7 @@ pub(crate) async fn request(
             .await;
         return Ok(false);
     };
+    decision.as_str().clone_into(decided);
     if !decision.allows() {
         session
             .emitter

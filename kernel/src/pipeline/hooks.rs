@@ -72,13 +72,31 @@ async fn answer<T>(
         .unwrap_or(session.services.config().hooks.timeout);
     // A command hook kills itself at its limit; this guard is for the others.
     let guard = limit + Duration::from_secs(2);
+    // The run is a hook span under the span of what it is about (the request, the
+    // tool call).
+    let run = session
+        .services
+        .telemetry()
+        .hook_run(keel_telemetry::HookStart {
+            point: event.as_str(),
+            tool: None,
+            parent: keel_telemetry::Parent::Current,
+        });
+    let timed =
+        tracing::Instrument::instrument(tokio::time::timeout(guard, fut), run.span().clone());
     let result = tokio::select! {
         biased;
-        _ = cancel.cancelled() => return None,
-        r = tokio::time::timeout(guard, fut) => r,
+        _ = cancel.cancelled() => {
+            run.finish("cancelled", None);
+            return None;
+        }
+        r = timed => r,
     };
     let error = match result {
-        Ok(Ok(v)) => return Some(v),
+        Ok(Ok(v)) => {
+            run.finish("ok", None);
+            return Some(v);
+        }
         Ok(Err(e)) => e,
         Err(_) => HookError {
             reason: HookFailure::Timeout,
@@ -87,6 +105,12 @@ async fn answer<T>(
             stderr: None,
         },
     };
+    let outcome = if error.reason == HookFailure::Timeout {
+        "timeout"
+    } else {
+        "error"
+    };
+    run.finish(outcome, error.exit_code);
     if cancel.is_cancelled() {
         return None;
     }

@@ -30,6 +30,7 @@ pub(crate) mod hooks;
 pub(crate) mod host_tools;
 pub(crate) mod kernel_tools;
 pub(crate) mod patch_preview;
+pub(crate) mod skills;
 pub(crate) mod task_graph;
 
 use std::sync::Arc;
@@ -42,14 +43,16 @@ use keel_envelope::ids::IdKind;
 use keel_envelope::tools::Decision;
 use keel_envelope::types::PermissionMode;
 use keel_envelope::{ErrorCode, ErrorPayload, Event, Meta, Source};
+use keel_telemetry::ToolOutcome;
 use keel_tools::{ProgressStream, ToolContext};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::base::model::ToolCallRequest;
 use crate::base::probe::Point;
+use crate::base::trace;
 use crate::pipeline::hooks::PreTool;
-use crate::session::registry::{Args, CallCx, Entry, Handler};
+use crate::session::registry::{Args, CallCx, Entry, Handler, Origin};
 use crate::session::Session;
 
 /// Marker: the request was interrupted.
@@ -66,8 +69,24 @@ fn refusal_text(error: &ErrorPayload) -> String {
     format!("{}: {}", error.code, error.message)
 }
 
+/// How a call ended, for its `execute_tool` span.
+#[derive(Debug)]
+struct Told {
+    outcome: ToolOutcome,
+    error: Option<String>,
+}
+
+impl Told {
+    fn set(&mut self, outcome: ToolOutcome, error: &ErrorPayload) {
+        self.outcome = outcome;
+        self.error = Some(trace::error_type(error).to_owned());
+    }
+}
+
 /// Runs one tool call through the pipeline. `scope` limits the tools (a sub-agent's
-/// subset); `None` allows every entry.
+/// subset); `None` allows every entry. The call is one `execute_tool` span, entered
+/// while it runs: its approval wait, hooks, MCP call and a sub-agent it spawns hang
+/// under it.
 pub(crate) async fn run_call(
     session: &Arc<Session>,
     rid: &str,
@@ -75,16 +94,57 @@ pub(crate) async fn run_call(
     cancel: &CancellationToken,
     scope: Option<&[String]>,
 ) -> Result<CallContent, Interrupted> {
+    let span = session
+        .services
+        .telemetry()
+        .execute_tool(keel_telemetry::ToolStart {
+            name: &call.name,
+            call_id: &call.id,
+            tool_type: None,
+            parent: keel_telemetry::Parent::Current,
+        });
+    span.arguments(|| call.arguments.to_string());
+    let mut told = Told {
+        outcome: ToolOutcome::Ok,
+        error: None,
+    };
+    let work = run_traced(session, rid, call, cancel, scope, &span, &mut told);
+    let r = tracing::Instrument::instrument(work, span.span().clone()).await;
+    match &r {
+        Ok((text, _)) => {
+            span.result(|| text.clone());
+            span.finish(told.outcome, told.error.as_deref());
+        }
+        Err(Interrupted) => span.finish(ToolOutcome::Cancelled, None),
+    }
+    r
+}
+
+async fn run_traced(
+    session: &Arc<Session>,
+    rid: &str,
+    call: &ToolCallRequest,
+    cancel: &CancellationToken,
+    scope: Option<&[String]>,
+    span: &keel_telemetry::ToolCall,
+    told: &mut Told,
+) -> Result<CallContent, Interrupted> {
     let tool_call_id = session.services.next_id(IdKind::ToolCall);
     // 1. Decode.
     let (entry, args) = match decode(session, call, scope) {
         Ok(decoded) => decoded,
         Err(error) => {
             tracing::debug!(tool = %call.name, code = %error.code, "tool call not decoded");
+            told.set(ToolOutcome::Error, &error);
             skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
             return Ok((refusal_text(&error), true));
         }
     };
+    span.tool_type(if entry.origin == Origin::Mcp {
+        "extension"
+    } else {
+        "function"
+    });
     // Hooks: PreToolUse may deny the call, or rewrite its arguments, which are then
     // decoded again and gated like any call's.
     let rewritten;
@@ -92,6 +152,7 @@ pub(crate) async fn run_call(
         match crate::pipeline::hooks::pre_tool_use(session, rid, call, cancel).await {
             PreTool::Continue => (call, entry, args),
             PreTool::Deny(error, text) => {
+                told.set(ToolOutcome::Denied, &error);
                 skip(session, rid, &tool_call_id, &call.name, error).await;
                 return Ok((text, true));
             }
@@ -101,6 +162,7 @@ pub(crate) async fn run_call(
                     Ok((entry, args)) => (&rewritten, entry, args),
                     Err(error) => {
                         let error = error.with_detail("rewrittenBy", "PreToolUse");
+                        told.set(ToolOutcome::Error, &error);
                         skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
                         return Ok((refusal_text(&error), true));
                     }
@@ -115,6 +177,7 @@ pub(crate) async fn run_call(
         (v, d.state.mode.clone())
     };
     tracing::debug!(tool = %call.name, tool_call_id = %tool_call_id, decision = ?verdict.decision(), level = ?verdict.level(), risk = ?verdict.risk(), "gate");
+    span.decision(verdict.decision().as_str(), Some(verdict.level().as_str()));
     match verdict.decision() {
         Decision::Allow => {}
         // 3. Approval.
@@ -134,6 +197,7 @@ pub(crate) async fn run_call(
                     format!("the user did not approve {}", call.name),
                 )
                 .with_detail("toolName", call.name.clone());
+                told.set(ToolOutcome::Denied, &error);
                 skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
                 return Ok((
                     format!(
@@ -147,6 +211,7 @@ pub(crate) async fn run_call(
         // Deny (the gate decides no other value).
         _ => {
             let error = verdict.deny_error(&call.name);
+            told.set(ToolOutcome::Denied, &error);
             skip(session, rid, &tool_call_id, &call.name, error.clone()).await;
             return Ok((refusal_text(&error), true));
         }
@@ -178,7 +243,7 @@ pub(crate) async fn run_call(
         scope,
         mode,
     };
-    let content = run(&cx, &entry, args).await?;
+    let content = run(&cx, &entry, args, told).await?;
     // Hooks: PostToolUse may add a note for the model.
     Ok(crate::pipeline::hooks::post_tool_use(session, rid, call, content, cancel).await)
 }
@@ -235,7 +300,12 @@ async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, erro
 }
 
 /// Step 4: started, the handler or stage under the call's token, progress, the end.
-async fn run(cx: &CallCx<'_>, entry: &Entry, args: Args) -> Result<CallContent, Interrupted> {
+async fn run(
+    cx: &CallCx<'_>,
+    entry: &Entry,
+    args: Args,
+    told: &mut Told,
+) -> Result<CallContent, Interrupted> {
     let session = cx.session;
     // No tool starts without a live lease on the session, and none before its
     // `tool.call_started` was committed under that lease (the store fences it).
@@ -331,7 +401,13 @@ async fn run(cx: &CallCx<'_>, entry: &Entry, args: Args) -> Result<CallContent, 
     match &result {
         Ok(_) => tracing::debug!(tool = %cx.call.name, duration_ms, "tool call completed"),
         Err(e) => {
-            tracing::info!(tool = %cx.call.name, duration_ms, code = %e.code, "tool call failed")
+            tracing::info!(tool = %cx.call.name, duration_ms, code = %e.code, "tool call failed");
+            let outcome = if e.code == ErrorCode::ToolTimeout {
+                ToolOutcome::TimedOut
+            } else {
+                ToolOutcome::Error
+            };
+            told.set(outcome, e);
         }
     }
     let content = match &result {

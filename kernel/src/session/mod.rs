@@ -13,6 +13,7 @@ pub(crate) mod overlay;
 pub(crate) mod queue;
 pub(crate) mod registry;
 pub(crate) mod services;
+pub(crate) mod skills;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -92,6 +93,8 @@ pub(crate) struct Session {
     pub(crate) mcp: McpServers,
     /// This node's lease on the session ([`crate::base::ownership`]).
     pub(crate) lease: Arc<LeaseCell>,
+    /// The session's skills and custom commands.
+    pub(crate) skills: skills::SessionSkills,
     data: Mutex<Data>,
 }
 
@@ -124,6 +127,7 @@ impl Session {
             tools: Default::default(),
             mcp: Default::default(),
             lease,
+            skills: Default::default(),
             services,
             data: Mutex::new(Data {
                 state,

@@ -1,6 +1,8 @@
-//! A session's own tools, on top of the kernel's registry: the tools of the host app
-//! (`hostTools`) and of the session's MCP servers. The session's view — the kernel's
-//! entries, then the host's, then each server's — is what the model is offered and
+//! A session's own tools, on top of the kernel's registry: the kernel's tools that
+//! only some sessions have (`activate_skill`, for a session with skills), the tools
+//! of the host app (`hostTools`) and of the session's MCP servers. The session's view
+//! — the kernel's entries, its own kernel tools, the host's, then each server's — is
+//! what the model is offered and
 //! what the pipeline looks calls up in. Names are unique across the whole view: a
 //! host tool whose name is taken is refused (`TOOL_NAME_CONFLICT` naming both), an
 //! MCP tool whose name is taken is left out with the same error as a warning.
@@ -16,6 +18,8 @@ use crate::session::registry::{conflict, Entry, Origin, Registry};
 /// One snapshot of a session's own entries.
 #[derive(Debug, Default)]
 struct Layer {
+    /// The kernel's tools this session has and others may not.
+    own: Vec<Entry>,
     host: Vec<Entry>,
     /// Per MCP server, in the order the servers were added.
     mcp: Vec<(String, Vec<Entry>)>,
@@ -23,17 +27,26 @@ struct Layer {
 
 impl Layer {
     fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.host
+        self.own
             .iter()
+            .chain(self.host.iter())
             .chain(self.mcp.iter().flat_map(|(_, e)| e.iter()))
     }
+}
+
+/// Where an entry of the view is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Slot {
+    Own,
+    Host,
+    Mcp(String),
 }
 
 /// A built view: entries by name, and the definitions in offering order.
 #[derive(Debug, Default)]
 struct View {
     layer: Layer,
-    index: HashMap<String, (Option<String>, usize)>,
+    index: HashMap<String, (Slot, usize)>,
     defs: Vec<ToolDef>,
     /// The kernel's definitions, then these: made on the first model call that needs
     /// them, kept until the session's tools change (a new view).
@@ -43,12 +56,15 @@ struct View {
 impl View {
     fn build(layer: Layer) -> Self {
         let mut index = HashMap::new();
+        for (i, e) in layer.own.iter().enumerate() {
+            index.insert(e.spec.name.clone(), (Slot::Own, i));
+        }
         for (i, e) in layer.host.iter().enumerate() {
-            index.insert(e.spec.name.clone(), (None, i));
+            index.insert(e.spec.name.clone(), (Slot::Host, i));
         }
         for (server, entries) in &layer.mcp {
             for (i, e) in entries.iter().enumerate() {
-                index.insert(e.spec.name.clone(), (Some(server.clone()), i));
+                index.insert(e.spec.name.clone(), (Slot::Mcp(server.clone()), i));
             }
         }
         let defs = layer.entries().map(Entry::def).collect();
@@ -61,10 +77,11 @@ impl View {
     }
 
     fn get(&self, name: &str) -> Option<&Entry> {
-        let (server, i) = self.index.get(name)?;
-        match server {
-            None => self.layer.host.get(*i),
-            Some(s) => self
+        let (slot, i) = self.index.get(name)?;
+        match slot {
+            Slot::Own => self.layer.own.get(*i),
+            Slot::Host => self.layer.host.get(*i),
+            Slot::Mcp(s) => self
                 .layer
                 .mcp
                 .iter()
@@ -153,6 +170,7 @@ impl Overlay {
             seen.insert(name, e.origin);
         }
         let layer = Layer {
+            own: guard.layer.own.clone(),
             host,
             mcp: guard.layer.mcp.clone(),
         };
@@ -177,7 +195,7 @@ impl Overlay {
                 let elsewhere = view
                     .index
                     .get(name)
-                    .filter(|(s, _)| s.as_deref() != Some(server))
+                    .filter(|(s, _)| *s != Slot::Mcp(server.to_owned()))
                     .and_then(|_| view.origin_of(name));
                 let taken = registry
                     .get(name)
@@ -199,10 +217,35 @@ impl Overlay {
                 None => mcp.push((server.to_owned(), kept)),
             }
             Layer {
+                own: view.layer.own.clone(),
                 host: view.layer.host.clone(),
                 mcp,
             }
         });
         refused
+    }
+
+    /// Adds one of the kernel's tools to this session alone (set once, when the
+    /// session opens, before its MCP servers' tools arrive). A name the host's tools
+    /// already take refuses it.
+    pub(crate) fn add_own(&self, registry: &Registry, entry: Entry) -> Result<(), ErrorPayload> {
+        let mut guard = self.view.lock().unwrap_or_else(|p| p.into_inner());
+        let name = entry.spec.name.as_str();
+        if let Some(first) = registry
+            .get(name)
+            .map(|k| k.origin)
+            .or_else(|| guard.origin_of(name))
+        {
+            return Err(conflict(name, first, entry.origin));
+        }
+        let mut own = guard.layer.own.clone();
+        own.push(entry);
+        let layer = Layer {
+            own,
+            host: guard.layer.host.clone(),
+            mcp: guard.layer.mcp.clone(),
+        };
+        *guard = Arc::new(View::build(layer));
+        Ok(())
     }
 }

@@ -25,6 +25,8 @@ pub(crate) struct Queued {
     pub(crate) patch_preview: bool,
     /// The request's own budget and output cap.
     pub(crate) overrides: RequestOverrides,
+    /// The host's trace that the request's spans join (`request.send {traceparent}`).
+    pub(crate) trace: Option<keel_telemetry::TraceParent>,
 }
 
 /// The running unit of work: a request, or a compaction by hand.

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use keel_envelope::kernel_tools::{
-    AskUserArgs, ProposePlanArgs, SpawnSubAgentArgs, TaskGraphArgs, UpdatePlanArgs,
+    ActivateSkillArgs, AskUserArgs, ProposePlanArgs, SpawnSubAgentArgs, TaskGraphArgs,
+    UpdatePlanArgs,
 };
 use keel_envelope::types::PermissionMode;
 use keel_envelope::{ErrorCode, ErrorPayload};
@@ -102,6 +103,8 @@ pub(crate) enum Args {
     SpawnSubAgent(SpawnSubAgentArgs),
     /// `task_graph` (boxed: by far the largest).
     TaskGraph(Box<TaskGraphArgs>),
+    /// `activate_skill`.
+    ActivateSkill(ActivateSkillArgs),
 }
 
 macro_rules! kernel_args {
@@ -119,6 +122,7 @@ kernel_args! {
     UpdatePlanArgs => UpdatePlan,
     AskUserArgs => AskUser,
     SpawnSubAgentArgs => SpawnSubAgent,
+    ActivateSkillArgs => ActivateSkill,
 }
 
 impl From<TaskGraphArgs> for Args {

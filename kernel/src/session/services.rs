@@ -1,7 +1,8 @@
 //! The kernel's shared services, as sessions and command handlers reach them: the
 //! configuration, the tool registry, the hooks, the models, the store, the clock and
 //! the ids, the test probe, event delivery and the kernel's own emitter (for answers
-//! that belong to no open session), and the kernel's cancellation token.
+//! that belong to no open session), the kernel's cancellation token, and the
+//! telemetry recorder (spans and metrics, `keel_telemetry`).
 //!
 //! Built once by the builder and never changed; a session holds them
 //! (`Session::services`), command handlers get them in their context. This is the one
@@ -36,6 +37,7 @@ pub(crate) struct Parts {
     pub(crate) probe: Option<Arc<dyn Probe>>,
     pub(crate) ctx: EmitCtx,
     pub(crate) node: String,
+    pub(crate) telemetry: keel_telemetry::Recorder,
 }
 
 /// The shared services of one kernel.
@@ -59,6 +61,8 @@ pub(crate) struct Services {
     node: String,
     /// Woken when a session's lease is lost (the lease keeper acts on it).
     lease_wake: Arc<tokio::sync::Notify>,
+    /// Spans and metrics of the kernel's work (off unless the host gives one).
+    telemetry: keel_telemetry::Recorder,
 }
 
 impl std::fmt::Debug for Services {
@@ -84,6 +88,7 @@ impl Services {
             ctx: p.ctx,
             emitter,
             cancel: CancellationToken::new(),
+            telemetry: p.telemetry,
             node: p.node,
             lease_wake: Arc::new(tokio::sync::Notify::new()),
         }
@@ -118,6 +123,12 @@ impl Services {
             )),
             Claim::Elsewhere(owner) => Err(owned_elsewhere(id, &owner)),
         }
+    }
+
+    /// The telemetry recorder: the spans of requests, model calls, tool calls,
+    /// approvals, hooks and MCP calls, and their metrics.
+    pub(crate) fn telemetry(&self) -> &keel_telemetry::Recorder {
+        &self.telemetry
     }
 
     /// The configuration.

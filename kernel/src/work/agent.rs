@@ -184,6 +184,10 @@ pub(crate) async fn run(
                 d.state.mode.clone(),
             );
             system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
+            if let Some(block) = session.skills.prompt_block() {
+                system.push_str("\n");
+                system.push_str(block);
+            }
             let request = ModelRequest {
                 system,
                 messages: d.state.history.clone(),

@@ -128,7 +128,46 @@ impl KernelHandler for SpawnSubAgent {
             sub_agent: info,
         };
         session.emitter.emit(rid, Event::SubAgentStarted(ev)).await;
-        let end = run_child(session, rid, &id, &task, &tools, cx.cancel).await;
+        // The sub-agent's `invoke_agent` span, under the tool call that spawned it:
+        // its model and tool calls hang under it.
+        let model = session.data().model.id();
+        let (provider, model) = crate::base::trace::provider_model(&model);
+        let agent = session
+            .services
+            .telemetry()
+            .invoke_agent(keel_telemetry::AgentStart {
+                agent_name: "sub-agent",
+                agent_id: Some(&id),
+                session_id: &session.id,
+                request_id: rid,
+                provider: Some(provider),
+                model: Some(model),
+                parent: keel_telemetry::Parent::Current,
+            });
+        agent.input_text(&task);
+        let work = run_child(session, rid, &id, &task, &tools, cx.cancel);
+        let end = tracing::Instrument::instrument(work, agent.span().clone()).await;
+        let usage = session
+            .data()
+            .ext
+            .sub_agents
+            .active
+            .iter()
+            .find(|a| a.sub_agent_id == id)
+            .map(|a| a.usage)
+            .unwrap_or_default();
+        if let ChildEnd::Done(text) = &end {
+            agent.output_text(text);
+        }
+        agent.finish(keel_telemetry::RunEnd {
+            input_tokens: Some(usage.input_tokens),
+            output_tokens: Some(usage.output_tokens),
+            error_type: match &end {
+                ChildEnd::Done(_) => None,
+                ChildEnd::Failed(e) => Some(crate::base::trace::error_type(e)),
+                ChildEnd::Interrupted => Some("interrupted"),
+            },
+        });
         let outcome = match &end {
             ChildEnd::Done(text) => Ok(text.clone()),
             ChildEnd::Failed(e) => Err(e.clone()),
@@ -194,6 +233,7 @@ async fn run_child(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",
             );
+
             (d.model.clone(), system)
         };
         let request = ModelRequest {

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::base::model::Message;
 use crate::base::probe::Point;
+use crate::base::trace;
 use crate::pipeline::hooks;
 use crate::session::queue::{Active, Queued};
 use crate::session::Session;
@@ -33,12 +34,24 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
     while let Some((q, cancel, from_queue)) = next.take() {
         // Every log line of the request carries its session and request ids.
         let span = tracing::info_span!("request", session_id = %session.id, request_id = %q.id);
-        let run = std::panic::AssertUnwindSafe(tracing::Instrument::instrument(
-            run_request(&session, &q, &cancel, from_queue),
-            span,
-        ));
+        // The request's `invoke_agent` span, in the host's trace when it gave one; its
+        // events carry the trace id while it runs.
+        let agent = start_agent_span(&session, &q);
+        session.emitter.set_trace(&q.id, agent.trace_id());
+        let work = tracing::Instrument::instrument(
+            run_request(&session, &q, &cancel, from_queue, &agent),
+            agent.span().clone(),
+        );
+        let run = std::panic::AssertUnwindSafe(tracing::Instrument::instrument(work, span));
         let turnover = match futures::FutureExt::catch_unwind(run).await {
-            Ok(turnover) => turnover,
+            Ok((turnover, end)) => {
+                agent.finish(keel_telemetry::RunEnd {
+                    input_tokens: Some(end.input_tokens),
+                    output_tokens: Some(end.output_tokens),
+                    error_type: end.error_type.as_deref(),
+                });
+                turnover
+            }
             Err(panic) => {
                 // A bug must not take the session down: report it and end the request.
                 let what = panic_text(panic.as_ref());
@@ -62,13 +75,50 @@ pub(crate) async fn run_requests(session: Arc<Session>, first: Queued, cancel: C
                     Telemetry::default(),
                 )
                 .await;
+                agent.finish(keel_telemetry::RunEnd {
+                    error_type: Some(ErrorCode::RuntimeInternalError.as_str()),
+                    ..Default::default()
+                });
                 turnover
             }
         };
+        session.emitter.set_trace(&q.id, None);
         let popped = next_queued(&session, &mut session.data());
         drop(turnover);
         next = popped.map(|(q, c)| (q, c, true));
     }
+}
+
+/// Starts the `invoke_agent` span of request `q`: under the host's `traceparent`
+/// when it gave one, else the root of a new trace.
+fn start_agent_span(session: &Session, q: &Queued) -> keel_telemetry::AgentRun {
+    let model = session.data().model.id();
+    let (provider, model) = trace::provider_model(&model);
+    let parent = match &q.trace {
+        Some(tp) => keel_telemetry::Parent::Remote(tp),
+        None => keel_telemetry::Parent::Root,
+    };
+    let run = session
+        .services
+        .telemetry()
+        .invoke_agent(keel_telemetry::AgentStart {
+            agent_name: "keel",
+            agent_id: None,
+            session_id: &session.id,
+            request_id: &q.id,
+            provider: Some(provider),
+            model: Some(model),
+            parent,
+        });
+    run.input_text(&q.message);
+    run
+}
+
+/// How a request ended, for its span.
+struct RunEnded {
+    input_tokens: u64,
+    output_tokens: u64,
+    error_type: Option<String>,
 }
 
 /// Runs one request. Returns holding the session's turnover lock: the terminal
@@ -79,7 +129,8 @@ async fn run_request<'s>(
     q: &Queued,
     cancel: &CancellationToken,
     from_queue: bool,
-) -> tokio::sync::MutexGuard<'s, ()> {
+    agent: &keel_telemetry::AgentRun,
+) -> (tokio::sync::MutexGuard<'s, ()>, RunEnded) {
     let rid = q.id.as_str();
     // The workspace and the conversation as they are before the request: the
     // workspace's checkpoint is taken beside the first model call.
@@ -142,8 +193,24 @@ async fn run_request<'s>(
     session.generate_title(rid).await;
     session.probe(Point::BeforeTerminal, rid).await;
     let turnover = session.turnover.lock().await;
+    let error_type = match &outcome {
+        Outcome::Done { text, .. } => {
+            if let Some(t) = text {
+                agent.output_text(t);
+            }
+            None
+        }
+        Outcome::Failed(e) => Some(trace::error_type(e).to_owned()),
+        Outcome::Budget(_) => Some("budget_exceeded".to_owned()),
+        Outcome::Interrupted => Some("interrupted".to_owned()),
+    };
+    let ended = RunEnded {
+        input_tokens: telemetry.input_tokens,
+        output_tokens: telemetry.output_tokens,
+        error_type,
+    };
     finish(session, rid, outcome, telemetry).await;
-    turnover
+    (turnover, ended)
 }
 
 /// Runs the agent loop under the budget's wall-time limit: at 80 % a `budget.warning`,

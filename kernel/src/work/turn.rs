@@ -10,8 +10,9 @@ use keel_envelope::types::Usage;
 use keel_envelope::{ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
-use crate::base::model::{FinishReason, Model, ModelEvent, ModelRequest, ToolCallRequest};
+use crate::base::model::{FinishReason, Message, Model, ModelEvent, ModelRequest, ToolCallRequest};
 use crate::base::probe::Point;
+use crate::base::trace;
 use crate::session::Session;
 
 /// How a model call ended.
@@ -62,6 +63,23 @@ pub(crate) async fn stream(
         turn.end = TurnEnd::Interrupted;
         return turn;
     }
+    let id = model.id();
+    let (provider, model_name) = trace::provider_model(&id);
+    // The call's `chat` span, under the span of the work that makes it (a request, a
+    // sub-agent, a compaction).
+    let mut chat = echo
+        .session
+        .services
+        .telemetry()
+        .chat(keel_telemetry::ChatStart {
+            provider,
+            model: model_name,
+            max_tokens: request.max_output_tokens,
+            session_id: Some(&echo.session.id),
+            parent: keel_telemetry::Parent::Current,
+        });
+    chat.system_instructions(|| trace::system_json(&request.system));
+    chat.input_messages(|| trace::messages_json(request.messages.as_slice()));
     let mut stream = model.stream(request, cancel.child_token());
     let mut first = true;
     loop {
@@ -75,6 +93,14 @@ pub(crate) async fn stream(
         };
         if std::mem::take(&mut first) {
             echo.session.probe(Point::MidStream, echo.rid).await;
+        }
+        if matches!(
+            item,
+            Some(Ok(ModelEvent::TextDelta(_)
+                | ModelEvent::ThoughtDelta(_)
+                | ModelEvent::ToolCall(_)))
+        ) {
+            chat.first_chunk();
         }
         match item {
             None => break,
@@ -133,5 +159,31 @@ pub(crate) async fn stream(
     if cancel.is_cancelled() {
         turn.end = TurnEnd::Interrupted;
     }
+    finish_chat(chat, &turn);
     turn
+}
+
+/// Records the end of a model call on its span.
+fn finish_chat(chat: keel_telemetry::ChatCall, turn: &Turn) {
+    chat.output_messages(|| {
+        trace::messages_json(&[Message::Assistant {
+            text: turn.text.clone(),
+            tool_calls: turn.calls.clone(),
+        }])
+    });
+    let (finish_reason, error_type) = match &turn.end {
+        TurnEnd::Finished(r) => (r.map(trace::finish_reason), None),
+        TurnEnd::Failed(e) => (None, Some(trace::error_type(e))),
+        TurnEnd::Interrupted => (None, Some("interrupted")),
+    };
+    let reported = turn.usage != Usage::default();
+    chat.finish(keel_telemetry::ChatEnd {
+        response_model: None,
+        finish_reason,
+        input_tokens: reported.then_some(turn.usage.input_tokens),
+        output_tokens: reported.then_some(turn.usage.output_tokens),
+        cached_input_tokens: (turn.usage.cached_input_tokens > 0)
+            .then_some(turn.usage.cached_input_tokens),
+        error_type,
+    });
 }

@@ -389,6 +389,7 @@ mod registry;
 mod requests;
 mod rewind;
 mod sessions;
+mod skills;
 mod stop;
 mod store;
 mod watch;

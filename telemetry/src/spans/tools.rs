@@ -99,6 +99,11 @@ impl ToolCall {
         &self.span
     }
 
+    /// `gen_ai.tool.type`, once it is known (the call is decoded).
+    pub fn tool_type(&self, tool_type: &str) {
+        self.span.record(sc::GEN_AI_TOOL_TYPE, tool_type);
+    }
+
     /// The gate's verdict (`allow`, `ask`, `deny`) and the call's level.
     pub fn decision(&self, decision: &str, level: Option<&str>) {
         self.span.record(sc::KEEL_PERMISSION_DECISION, decision);

@@ -48,6 +48,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::SessionWatched => C::SessionWatch,
         E::SessionUnwatched => C::SessionUnwatch,
         E::McpList => C::McpList,
+        E::SkillsList => C::SkillsList,
+        E::CommandsList => C::CommandsList,
         E::SessionHostToolsUpdated => C::SessionSetHostTools,
         _ => return None,
     })

@@ -1,7 +1,8 @@
-//! Sample events of MCP servers and host tools.
+//! Sample events of MCP servers, host tools, skills and custom commands.
 
 use keel_envelope::host::{
-    HostToolApproval, HostToolSpec, McpServerInfo, McpServerState, McpToolInfo, McpTrust,
+    CustomCommandInfo, HostToolApproval, HostToolSpec, McpServerInfo, McpServerState, McpToolInfo,
+    McpTrust, SkillInfo,
 };
 
 use super::*;
@@ -35,6 +36,27 @@ pub fn sample_host_event(t: EventType) -> Event {
                 },
             ],
         }),
+        EventType::SkillsList => Event::SkillsList(ev::SkillsList {
+            skills: vec![SkillInfo::new(
+                "release-notes",
+                "Writes release notes from the changelog. Use when preparing a release.",
+                "project",
+                "/home/dev/project/.keel/skills/release-notes/SKILL.md",
+            )],
+        }),
+        EventType::CommandsList => {
+            let mut review = CustomCommandInfo::new(
+                "review",
+                "project",
+                "/home/dev/project/.keel/commands/review.md",
+                "Review $ARGUMENTS for bugs and missing tests.\n",
+            );
+            review.description = Some(s("Review a file"));
+            review.argument_hint = Some(s("<file>"));
+            Event::CommandsList(ev::CommandsList {
+                commands: vec![review],
+            })
+        }
         EventType::SessionHostToolsUpdated => {
             Event::SessionHostToolsUpdated(ev::SessionHostToolsUpdated {
                 tools: vec![s("open_ticket")],
@@ -51,7 +73,7 @@ pub fn sample_host_event(t: EventType) -> Event {
             tool_name: s("open_ticket"),
             is_error: false,
         }),
-        other => unreachable!("{other:?} is not an MCP or host-tool event"),
+        other => unreachable!("{other:?} is not an MCP, host-tool or skills event"),
     }
 }
 

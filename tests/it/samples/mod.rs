@@ -681,6 +681,8 @@ pub fn sample_event(t: EventType) -> Event {
             session_id: s(SESSION),
         }),
         EventType::McpList
+        | EventType::SkillsList
+        | EventType::CommandsList
         | EventType::SessionHostToolsUpdated
         | EventType::HostToolRequested
         | EventType::HostToolResponded => host_samples::sample_host_event(t),

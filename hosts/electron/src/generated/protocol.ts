@@ -4,6 +4,20 @@
 export const PROTOCOL_VERSION = "1.0";
 
 /**
+ * `activate_skill {name, file?}`: a skill's instructions, or one file of its folder.
+ */
+export type ActivateSkillArgs = { 
+/**
+ * The skill's name, as listed in the system prompt.
+ */
+name: string, 
+/**
+ * A file of the skill's folder (a path relative to it) to read instead of the
+ * instructions.
+ */
+file?: string | null, };
+
+/**
  * A person's answer to an approval request.
  *
  * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
@@ -588,6 +602,20 @@ disabledReason: string | null, };
 export type CheckpointListCmd = Record<string, never>;
 
 /**
+ * `commands.list`: the answer to `commands.list`.
+ */
+export type CommandsList = { 
+/**
+ * The session's custom commands, by name.
+ */
+commands: Array<CustomCommandInfo>, };
+
+/**
+ * `commands.list`: the session's custom slash commands.
+ */
+export type CommandsListCmd = Record<string, never>;
+
+/**
  * `context.compaction.completed`.
  */
 export type CompactionCompleted = { 
@@ -638,6 +666,35 @@ requestId: string,
  * Its sequence.
  */
 sequence: number, };
+
+/**
+ * A custom slash command of a session, as `commands.list` shows it.
+ */
+export type CustomCommandInfo = { 
+/**
+ * Its name: the host offers it as `/NAME`.
+ */
+name: string, 
+/**
+ * Its front matter's `description`.
+ */
+description?: string | null, 
+/**
+ * Its front matter's `argument-hint`.
+ */
+argumentHint?: string | null, 
+/**
+ * Where it was found: `project` or `user`.
+ */
+source: string, 
+/**
+ * Its file.
+ */
+path: string, 
+/**
+ * The prompt template (`$ARGUMENTS`, `$1` … `$9` are filled in by the host).
+ */
+template: string, };
 
 /**
  * What the gate decided.
@@ -743,7 +800,7 @@ export type KnownErrorCategory = "bridge" | "runtime" | "business";
 export type ErrorCode = KnownErrorCode | (string & {});
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE";
+export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "SKILL_SKIPPED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -1869,7 +1926,15 @@ budget?: BudgetLimits | null,
 /**
  * Cap on the output tokens of each model call of this request.
  */
-maxOutputTokens?: number | null, };
+maxOutputTokens?: number | null, 
+/**
+ * A W3C `traceparent`: the request's spans join that trace (docs/protocol.md).
+ */
+traceparent?: string | null, 
+/**
+ * The W3C `tracestate` that goes with `traceparent`.
+ */
+tracestate?: string | null, };
 
 /**
  * `request.side`: a question answered from the conversation so far, without tools,
@@ -2953,6 +3018,42 @@ export type SideAnswered = {
 text: string, };
 
 /**
+ * A skill of a session, as `skills.list` shows it.
+ */
+export type SkillInfo = { 
+/**
+ * Its name (what `activate_skill` and `/skill:NAME` take).
+ */
+name: string, 
+/**
+ * What it does and when to use it.
+ */
+description: string, 
+/**
+ * Where it was found: `project`, `user` or `config`.
+ */
+source: string, 
+/**
+ * Its `SKILL.md`.
+ */
+path: string, };
+
+/**
+ * `skills.list`: the answer to `skills.list`.
+ */
+export type SkillsList = { 
+/**
+ * The session's skills, in the order their names won (project, user,
+ * configured folders), by name within a folder.
+ */
+skills: Array<SkillInfo>, };
+
+/**
+ * `skills.list`: the session's Agent Skills.
+ */
+export type SkillsListCmd = Record<string, never>;
+
+/**
  * Who produced an event.
  *
  * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
@@ -3688,6 +3789,8 @@ export interface EventPayloads {
   "session.unwatched": SessionUnwatched;
   "background.exited": BackgroundEvent;
   "mcp.list": McpList;
+  "skills.list": SkillsList;
+  "commands.list": CommandsList;
   "session.host_tools_updated": SessionHostToolsUpdated;
   "host-tool.requested": HostToolRequested;
   "host-tool.responded": HostToolResponded;
@@ -3782,6 +3885,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "session.unwatched",
   "background.exited",
   "mcp.list",
+  "skills.list",
+  "commands.list",
   "session.host_tools_updated",
   "host-tool.requested",
   "host-tool.responded",
@@ -3856,6 +3961,8 @@ export interface CommandPayloads {
   "session.set_host_tools": SetHostTools;
   "host-tool.respond": HostToolRespond;
   "mcp.list": McpListCmd;
+  "skills.list": SkillsListCmd;
+  "commands.list": CommandsListCmd;
 }
 
 export type CommandTypeName = keyof CommandPayloads;
@@ -3910,6 +4017,8 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "session.set_host_tools",
   "host-tool.respond",
   "mcp.list",
+  "skills.list",
+  "commands.list",
 ];
 
 /** Commands that need `sessionId`. */
@@ -3955,6 +4064,8 @@ export const SESSION_COMMANDS: readonly CommandTypeName[] = [
   "session.set_host_tools",
   "host-tool.respond",
   "mcp.list",
+  "skills.list",
+  "commands.list",
 ];
 
 /** A command line. */
@@ -3999,6 +4110,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "CHECKPOINT_NOT_FOUND",
   "BUDGET_EXCEEDED",
   "HOOK_FAILED",
+  "SKILL_SKIPPED",
   "PROMPT_BLOCKED",
   "PRICE_UNKNOWN",
   "SESSION_LIMIT_REACHED",

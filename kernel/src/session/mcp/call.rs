@@ -27,7 +27,46 @@ fn interrupted() -> ErrorPayload {
 
 #[async_trait]
 impl KernelHandler for McpCall {
-    async fn run(&self, cx: &CallCx<'_>, _: Args) -> Result<Value, ErrorPayload> {
+    /// The call is an MCP client span (`tools/call`) under the tool call's.
+    async fn run(&self, cx: &CallCx<'_>, args: Args) -> Result<Value, ErrorPayload> {
+        let transport = match self.server.config.transport {
+            keel_mcp::Transport::Stdio { .. } => "pipe",
+            _ => "tcp",
+        };
+        let span = cx
+            .session
+            .services
+            .telemetry()
+            .mcp_call(keel_telemetry::McpStart {
+                server: &self.server.config.name,
+                tool: &self.tool,
+                call_id: Some(&cx.call.id),
+                transport,
+                parent: keel_telemetry::Parent::Current,
+            });
+        span.arguments(|| cx.call.arguments.to_string());
+        let r = tracing::Instrument::instrument(self.call(cx, args), span.span().clone()).await;
+        match &r {
+            Ok(v) => {
+                span.result(|| v["message"].as_str().unwrap_or_default().to_owned());
+                span.finish(None);
+            }
+            Err(e) => {
+                let reason = match e.code {
+                    ErrorCode::ToolTimeout => "timeout",
+                    ErrorCode::Interrupted => "cancelled",
+                    ErrorCode::ToolExecutionFailed => "tool_error",
+                    _ => "closed",
+                };
+                span.finish(Some(reason));
+            }
+        }
+        r
+    }
+}
+
+impl McpCall {
+    async fn call(&self, cx: &CallCx<'_>, _: Args) -> Result<Value, ErrorPayload> {
         let server = &self.server;
         let name = server.config.name.as_str();
         let Some(conn) = server.connection(cx.session, cx.cancel).await? else {
