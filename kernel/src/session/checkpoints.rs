@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use futures::future::{BoxFuture, FutureExt, Shared};
 use keel_envelope::events::{
@@ -154,14 +154,6 @@ pub(crate) fn not_found(id: &str) -> ErrorPayload {
     .with_detail("id", id)
 }
 
-/// How many checkpoint operations run at once in the process.
-const MAX_OPERATIONS: usize = 16;
-
-fn operations() -> &'static tokio::sync::Semaphore {
-    static OPS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    OPS.get_or_init(|| tokio::sync::Semaphore::new(MAX_OPERATIONS))
-}
-
 /// Runs `f` on the session's checkpoints on the blocking pool.
 async fn with_book<T: Send + 'static>(
     session: &Session,
@@ -173,6 +165,51 @@ async fn with_book<T: Send + 'static>(
     .await
 }
 
+/// At most this many checkpoint engines are open at once in the process (each holds
+/// file descriptors and inotify watches); beyond it the least recently used idle one
+/// is closed, and reopened from its records by its next use (whose next checkpoint
+/// then stats the whole tree), as the store bounds its open logs.
+pub(crate) const MAX_OPEN_ENGINES: usize = 16;
+
+/// At most this many checkpoint operations run at once in the process (on the
+/// blocking pool): they are bound by the disk and the cores, and each may open an
+/// engine, so a burst of sessions starting together does not open hundreds of them
+/// (and their files) at once.
+pub(crate) const MAX_RUNNING: usize = 4;
+
+static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_RUNNING);
+
+/// The slots with an open engine, least recently used first.
+static OPEN: Mutex<Vec<Weak<Mutex<Slot>>>> = Mutex::new(Vec::new());
+
+/// Marks `slot` (locked by the caller, with an engine) as just used, and closes the
+/// least recently used others beyond [`MAX_OPEN_ENGINES`] that are not in use.
+fn touch(slot: &Arc<Mutex<Slot>>) {
+    let mut open = lock(&OPEN);
+    open.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(slot)));
+    open.push(Arc::downgrade(slot));
+    let mut over = open.len().saturating_sub(MAX_OPEN_ENGINES);
+    let mut i = 0;
+    while over > 0 && i + 1 < open.len() {
+        let closed = open[i]
+            .upgrade()
+            .is_none_or(|other| match other.try_lock() {
+                Ok(mut s) => {
+                    *s = Slot::default();
+                    true
+                }
+                // In use (a checkpoint runs): kept open.
+                Err(_) => false,
+            });
+        if closed {
+            open.remove(i);
+            over -= 1;
+        } else {
+            i += 1;
+        }
+    }
+}
+
 /// Runs `f` on the session's checkpoint slot (opened on first use) on the blocking pool.
 async fn with_slot<T: Send + 'static>(
     session: &Session,
@@ -182,16 +219,17 @@ async fn with_slot<T: Send + 'static>(
     let workspace = session.workspace.clone();
     let dir = store_dir(session);
     let id = session.id.clone();
-    // A bounded number of operations at once in the process: each holds a few files
-    // open (the store's lock, a pack, the files it reads) and a blocking thread, and
-    // thousands of sessions may checkpoint at once.
-    let permit = operations().acquire().await.map_err(internal)?;
+    // Never closed, so it always gives a permit.
+    let permit = RUNNING.acquire().await.map_err(internal)?;
     tokio::task::spawn_blocking(move || {
-        // Held by the operation itself, even if its caller stops waiting.
+        // Held until the work ends, even when the caller stops waiting.
         let _permit = permit;
         let mut guard = lock(&book.slot);
         let slot = &mut *guard;
         slot.open(&workspace, &id, dir);
+        if slot.engine.is_some() {
+            touch(&book.slot);
+        }
         f(slot)
     })
     .await
