@@ -137,6 +137,22 @@ pub(crate) fn classify_status(
             .is_some_and(|m| contains_any(m, &["exceeded your current quota"]));
     let model_missing =
         status == 404 || contains_any(&kind_code, &["model_not_found", "not_found_error"]);
+    // A server error that blames the request itself (llama-server answers malformed
+    // tool-call arguments with 500 "Failed to parse …"): the same request fails again.
+    let malformed = status >= 500
+        && (contains_any(&kind_code, &["invalid_request"])
+            || perr.message.as_deref().is_some_and(|m| {
+                contains_any(
+                    m,
+                    &[
+                        "failed to parse",
+                        "parse error",
+                        "invalid request",
+                        "malformed",
+                        "invalid json",
+                    ],
+                )
+            }));
 
     let (code, hint, retryable) = if status == 401 || status == 403 {
         (
@@ -156,6 +172,8 @@ pub(crate) fn classify_status(
         )
     } else if status == 408 {
         (ErrorCode::ModelError, Some(ErrorHint::Network), true)
+    } else if malformed {
+        (ErrorCode::ModelError, None, false)
     } else if status >= 500 {
         (ErrorCode::ModelError, None, true)
     } else {
@@ -170,6 +188,9 @@ pub(crate) fn classify_status(
         .with_detail("status", status);
     if let Some(hint) = hint {
         payload = payload.hint(hint);
+    }
+    if malformed {
+        payload = payload.with_detail("reason", "malformed_request");
     }
     if let Some(k) = perr.kind {
         payload = payload.with_detail("providerType", k);

@@ -44,8 +44,11 @@ pub(crate) fn convert_message(m: &Message) -> Value {
                 msg["tool_calls"] = tool_calls
                     .iter()
                     .map(|c| {
+                        // Arguments the model sent as invalid JSON (a stream cut in the
+                        // middle of them) go back as `{}`: servers refuse malformed ones
+                        // (llama-server: HTTP 500), and the call's result quotes them.
                         let arguments = match invalid_json_text(&c.arguments) {
-                            Some(raw) => raw.to_owned(),
+                            Some(_) => "{}".to_owned(),
                             None => c.arguments.to_string(),
                         };
                         json!({

@@ -185,15 +185,28 @@ fn describe(e: &reqwest::Error) -> String {
     text
 }
 
-/// Whether a `{data: [{id}]}` model list names `model`.
+/// Whether a `{data: [{id}]}` model list names `model`. An id that is a file path
+/// (llama-server lists the model it serves by its `.gguf` path) names the model by its
+/// file name too, with or without the extension; and a list of one such path is a
+/// server of one model, which answers to any name.
 fn lists_model(body: &[u8], model: &str) -> Option<bool> {
     let v: serde_json::Value = serde_json::from_slice(body).ok()?;
     let list = v.get("data")?.as_array()?;
-    Some(
-        list.iter()
-            .filter_map(|m| m.get("id").and_then(|i| i.as_str()))
-            .any(|id| id == model),
-    )
+    let ids: Vec<&str> = list
+        .iter()
+        .filter_map(|m| m.get("id").and_then(|i| i.as_str()))
+        .collect();
+    let is_path = |id: &str| id.contains('/') || id.ends_with(".gguf");
+    let names = |id: &str| {
+        let file = id.rsplit('/').next().unwrap_or(id);
+        id == model || file == model || file.strip_suffix(".gguf") == Some(model)
+    };
+    Some(match ids.as_slice() {
+        [only] if is_path(only) => true,
+        _ => ids
+            .iter()
+            .any(|id| id == &model || (is_path(id) && names(id))),
+    })
 }
 
 #[cfg(test)]
@@ -235,6 +248,25 @@ mod tests {
         );
         assert_eq!(lists_model(br#"{"data":[{"id":"a"}]}"#, "b"), Some(false));
         assert_eq!(lists_model(b"<html>", "b"), None);
+    }
+
+    /// llama-server lists the one model it serves by its file path, and answers to
+    /// any model name.
+    #[test]
+    fn a_llama_server_listing_its_model_by_file_path_serves_the_model() {
+        let listed = br#"{"object":"list","data":[{"id":"/models/qwen2.5-0.5b-instruct-q4_k_m.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx_train":32768}}]}"#;
+        assert_eq!(lists_model(listed, "qwen2.5-coder:7b"), Some(true));
+        assert_eq!(
+            lists_model(listed, "qwen2.5-0.5b-instruct-q4_k_m"),
+            Some(true)
+        );
+        let relative = br#"{"data":[{"id":"models/small.gguf"}]}"#;
+        assert_eq!(lists_model(relative, "small"), Some(true));
+        assert_eq!(lists_model(relative, "small.gguf"), Some(true));
+        // Several entries: the name must match one of them, path or file name.
+        let several = br#"{"data":[{"id":"/m/a.gguf"},{"id":"/m/b.gguf"}]}"#;
+        assert_eq!(lists_model(several, "b"), Some(true));
+        assert_eq!(lists_model(several, "c"), Some(false));
     }
 
     #[tokio::test]

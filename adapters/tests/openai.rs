@@ -674,3 +674,25 @@ async fn reasoning_models_get_max_completion_tokens() {
     assert_eq!(body["max_completion_tokens"], 32_768);
     assert!(body.get("max_tokens").is_none());
 }
+
+/// llama-server answers a request it cannot read (malformed tool-call arguments in the
+/// history) with HTTP 500: sending the same request again cannot help.
+#[tokio::test]
+async fn a_500_that_says_the_request_is_malformed_is_not_retried() {
+    let body = serde_json::json!({"error": {
+        "code": 500,
+        "message": "Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error at line 1, column 22",
+        "type": "server_error"
+    }});
+    let server = FakeServer::start((0..4).map(|_| FakeResponse::json(500, &body)))
+        .await
+        .unwrap();
+    let model = openai_model(&server.base_url(), &fast_config(2));
+    let items = collect(model.stream(request(), CancellationToken::new())).await;
+    assert_eq!(items.len(), 1, "{items:?}");
+    let err = items[0].clone().unwrap_err().0;
+    assert!(!err.retryable, "{err:?}");
+    assert_eq!(err.details["reason"], "malformed_request", "{err:?}");
+    assert!(err.message.contains("Failed to parse tool call arguments"));
+    assert_eq!(server.requests().len(), 1);
+}

@@ -357,6 +357,9 @@ crate::wire::wire_enum! {
     pub enum StopReason {
         /// The model finished its answer.
         EndTurn = "end_turn",
+        /// The model's last answer was cut by the output cap (`maxOutputTokens`):
+        /// `finalText` is what it wrote before the cut.
+        MaxTokens = "max_tokens",
         /// The request hit its maximum number of model turns.
         MaxTurns = "max_turns",
         /// The model refused.

@@ -5,7 +5,7 @@
 //!
 //! # Where the kill happens
 //!
-//! Every process is started by [`spawn_shell`] or [`spawn`], which return a
+//! Every process is started by [`spawn_shell`] or [`spawn()`], which return a
 //! [`ShellChild`]. The child is the leader of a new process group and carries a
 //! per-call marker in its environment (`KEEL_RUN_ID`), inherited by everything it
 //! starts. [`ShellChild::kill_all`] (on timeout and cancellation), [`ShellChild::wait`]

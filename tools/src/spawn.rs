@@ -33,7 +33,7 @@
 //! This is the only module of the workspace that may use `unsafe`: the code run in the
 //! child between `fork` and `exec` is registered with `CommandExt::pre_exec`, which is
 //! `unsafe` because it runs in a copy of a multi-threaded process where only
-//! async-signal-safe calls are allowed. [`child_setup`] makes only raw system calls
+//! async-signal-safe calls are allowed. `child_setup` makes only raw system calls
 //! (`prctl`, `getppid`, `landlock_restrict_self`) on values prepared before the fork,
 //! allocates nothing, takes no lock, and reports failure by returning an
 //! `io::Error` built from an errno (no allocation), which the standard library sends

@@ -58,6 +58,7 @@ fn unsupported(i: usize, what: &str) -> Error {
 pub(crate) fn stop_reason(s: KeelStop) -> Option<StopReason> {
     match s {
         KeelStop::EndTurn => Some(StopReason::EndTurn),
+        KeelStop::MaxTokens => Some(StopReason::MaxTokens),
         KeelStop::MaxTurns => Some(StopReason::MaxTurnRequests),
         KeelStop::Refusal => Some(StopReason::Refusal),
         KeelStop::Interrupted => Some(StopReason::Cancelled),

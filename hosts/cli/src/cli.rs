@@ -46,7 +46,7 @@ pub struct GlobalArgs {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run one request headless and exit (exit code 0, 1, 2, 3 or 130).
+    /// Run one request headless and exit (exit code 0, 1, 2, 3, 4 or 130).
     #[command(
         long_about = "Runs one request in a new session and exits. Without --json the session \
                       is printed as the REPL shows it; with --json every envelope is one JSON \

@@ -21,6 +21,8 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code: a call was denied.
 pub const EXIT_DENIED: i32 = 3;
+/// Exit code: the answer was cut by the output cap (`stopReason: "max_tokens"`).
+pub const EXIT_TRUNCATED: i32 = 4;
 /// Exit code: interrupted.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -233,6 +235,7 @@ async fn exec(
                 code = match c.stop_reason {
                     StopReason::EndTurn if denied => EXIT_DENIED,
                     StopReason::EndTurn | StopReason::Refusal => EXIT_OK,
+                    StopReason::MaxTokens => EXIT_TRUNCATED,
                     StopReason::Interrupted => EXIT_INTERRUPTED,
                     StopReason::MaxTurns | StopReason::Error => EXIT_FAILED,
                     _ => EXIT_FAILED,

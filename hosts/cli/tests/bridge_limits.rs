@@ -211,3 +211,58 @@ fn project_hooks_run_only_in_a_trusted_workspace() {
     assert!(marker.exists(), "the trusted project's hook ran");
     b.stop();
 }
+
+/// Every model call of a session follows its output cap: the request's own turns, a
+/// sub-agent's, a side question's and a compaction's (those two at most 2048, or the
+/// session's cap when it is smaller). Checked in the bodies the server received.
+#[test]
+fn every_model_call_of_a_session_follows_its_output_cap() {
+    let rt = keel_testsupport::runtime();
+    let server = rt
+        .block_on(FakeServer::start([
+            FakeResponse::sse(openai::tool_calls_stream(&[(
+                "c1",
+                "spawn_sub_agent",
+                r#"{"task":"Look around."}"#,
+            )])),
+            FakeResponse::sse(openai::text_stream(&["Found it."])),
+            FakeResponse::sse(openai::text_stream(&["Done."])),
+            FakeResponse::sse(openai::text_stream(&["A side answer."])),
+            FakeResponse::sse(openai::text_stream(&["A summary."])),
+        ]))
+        .unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let (ws, home) = (root.path().join("ws"), root.path().join("home"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("config.toml"), "maxOutputTokens = 300\n").unwrap();
+    let url = format!("{}/v1", server.base_url());
+    let mut b = Bridge::start(Setup {
+        env: &[("OPENAI_BASE_URL", &url)],
+        ..Setup::new(KEEL, &home, &ws, "openai:qwen2.5-coder:7b")
+    });
+    let s = b.start_session("s", r#"{"permissionMode":"auto"}"#);
+    b.request(&s, "r1", r#"{"message":"Use a sub-agent."}"#);
+    b.until_on("r1", "session.completed");
+    b.send(&format!(
+        r#"{{"version":"1.0","type":"request.side","requestId":"q1","sessionId":"{s}","payload":{{"message":"Why?"}}}}"#
+    ));
+    b.until_on("q1", "side.answered");
+    b.send(&format!(
+        r#"{{"version":"1.0","type":"context.compact","requestId":"k1","sessionId":"{s}","payload":{{}}}}"#
+    ));
+    b.until_on("k1", "context.compaction.completed");
+    b.stop();
+    let requests = server.requests();
+    let caps: Vec<serde_json::Value> = requests
+        .iter()
+        .map(|r| r.json().unwrap()["max_tokens"].clone())
+        .collect();
+    assert!(caps.len() >= 4, "{caps:?}");
+    // The parent's two turns and the sub-agent's take the session's cap itself.
+    assert_eq!(caps[..3], [300, 300, 300], "{caps:?}");
+    assert!(
+        caps.iter().all(|c| c.as_u64().is_some_and(|c| c <= 300)),
+        "{caps:?}"
+    );
+}

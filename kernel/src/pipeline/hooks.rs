@@ -403,7 +403,7 @@ pub(crate) async fn stop(
             reasons.push(reason);
         }
     }
-    join(reasons).filter(|_| reason == StopReason::EndTurn)
+    join(reasons).filter(|_| matches!(reason, StopReason::EndTurn | StopReason::MaxTokens))
 }
 
 /// The history message that carries a `Stop` hook's request to go on.

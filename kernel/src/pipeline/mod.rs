@@ -256,9 +256,17 @@ fn decode(
     scope: Option<&[String]>,
 ) -> Result<(Entry, Args), ErrorPayload> {
     if let Some(raw) = call.arguments.get("__invalid_json") {
+        // The history sends the call back with `{}` as its arguments: what the model
+        // wrote is quoted here, for it to see (at most 500 characters).
+        let text = raw.as_str().unwrap_or_default();
+        let quoted: String = text.chars().take(500).collect();
+        let cut = if quoted.len() < text.len() { "…" } else { "" };
         return Err(ErrorPayload::new(
             ErrorCode::ToolArgumentsInvalid,
-            format!("the arguments of {} are not valid JSON", call.name),
+            format!(
+                "the arguments of {} are not valid JSON (cut short, or malformed): {quoted}{cut}; the call was not run and is kept in the history with {{}} as its arguments",
+                call.name
+            ),
         )
         .with_detail("arguments", raw.clone()));
     }

@@ -43,6 +43,9 @@ pub(crate) struct Active {
     /// Its terminal event is out: the session reads as idle (or running the next
     /// queued request) while it turns over.
     pub(crate) ended: bool,
+    /// The request's output cap, once its budget is known: the cap of every model
+    /// call made for it (sub-agents too).
+    pub(crate) output_cap: Option<u32>,
 }
 
 impl Active {
@@ -54,6 +57,7 @@ impl Active {
             steer: Vec::new(),
             patch_preview,
             ended: false,
+            output_cap: None,
         }
     }
 }

@@ -270,11 +270,11 @@ pub(crate) async fn run(
             }
             let (stop, turn_stop) = match finish {
                 Some(FinishReason::Refusal) => (StopReason::Refusal, TurnStopReason::Refusal),
-                Some(FinishReason::MaxTokens) => (StopReason::EndTurn, TurnStopReason::MaxTokens),
+                Some(FinishReason::MaxTokens) => (StopReason::MaxTokens, TurnStopReason::MaxTokens),
                 _ => (StopReason::EndTurn, TurnStopReason::EndTurn),
             };
-            // The Stop hooks may ask the model to go on after its answer.
-            if stop == StopReason::EndTurn {
+            // The Stop hooks may ask the model to go on after its answer (a cut one too).
+            if matches!(stop, StopReason::EndTurn | StopReason::MaxTokens) {
                 let active = c.stop_hook_active;
                 let more =
                     hooks::stop(session, rid, stop.clone(), Some(&out.text), active, cancel).await;

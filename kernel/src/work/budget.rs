@@ -152,6 +152,38 @@ impl Budget {
         self.max_output_tokens
     }
 
+    /// Records the cap as the running request's (for its sub-agents).
+    pub(crate) fn record_output_cap(&self, session: &Session, rid: &str) {
+        if let Some(a) = session.data().active.as_mut().filter(|a| a.id == rid) {
+            a.output_cap = self.max_output_tokens;
+        }
+    }
+}
+
+/// The cap of summaries and side questions: short answers, whatever the session's
+/// cap, unless that is smaller.
+pub(crate) const SHORT_ANSWER_CAP: u32 = 2048;
+
+/// The output cap of a model call the session makes beside a request's own turns
+/// (a sub-agent's, a side question's, a compaction's): the running request's cap,
+/// else the session's (`session.start`), else the configuration's; `None` when none
+/// is set (the provider's default applies, as for a request).
+pub(crate) fn session_output_cap(session: &Session) -> Option<u32> {
+    let d = session.data();
+    d.active
+        .as_ref()
+        .filter(|a| !a.ended)
+        .and_then(|a| a.output_cap)
+        .or_else(|| Stored::load(&d.state.extensions).max_output_tokens)
+        .or(session.services.config().max_output_tokens)
+}
+
+/// [`SHORT_ANSWER_CAP`], or the session's cap when it is smaller.
+pub(crate) fn short_answer_cap(session: &Session) -> u32 {
+    session_output_cap(session).map_or(SHORT_ANSWER_CAP, |c| c.min(SHORT_ANSWER_CAP))
+}
+
+impl Budget {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

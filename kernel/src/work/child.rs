@@ -240,7 +240,7 @@ then answer with a short summary of what you found or did; only that summary rea
             system,
             messages: history.clone(),
             tools: defs.clone(),
-            max_output_tokens: None,
+            max_output_tokens: crate::work::budget::session_output_cap(session),
         };
         session.probe(Point::SubAgentTurn, rid).await;
         let echo = Echo {

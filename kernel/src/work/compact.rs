@@ -89,7 +89,7 @@ pub(crate) async fn run(
         }]
         .into(),
         tools: Vec::new().into(),
-        max_output_tokens: Some(2048),
+        max_output_tokens: Some(crate::work::budget::short_answer_cap(session)),
     };
     let echo = Echo {
         session,

@@ -149,6 +149,7 @@ async fn run_request<'s>(
     tracing::info!(from_queue, "request accepted");
     hooks::wait_session_start(session, cancel).await;
     let b = Budget::start(session, &q.overrides);
+    b.record_output_cap(session, rid);
     let mut c = Counters::new();
     let outcome = match hooks::user_prompt_submit(session, rid, &q.message, cancel).await {
         // Blocked: the prompt never reaches the history nor the model.

@@ -65,7 +65,7 @@ pub(crate) fn spawn(session: &Arc<Session>, rid: &str, message: &str) -> Result<
             system: SIDE_PROMPT.into(),
             messages,
             tools: Vec::new().into(),
-            max_output_tokens: Some(2048),
+            max_output_tokens: Some(crate::work::budget::short_answer_cap(&session)),
         };
         let echo = Echo {
             session: &session,

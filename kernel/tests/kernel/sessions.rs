@@ -363,11 +363,17 @@ async fn delete_a_stored_session_from_a_new_kernel_and_refuse_bad_ids() {
         .map(|s| s.session_id)
         .collect();
     assert_eq!(ids, std::slice::from_ref(&keep));
-    for bad in ["sess_unknown", "", "../outside", "..", "sess/../../outside"] {
+    for bad in ["sess_unknown", "../outside", "..", "sess/../../outside"] {
         let (r, evs) = command(&kernel, &mut all, None, delete(bad)).await;
         assert_eq!(r.unwrap_err().code, ErrorCode::SessionNotFound, "{bad:?}");
         assert_eq!(types(&evs), ["error"], "{bad:?}");
     }
+    // An empty id names no session: the field is missing.
+    let (r, evs) = command(&kernel, &mut all, None, delete("")).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.code, ErrorCode::RequestInvalid, "{e:?}");
+    assert_eq!(e.details["field"], "payload.sessionId", "{e:?}");
+    assert_eq!(types(&evs), ["error"]);
     assert!(outside.exists());
     assert!(store_path
         .join("sessions")

@@ -472,6 +472,9 @@ impl Repl {
             StopReason::EndTurn | StopReason::Interrupted => {}
             StopReason::MaxTurns => self.warn_line(&render::budget_stop(p.budget.as_ref())),
             StopReason::Refusal => self.warn_line("the model refused"),
+            StopReason::MaxTokens => self.warn_line(
+                "the answer was cut at the output cap (maxOutputTokens); ask it to go on, or raise the cap",
+            ),
             StopReason::Error => self.error_line("the request failed"),
             _ => self.warn_line(&format!("the request ended: {}", p.stop_reason)),
         }

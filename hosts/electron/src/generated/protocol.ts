@@ -3094,7 +3094,7 @@ export type KnownStepStatus = "pending" | "in_progress" | "completed";
 export type StopReason = KnownStopReason | (string & {});
 
 /** The values of `StopReason` this version knows. */
-export type KnownStopReason = "end_turn" | "max_turns" | "refusal" | "error" | "interrupted";
+export type KnownStopReason = "end_turn" | "max_tokens" | "max_turns" | "refusal" | "error" | "interrupted";
 
 /**
  * `sub-agent.started` / `sub-agent.completed` / `sub-agent.failed`.
