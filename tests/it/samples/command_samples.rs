@@ -146,6 +146,8 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 ..BudgetLimits::default()
             }),
             max_output_tokens: Some(4096),
+            traceparent: Some(s("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")),
+            tracestate: None,
         }),
         CommandType::RequestInterrupt => CommandPayload::RequestInterrupt(c::RequestInterrupt {}),
         CommandType::RequestCancelQueued => CommandPayload::RequestCancelQueued(c::CancelQueued {
