@@ -24,7 +24,6 @@
 #![allow(clippy::unwrap_used)]
 
 #[path = "../../benches/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::time::{Duration, Instant};
