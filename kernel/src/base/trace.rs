@@ -85,9 +85,10 @@ mod tests {
             text: "hi".into(),
             images: Vec::new(),
         }]);
+        let got: Value = serde_json::from_str(&text).unwrap_or_default();
         assert_eq!(
-            text,
-            r#"[{"parts":[{"content":"hi","type":"text"}],"role":"user"}]"#
+            got,
+            json!([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
         );
     }
 }

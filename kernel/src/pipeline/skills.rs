@@ -25,6 +25,9 @@ use crate::session::Session;
 /// The tool's name.
 pub(crate) const ACTIVATE_SKILL: &str = "activate_skill";
 
+/// How many sessions of the process look for their skills at once.
+static DISCOVERIES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
 /// The largest file of a skill's folder `activate_skill {file}` returns.
 pub(crate) const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
 
@@ -36,6 +39,9 @@ pub(crate) async fn load(session: &Arc<Session>, rid: &str) {
         return;
     };
     let workspace = session.workspace.clone();
+    // A few discoveries at a time: each holds directory handles while it reads, and a
+    // host may start thousands of sessions at once under a low limit of open files.
+    let _turn = DISCOVERIES.acquire().await;
     let found = tokio::task::spawn_blocking(move || {
         let reserved: Vec<&str> = config
             .reserved_commands

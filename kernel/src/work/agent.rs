@@ -185,7 +185,7 @@ pub(crate) async fn run(
             );
             system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             if let Some(block) = session.skills.prompt_block() {
-                system.push_str("\n");
+                system.push('\n');
                 system.push_str(block);
             }
             let request = ModelRequest {

@@ -28,7 +28,9 @@ fn payload(t: CommandType) -> serde_json::Value {
         | C::SubAgentList
         | C::HarnessStatus
         | C::BackgroundList
-        | C::McpList => json!({}),
+        | C::McpList
+        | C::SkillsList
+        | C::CommandsList => json!({}),
         C::SessionResume | C::SessionWatch | C::SessionUnwatch | C::SessionDelete => {
             json!({"sessionId": none})
         }
