@@ -8,8 +8,12 @@ use ts_rs::TS;
 use crate::budget::{BudgetLimits, SessionBudget};
 use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
+use crate::worktree::{AdditionalRoot, Isolation};
 
 mod ctors;
+mod enums;
+
+pub use enums::{ReviewDecision, WhenBusy};
 
 macro_rules! command_payloads {
     ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {
@@ -34,31 +38,8 @@ macro_rules! command_payloads {
     };
 }
 
-/// What `request.send` does when the session is busy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum WhenBusy {
-    /// Wait in the queue (the default).
-    #[default]
-    Queue,
-    /// Join the running request at its next model call.
-    Steer,
-    /// Refuse with `request.rejected` (SESSION_BUSY).
-    Reject,
-}
-
-/// A review decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ReviewDecision {
-    /// Approve.
-    #[default]
-    Approved,
-    /// Reject.
-    Rejected,
-}
+mod worktree;
+pub use worktree::{WorktreeListCmd, WorktreeRemove};
 
 command_payloads! {
     /// `runtime.shutdown`: interrupt everything, flush, close sessions, exit 0.
@@ -100,6 +81,15 @@ command_payloads! {
         /// Tools the host runs (`host-tool.requested` → `host-tool.respond`).
         #[serde(default)]
         pub host_tools: Option<Vec<HostToolSpec>>,
+        /// Where the session works (default: configuration, else `none`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub isolation: Option<Isolation>,
+        /// With `isolation: "worktree"`: the commit the worktree starts at (default `HEAD`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub base_ref: Option<String>,
+        /// Folders the session may reach beside its workspace, jailed like it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub additional_roots: Option<Vec<AdditionalRoot>>,
     }
 
     /// `session.resume`.
@@ -177,6 +167,9 @@ command_payloads! {
         /// Also restore the workspace to that point (default false).
         #[serde(default)]
         pub files: Option<bool>,
+        /// `worktree`: the fork works in a worktree of its own (default: the parent's tree).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub isolation: Option<Isolation>,
     }
 
     /// `request.side`: a question answered from the conversation so far, without tools,
@@ -740,6 +733,10 @@ define_commands! {
     HostToolRespond = "host-tool.respond" => HostToolRespond, session: true,
     /// List the MCP servers.
     McpList = "mcp.list" => McpListCmd, session: true,
+    /// List the worktrees the runtime keeps.
+    WorktreeList = "worktree.list" => WorktreeListCmd, session: false,
+    /// Remove a worktree.
+    WorktreeRemove = "worktree.remove" => WorktreeRemove, session: false,
 }
 
 /// A decoded command. Build one with [`Command::new`].

@@ -110,6 +110,15 @@ crate::wire::wire_enum! {
         /// The connection's token does not allow this command: its role is too low
         /// (`details.role`, `details.required`), or it is bound to another session.
         RoleForbidden = "ROLE_FORBIDDEN",
+        /// An isolated workspace could not be made: the workspace is not in a git
+        /// repository, the repository has no commit, git is missing or failed
+        /// (`details.reason`).
+        WorktreeUnavailable = "WORKTREE_UNAVAILABLE",
+        /// No worktree the runtime keeps has this path or session.
+        WorktreeNotFound = "WORKTREE_NOT_FOUND",
+        /// The worktree has uncommitted changes and the removal was not forced
+        /// (`details.changes` names some of them).
+        WorktreeDirty = "WORKTREE_DIRTY",
     }
 }
 

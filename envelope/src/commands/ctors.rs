@@ -48,6 +48,8 @@ constructors! {
     SetHostTools(tools: Vec<HostToolSpec>),
     HostToolRespond(tool_call_id: String),
     McpListCmd(),
+    WorktreeListCmd(),
+    WorktreeRemove(),
     ReviewEnter(reason: String),
     ReviewSubmit(),
     ReviewResolve(decision: ReviewDecision),

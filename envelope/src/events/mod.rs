@@ -11,6 +11,7 @@ use ts_rs::TS;
 use crate::budget::BudgetStatus;
 use crate::error::ErrorPayload;
 use crate::ext::{BackgroundTask, Patch, ReviewState, SubAgentInfo, TaskGraph, TaskNode};
+use crate::worktree::{AdditionalRoot, WorktreeInfo};
 use crate::types::{
     ApprovalDecision, ApprovalRules, Cursor, ModelInfo, PermissionLevel, PermissionMode, Plan,
     PlanStep, RiskLevel, SessionCursor, SessionInfo, SessionState, StopReason, Telemetry,
@@ -32,11 +33,13 @@ mod base;
 mod ext;
 mod host;
 mod rewind;
+mod worktree;
 
 pub use self::base::*;
 pub use self::ext::*;
 pub use self::host::*;
 pub use self::rewind::*;
+pub use self::worktree::*;
 
 /// Defines [`Event`], [`EventType`] and their wire names from one list.
 macro_rules! define_events {
@@ -304,6 +307,10 @@ define_events! {
     McpList = "mcp.list" => McpList,
     /// The host's tools were replaced.
     SessionHostToolsUpdated = "session.host_tools_updated" => SessionHostToolsUpdated,
+    /// The answer to `worktree.list`.
+    WorktreeList = "worktree.list" => WorktreeList,
+    /// A worktree was removed (`worktree.remove`, or with its session's `session.delete`).
+    WorktreeRemoved = "worktree.removed" => WorktreeRemoved,
     /// A host tool is to be run by the host.
     HostToolRequested = "host-tool.requested" => HostToolRequested,
     /// The host answered a host-tool call.

@@ -96,6 +96,10 @@ payloads! {
         pub parent_session_id: String,
         /// The history was copied up to just before this request; absent: all of it.
         pub at_request_id: Option<String>,
+        /// The fork's own worktree (`isolation: "worktree"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub worktree: Option<WorktreeInfo>,
     }
 
     /// `side.answered`: the answer to `request.side`, on the side request's own stream.

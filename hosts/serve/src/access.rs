@@ -33,6 +33,8 @@ fn named_session(cmd: &Command) -> Option<&str> {
         CommandPayload::SessionWatch(p) => Some(&p.session_id),
         CommandPayload::SessionUnwatch(p) => Some(&p.session_id),
         CommandPayload::SessionDelete(p) => Some(&p.session_id),
+        // By path, a worktree's owner is not known here: a bound token names it.
+        CommandPayload::WorktreeRemove(p) => Some(p.session_id.as_deref().unwrap_or("")),
         _ if cmd.command_type().needs_session() => cmd.session_id.as_deref(),
         _ => None,
     }
@@ -140,6 +142,15 @@ impl Access {
                 l.sessions.retain(|s| &s.session_id == bound);
                 Some(Cow::Owned(Envelope {
                     event: Event::SessionList(l),
+                    ..env.clone()
+                }))
+            }
+            Event::WorktreeList(l) => {
+                let mut l = l.clone();
+                l.worktrees
+                    .retain(|w| w.session_id.as_deref() == Some(bound.as_str()));
+                Some(Cow::Owned(Envelope {
+                    event: Event::WorktreeList(l),
                     ..env.clone()
                 }))
             }

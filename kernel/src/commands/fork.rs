@@ -1,20 +1,24 @@
 //! `session.fork`: a new session with the parent's history up to a request (and, with
 //! `files`, the workspace put back to that point), the parent's review, patches, task
-//! graph, budget limits, host tools and MCP servers.
+//! graph, budget limits, host tools and MCP servers. With `isolation: "worktree"` the
+//! fork works in a worktree of its own, starting with the parent's files as they are.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_envelope::commands::SessionFork;
 use keel_envelope::events::SessionForked;
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
-use keel_envelope::{ErrorPayload, Event, Sequencer};
+use keel_envelope::worktree::{Isolation, WorktreeInfo};
+use keel_envelope::{ErrorCode, ErrorPayload, Event, Sequencer};
 
 use super::lifecycle::start_mcp;
 use super::{invalid, refuse_while_running, Cx};
 use crate::base::limits::{fork_extension, EXT_KEY};
 use crate::base::mcp_config::from_specs;
 use crate::session::checkpoints::{marks, restore_files};
+use crate::session::worktree;
 use crate::session::{closed, Data, Session};
 
 /// Extension keys a fork copies (the plan, rules and mode are in the state itself).
@@ -45,6 +49,19 @@ pub(crate) async fn open_fork(
         return Err(invalid(
             "`files: true` needs `atRequestId` (the point to restore the workspace to)",
             "payload.atRequestId",
+        ));
+    }
+    let isolation = worktree::isolation(
+        p.isolation.as_ref(),
+        &services.config().worktrees.isolation,
+        "payload.isolation",
+    )?;
+    let isolated = isolation == Isolation::Worktree;
+    if files && isolated {
+        return Err(invalid(
+            "`files: true` with `isolation: \"worktree\"` is not supported: the fork's worktree \
+             starts with the parent's files as they are now",
+            "payload.files",
         ));
     }
     if parent.data().state.closed {
@@ -101,8 +118,22 @@ pub(crate) async fn open_fork(
     if let Some(b) = budget {
         state.extensions.insert(EXT_KEY.to_owned(), b);
     }
+    state.extensions.remove(worktree::EXT_KEY);
     let model = services.model_or_default(&state.model)?;
-    services.store().save_state(&state)?;
+    let tree = match isolated {
+        true => Some(isolated_tree(cx, parent, &id).await?),
+        false => None,
+    };
+    if let Some((info, ws)) = &tree {
+        state.workspace = ws.display().to_string();
+        worktree::keep_in(&mut state, info);
+    }
+    if let Err(e) = services.store().save_state(&state) {
+        if tree.is_some() {
+            let _ = worktree::remove(services, &id, true).await;
+        }
+        return Err(e);
+    }
     let session = Session::new(services.clone(), state, model, Sequencer::new());
     // The parent's host tools (they were accepted beside the same kernel tools).
     session
@@ -117,6 +148,7 @@ pub(crate) async fn open_fork(
                 session_id: id,
                 parent_session_id: parent.id.clone(),
                 at_request_id: at,
+                worktree: tree.map(|(info, _)| info),
             }),
         )
         .await;
@@ -130,4 +162,29 @@ pub(crate) async fn open_fork(
     }
     start_mcp(cx, &session, servers);
     Ok(session)
+}
+
+/// The fork's own worktree: made at the commit the parent's tree is on, then given
+/// the parent's uncommitted changes (edits, new files, deletions), so it starts with
+/// the parent's files as they are at the fork. Its worktree and the workspace in it.
+async fn isolated_tree(
+    cx: &Cx<'_>,
+    parent: &Session,
+    id: &str,
+) -> Result<(WorktreeInfo, PathBuf), ErrorPayload> {
+    let made = worktree::create(cx.services, id, id, &parent.workspace, None).await?;
+    let (from, to) = (parent.workspace.clone(), made.path.clone());
+    let copied = tokio::task::spawn_blocking(move || keel_tools::worktree::overlay(&from, &to))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                format!("copying the parent's changes failed: {e}"),
+            ))
+        });
+    if let Err(e) = copied {
+        let _ = worktree::remove(cx.services, id, true).await;
+        return Err(e);
+    }
+    Ok((worktree::info_of(&made), made.workspace))
 }

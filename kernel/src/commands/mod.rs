@@ -18,6 +18,7 @@ pub(crate) mod settings;
 pub(crate) mod side;
 pub(crate) mod stored;
 pub(crate) mod table;
+pub(crate) mod worktree;
 
 use std::sync::Arc;
 

@@ -19,7 +19,7 @@ use keel_envelope::{Command, ErrorCode, ErrorPayload};
 
 use super::{
     approvals, checkpoints, compaction, ext, fork, host_tools, lifecycle, mcp, plans, requests,
-    runtime, settings, side, stored, Cx,
+    runtime, settings, side, stored, worktree, Cx,
 };
 use crate::session::Session;
 
@@ -144,6 +144,9 @@ table! {
     HostToolRespond => Session host_tools::respond,
 
     McpList => Session mcp::list,
+
+    WorktreeList => Kernel worktree::list,
+    WorktreeRemove => Kernel worktree::remove,
 }
 
 /// The open session a session command names.

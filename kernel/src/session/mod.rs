@@ -13,6 +13,7 @@ pub(crate) mod overlay;
 pub(crate) mod queue;
 pub(crate) mod registry;
 pub(crate) mod services;
+pub(crate) mod worktree;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

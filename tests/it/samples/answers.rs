@@ -48,6 +48,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::SessionWatched => C::SessionWatch,
         E::SessionUnwatched => C::SessionUnwatch,
         E::McpList => C::McpList,
+        E::WorktreeList => C::WorktreeList,
+        E::WorktreeRemoved => C::WorktreeRemove,
         E::SessionHostToolsUpdated => C::SessionSetHostTools,
         _ => return None,
     })

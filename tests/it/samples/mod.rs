@@ -291,6 +291,8 @@ pub fn sample_event(t: EventType) -> Event {
             model: s("scripted:demo"),
             title: None,
             created_at: T0,
+            worktree: Some(rewind_samples::worktree()),
+            additional_roots: None,
         }),
         EventType::SessionResumed => Event::SessionResumed(ev::SessionResumed {
             session: session_info(),
@@ -679,6 +681,7 @@ pub fn sample_event(t: EventType) -> Event {
         | EventType::SessionHostToolsUpdated
         | EventType::HostToolRequested
         | EventType::HostToolResponded => host_samples::sample_host_event(t),
+        EventType::WorktreeList | EventType::WorktreeRemoved => rewind_samples::worktree_event(t),
         EventType::BackgroundExited => {
             let mut b = background();
             b.status = BackgroundStatus::Exited;
