@@ -16,6 +16,7 @@ use crate::mcp;
 use crate::retry::RetryPolicy;
 use crate::skills;
 pub use crate::skills::SkillsConfig;
+pub use crate::worktrees::WorktreesConfig;
 use crate::spec::parse_model_spec;
 use crate::toml_keys::key_line;
 
@@ -118,6 +119,8 @@ pub struct Config {
     pub host_tool_timeout_secs: u64,
     /// `[skills]`: configured skill folders.
     pub skills: SkillsConfig,
+    /// `isolation` and `[worktrees]`: isolated workspaces.
+    pub worktrees: WorktreesConfig,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -148,6 +151,7 @@ impl Default for Config {
             mcp_tool_timeout_secs: 120,
             host_tool_timeout_secs: 60,
             skills: SkillsConfig::default(),
+            worktrees: WorktreesConfig::default(),
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -182,6 +186,9 @@ struct RawConfig {
     mcp_tool_timeout_secs: Option<u64>,
     host_tool_timeout_secs: Option<u64>,
     skills: Option<skills::RawSkills>,
+    #[serde(default, deserialize_with = "keel_envelope::wire::strict::opt")]
+    isolation: Option<keel_envelope::worktree::Isolation>,
+    worktrees: Option<crate::worktrees::RawWorktrees>,
     /// `[telemetry]`: the host reads it (`keel_telemetry::TelemetryConfig`) from the
     /// user's own file; here it is only accepted, and ignored in a project's file.
     #[serde(rename = "telemetry")]
@@ -604,6 +611,8 @@ impl Config {
         if let Some(sk) = raw.skills {
             self.skills.apply(sk, project.is_some(), &invalid)?;
         }
+        self.worktrees
+            .apply(raw.isolation, raw.worktrees, project.is_some(), &invalid)?;
         if raw.telemetry_table.is_some() && project.is_some() {
             self.warnings.push(format!(
                 "{}: [telemetry] is ignored in a project's file (only $KEEL_HOME/config.toml sets where telemetry goes)",

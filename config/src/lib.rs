@@ -28,10 +28,12 @@ mod select;
 mod skills;
 mod spec;
 mod toml_keys;
+mod worktrees;
 
 pub use agent::{AgentConfig, ProjectTrust};
 pub use config::{
-    Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig, SkillsConfig, CONFIG_FILE,
+    Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig, SkillsConfig, WorktreesConfig,
+    CONFIG_FILE,
     CONFIG_MAX_BYTES, PROJECT_DIR,
 };
 pub use env::{default_keel_home, EnvMap};

@@ -30,6 +30,7 @@ pub fn run(args: ExecArgs) -> i32 {
         prompt,
         json,
         record,
+        isolation,
         session: common,
     } = args;
     let json = json.json;
@@ -151,6 +152,8 @@ async fn exec(
             permission_mode: common.mode.mode,
             title: Some(prompt.chars().take(60).collect()),
             record: record.map(|p| p.display().to_string()),
+            isolation: isolation.isolation(),
+            base_ref: isolation.base_ref.clone(),
             ..SessionStart::default()
         })
         .await

@@ -77,7 +77,11 @@ fn run(cli: Cli) -> i32 {
 fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
     match cli.command {
         Some(Command::Exec(a)) => exec_cmd::run(a),
-        Some(Command::Resume(a)) => repl::run(a.session, repl::Open::Stored(a.session_id)),
+        Some(Command::Resume(a)) => repl::run(
+            a.session,
+            repl::Open::Stored(a.session_id),
+            Default::default(),
+        ),
         Some(Command::Demo) => demo_cmd::run(),
         Some(Command::Sessions(a)) => sessions_cmd::run(a),
         Some(Command::Bridge(a)) => bridge_cmd::run(a),
@@ -93,6 +97,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
             cli.repl
                 .resume
                 .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id))),
+            cli.repl.isolation,
         ),
     }
 }
