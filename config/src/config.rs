@@ -16,9 +16,9 @@ use crate::mcp;
 use crate::retry::RetryPolicy;
 use crate::skills;
 pub use crate::skills::SkillsConfig;
-pub use crate::worktrees::WorktreesConfig;
 use crate::spec::parse_model_spec;
 use crate::toml_keys::key_line;
+pub use crate::worktrees::WorktreesConfig;
 
 /// The configuration file name.
 pub const CONFIG_FILE: &str = "config.toml";

@@ -32,9 +32,8 @@ mod worktrees;
 
 pub use agent::{AgentConfig, ProjectTrust};
 pub use config::{
-    Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig, SkillsConfig, WorktreesConfig,
-    CONFIG_FILE,
-    CONFIG_MAX_BYTES, PROJECT_DIR,
+    Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig, SkillsConfig,
+    WorktreesConfig, CONFIG_FILE, CONFIG_MAX_BYTES, PROJECT_DIR,
 };
 pub use env::{default_keel_home, EnvMap};
 pub use retry::RetryPolicy;

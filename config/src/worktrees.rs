@@ -112,7 +112,10 @@ mod tests {
         let e = err(&mut c, "isolation = \"copy-on-write\"\n");
         assert!(e.contains("isolation"), "{e}");
         let e = err(&mut c, "[worktrees]\ndir = \"rel\"\n");
-        assert!(e.contains("`worktrees.dir`") && e.contains("not an absolute"), "{e}");
+        assert!(
+            e.contains("`worktrees.dir`") && e.contains("not an absolute"),
+            "{e}"
+        );
         let e = err(&mut c, "[worktrees]\nfolder = \"/x\"\n");
         assert!(e.contains("unknown"), "{e}");
         let e = err(&mut c, "[worktrees]\nsubAgents = \"elsewhere\"\n");

@@ -219,29 +219,40 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
                 )
                 .with_detail("field", "payload.baseRef"));
             }
-            run(&repository, &["rev-parse", "--verify", "--quiet", &format!("{r}^{{commit}}")])
-                .ok()
-                .filter(|s| !s.is_empty())
-                .ok_or_else(|| {
-                    ErrorPayload::new(
-                        ErrorCode::RequestInvalid,
-                        format!("{r:?} names no commit of {}", repository.display()),
-                    )
-                    .with_detail("field", "payload.baseRef")
-                })?
-        }
-        None => run(&repository, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+            run(
+                &repository,
+                &[
+                    "rev-parse",
+                    "--verify",
+                    "--quiet",
+                    &format!("{r}^{{commit}}"),
+                ],
+            )
             .ok()
             .filter(|s| !s.is_empty())
             .ok_or_else(|| {
-                unavailable(
-                    "no_commit",
-                    format!(
-                        "{} has no commit yet: a worktree starts at one",
-                        repository.display()
-                    ),
+                ErrorPayload::new(
+                    ErrorCode::RequestInvalid,
+                    format!("{r:?} names no commit of {}", repository.display()),
                 )
-            })?,
+                .with_detail("field", "payload.baseRef")
+            })?
+        }
+        None => run(
+            &repository,
+            &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        )
+        .ok()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            unavailable(
+                "no_commit",
+                format!(
+                    "{} has no commit yet: a worktree starts at one",
+                    repository.display()
+                ),
+            )
+        })?,
     };
     let refname = format!("refs/heads/{}", req.branch);
     if run(&repository, &["check-ref-format", &refname]).is_err() {
@@ -281,7 +292,9 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
     let path_s = path.to_string_lossy().into_owned();
     let added = run(
         &record.repository,
-        &["worktree", "add", "--quiet", "-b", req.branch, &path_s, &base],
+        &[
+            "worktree", "add", "--quiet", "-b", req.branch, &path_s, &base,
+        ],
     );
     if let Err(e) = added {
         undo(&folder, &record);
@@ -295,7 +308,12 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
         undo(&folder, &record);
         return Err(persistence(e, "the worktree's record"));
     }
-    let workspace = path.join(&sub);
+    // `join("")` would end the path with a `/`.
+    let workspace = if sub.as_os_str().is_empty() {
+        path.clone()
+    } else {
+        path.join(&sub)
+    };
     Ok(Created {
         record,
         path,
@@ -317,7 +335,10 @@ fn undo(folder: &Path, r: &Record) {
 /// was kept.
 fn delete_branch_if_unused(r: &Record) -> bool {
     let refname = format!("refs/heads/{}", r.branch);
-    match run(&r.repository, &["rev-parse", "--verify", "--quiet", &refname]) {
+    match run(
+        &r.repository,
+        &["rev-parse", "--verify", "--quiet", &refname],
+    ) {
         Ok(tip) if tip == r.base_commit => {
             run(&r.repository, &["update-ref", "-d", &refname, &tip]).is_err()
         }
@@ -419,10 +440,11 @@ pub fn remove(
 ) -> Result<Removed, ErrorPayload> {
     let folder = std::fs::canonicalize(folder).unwrap_or(folder.to_owned());
     let Some(r) = record(&folder, name) else {
-        return Err(
-            ErrorPayload::new(ErrorCode::WorktreeNotFound, format!("no worktree {name:?}"))
-                .with_detail("name", name),
-        );
+        return Err(ErrorPayload::new(
+            ErrorCode::WorktreeNotFound,
+            format!("no worktree {name:?}"),
+        )
+        .with_detail("name", name));
     };
     let path = folder.join(&r.name);
     if r.state == "creating" && !creator_gone(&r) {
@@ -502,13 +524,15 @@ pub struct FileChange {
 /// (committed or not, untracked files included, ignored ones not), in path order,
 /// relative to `path`.
 pub fn diff_files(path: &Path, base: &str) -> Result<Vec<FileChange>, ErrorPayload> {
-    let fail = |e: String| unavailable("git_failed", format!("git could not list the changes: {e}"));
+    let fail =
+        |e: String| unavailable("git_failed", format!("git could not list the changes: {e}"));
     let tracked = run(
         path,
         &["diff", "--name-only", "--no-renames", "-z", base, "--"],
     )
     .map_err(fail)?;
-    let untracked = run(path, &["ls-files", "--others", "--exclude-standard", "-z"]).map_err(fail)?;
+    let untracked =
+        run(path, &["ls-files", "--others", "--exclude-standard", "-z"]).map_err(fail)?;
     let mut names: Vec<String> = tracked
         .split('\0')
         .chain(untracked.split('\0'))

@@ -15,8 +15,18 @@ use keel_tools::worktree::{self as wt, CreateRequest};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
-        .args(["-c", "user.name=Keel Test", "-c", "user.email=test@keel.invalid"])
-        .args(["-c", "init.defaultBranch=main", "-c", "protocol.file.allow=always"])
+        .args([
+            "-c",
+            "user.name=Keel Test",
+            "-c",
+            "user.email=test@keel.invalid",
+        ])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "protocol.file.allow=always",
+        ])
         .args(["-c", "commit.gpgsign=false"])
         .args(args)
         .current_dir(dir)
@@ -59,7 +69,12 @@ fn req<'a>(name: &'a str, source: &'a Path, branch: &'a str) -> CreateRequest<'a
 
 fn branch_exists(repo: &Path, branch: &str) -> bool {
     Command::new("git")
-        .args(["show-ref", "--verify", "--quiet", &format!("refs/heads/{branch}")])
+        .args([
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{branch}"),
+        ])
         .current_dir(repo)
         .status()
         .map(|s| s.success())
@@ -81,10 +96,16 @@ fn a_worktree_starts_at_head_without_the_dirty_changes_and_is_listed() {
         "two\n"
     );
     assert!(!made.path.join("new.txt").exists());
-    assert_eq!(git(&made.path, &["rev-parse", "--abbrev-ref", "HEAD"]), "keel/a");
+    assert_eq!(
+        git(&made.path, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "keel/a"
+    );
     assert_eq!(made.record.base_commit, git(&r, &["rev-parse", "HEAD"]));
     // The main tree is untouched.
-    assert_eq!(std::fs::read_to_string(r.join("README.md")).unwrap(), "dirty\n");
+    assert_eq!(
+        std::fs::read_to_string(r.join("README.md")).unwrap(),
+        "dirty\n"
+    );
     let listed = wt::list(&folder);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].state, WorktreeState::Ready);
@@ -93,7 +114,9 @@ fn a_worktree_starts_at_head_without_the_dirty_changes_and_is_listed() {
     std::fs::write(made.path.join("src/lib.rs"), "fn b() {}\n").unwrap();
     assert_eq!(wt::list(&folder)[0].dirty, Some(true));
     // Git knows it as a worktree of the repository.
-    assert!(git(&r, &["worktree", "list", "--porcelain"]).contains(&made.path.display().to_string()));
+    assert!(
+        git(&r, &["worktree", "list", "--porcelain"]).contains(&made.path.display().to_string())
+    );
 }
 
 #[test]
@@ -105,7 +128,10 @@ fn removal_refuses_uncommitted_changes_unless_forced_and_keeps_a_branch_with_com
     std::fs::write(a.path.join("untracked.txt"), "x\n").unwrap();
     let e = wt::remove(&folder, "sess_a", false, false).unwrap_err();
     assert_eq!(e.code, ErrorCode::WorktreeDirty, "{e:?}");
-    assert!(e.details["changes"].to_string().contains("untracked.txt"), "{e:?}");
+    assert!(
+        e.details["changes"].to_string().contains("untracked.txt"),
+        "{e:?}"
+    );
     assert!(a.path.join("untracked.txt").exists(), "nothing was removed");
     let removed = wt::remove(&folder, "sess_a", true, false).unwrap();
     assert!(!removed.branch_kept);
@@ -122,15 +148,23 @@ fn removal_refuses_uncommitted_changes_unless_forced_and_keeps_a_branch_with_com
     assert!(branch_exists(&r, "keel/b"));
     // Asked to keep the branch: kept even without commits.
     wt::create(&folder, &req("sess_c", &r, "keel/c")).unwrap();
-    assert!(wt::remove(&folder, "sess_c", false, true).unwrap().branch_kept);
+    assert!(
+        wt::remove(&folder, "sess_c", false, true)
+            .unwrap()
+            .branch_kept
+    );
     assert!(branch_exists(&r, "keel/c"));
     // Unknown names.
     assert_eq!(
-        wt::remove(&folder, "sess_c", false, false).unwrap_err().code,
+        wt::remove(&folder, "sess_c", false, false)
+            .unwrap_err()
+            .code,
         ErrorCode::WorktreeNotFound
     );
     assert_eq!(
-        wt::remove(&folder, "../etc", false, false).unwrap_err().code,
+        wt::remove(&folder, "../etc", false, false)
+            .unwrap_err()
+            .code,
         ErrorCode::WorktreeNotFound
     );
 }
@@ -242,7 +276,18 @@ fn a_creation_that_died_half_way_is_a_leftover_that_removal_clears() {
     // Died after git made the worktree, before the record said `ready`.
     leftover_record(&folder, "sess_y", &r, "keel/y", &head);
     let path_y = folder.join("sess_y");
-    git(&r, &["worktree", "add", "-q", "-b", "keel/y", path_y.to_str().unwrap(), &head]);
+    git(
+        &r,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "keel/y",
+            path_y.to_str().unwrap(),
+            &head,
+        ],
+    );
     // A creation under way in this process is not a leftover.
     let live = wt::Record {
         name: "sess_z".into(),
@@ -273,7 +318,11 @@ fn a_creation_that_died_half_way_is_a_leftover_that_removal_clears() {
     assert!(!path_y.exists());
     assert!(!branch_exists(&r, "keel/y"));
     assert!(!git(&r, &["worktree", "list"]).contains("sess_y"));
-    assert_eq!(wt::list(&folder).len(), 1, "the creation under way is left alone");
+    assert_eq!(
+        wt::list(&folder).len(),
+        1,
+        "the creation under way is left alone"
+    );
 }
 
 #[test]
@@ -298,9 +347,14 @@ fn ten_worktrees_made_at_once_under_cpu_load() {
     }
     let listed = wt::list(&folder);
     assert_eq!(listed.len(), 10);
-    assert!(listed.iter().all(|w| w.state == WorktreeState::Ready && w.dirty == Some(false)));
+    assert!(listed
+        .iter()
+        .all(|w| w.state == WorktreeState::Ready && w.dirty == Some(false)));
     for p in &paths {
-        assert_eq!(std::fs::read_to_string(p.join("README.md")).unwrap(), "two\n");
+        assert_eq!(
+            std::fs::read_to_string(p.join("README.md")).unwrap(),
+            "two\n"
+        );
     }
     // And removed at once.
     let handles: Vec<_> = (0..10)
@@ -326,7 +380,16 @@ fn a_repository_with_a_submodule() {
     std::fs::write(sub.join("s.txt"), "s\n").unwrap();
     git(&sub, &["add", "-A"]);
     git(&sub, &["commit", "-qm", "sub"]);
-    git(&r, &["submodule", "add", "-q", sub.to_str().unwrap(), "vendor/sub"]);
+    git(
+        &r,
+        &[
+            "submodule",
+            "add",
+            "-q",
+            sub.to_str().unwrap(),
+            "vendor/sub",
+        ],
+    );
     git(&r, &["commit", "-qm", "with a submodule"]);
     let folder = tmp.path().join("worktrees");
     let made = wt::create(&folder, &req("sess_s", &r, "keel/s")).unwrap();
@@ -355,8 +418,14 @@ fn overlay_copies_the_uncommitted_changes_of_one_tree_into_another() {
     let made = wt::create(&folder, &req("sess_o", &r, "keel/o")).unwrap();
     let n = wt::overlay(&r, &made.path).unwrap();
     assert_eq!(n, 4, "README.md, src/lib.rs, src/new.rs, .gitignore");
-    assert_eq!(std::fs::read_to_string(made.path.join("README.md")).unwrap(), "edited\n");
-    assert_eq!(std::fs::read_to_string(made.path.join("src/new.rs")).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(made.path.join("README.md")).unwrap(),
+        "edited\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(made.path.join("src/new.rs")).unwrap(),
+        "new\n"
+    );
     assert!(!made.path.join("src/lib.rs").exists());
     assert!(!made.path.join("ignored.log").exists());
     let changed: Vec<String> = wt::diff_files(&made.path, &made.record.base_commit)
@@ -364,5 +433,8 @@ fn overlay_copies_the_uncommitted_changes_of_one_tree_into_another() {
         .into_iter()
         .map(|c| c.path)
         .collect();
-    assert_eq!(changed, [".gitignore", "README.md", "src/lib.rs", "src/new.rs"]);
+    assert_eq!(
+        changed,
+        [".gitignore", "README.md", "src/lib.rs", "src/new.rs"]
+    );
 }

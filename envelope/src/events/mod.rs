@@ -11,12 +11,12 @@ use ts_rs::TS;
 use crate::budget::BudgetStatus;
 use crate::error::ErrorPayload;
 use crate::ext::{BackgroundTask, Patch, ReviewState, SubAgentInfo, TaskGraph, TaskNode};
-use crate::worktree::{AdditionalRoot, WorktreeInfo};
 use crate::types::{
     ApprovalDecision, ApprovalRules, Cursor, ModelInfo, PermissionLevel, PermissionMode, Plan,
     PlanStep, RiskLevel, SessionCursor, SessionInfo, SessionState, StopReason, Telemetry,
     TurnStopReason, Usage,
 };
+use crate::worktree::{AdditionalRoot, WorktreeInfo};
 
 macro_rules! payloads {
     ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {

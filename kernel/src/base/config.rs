@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use keel_envelope::types::{ModelInfo, PermissionMode};
-use keel_envelope::{ErrorCode, ErrorPayload};
 pub use keel_envelope::worktree::Isolation;
+use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::ShellPolicy;
 use keel_tools::SandboxConfig;
 

@@ -75,7 +75,11 @@ pub(crate) async fn open_new(
             "payload.baseRef",
         ));
     }
-    if opts.additional_roots.as_ref().is_some_and(|r| !r.is_empty()) {
+    if opts
+        .additional_roots
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
         return Err(invalid(
             "`additionalRoots` is not supported by this runtime yet",
             "payload.additionalRoots",
@@ -83,9 +87,9 @@ pub(crate) async fn open_new(
     }
     // The worktree is made last, once everything else was accepted.
     let made = match isolation {
-        Isolation::Worktree => Some(
-            worktree::create(services, &id, &id, &workspace, opts.base_ref.as_deref()).await?,
-        ),
+        Isolation::Worktree => {
+            Some(worktree::create(services, &id, &id, &workspace, opts.base_ref.as_deref()).await?)
+        }
         _ => None,
     };
     let workspace = made.as_ref().map_or(workspace, |m| m.workspace.clone());

@@ -353,6 +353,7 @@ mod sessions;
 mod stop;
 mod store;
 mod watch;
+mod worktrees;
 
 /// Two threads that spin until dropped, competing with the kernel for the cores.
 struct Busy(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);
