@@ -9,6 +9,7 @@ mod doctor_cmd;
 mod doctor_mcp;
 mod doctor_skills;
 mod doctor_telemetry;
+mod doctor_worktrees;
 mod exec_cmd;
 mod interrupt;
 mod logging;

@@ -286,7 +286,7 @@ pub fn sample_event(t: EventType) -> Event {
         }),
         EventType::SessionStarted => Event::SessionStarted(ev::SessionStarted {
             session_id: s(SESSION),
-            workspace: s("/home/dev/project"),
+            workspace: s("/home/dev/.local/share/keel/worktrees/sess_0001"),
             permission_mode: PermissionMode::Ask,
             model: s("scripted:demo"),
             title: None,
