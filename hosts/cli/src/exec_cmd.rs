@@ -58,7 +58,7 @@ pub fn run(args: ExecArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    rt.block_on(exec(common, prompt, json, record))
+    rt.block_on(exec(common, prompt, json, record, isolation))
 }
 
 /// The message for a prompt: a custom command's expanded template for `/NAME …`, a
@@ -127,6 +127,7 @@ async fn exec(
     prompt: String,
     json: bool,
     record: Option<std::path::PathBuf>,
+    isolation: crate::cli::WorktreeArg,
 ) -> i32 {
     // One listener for the whole run: a Ctrl-C that arrives while an envelope is
     // written is kept for the next turn of the loop below.
