@@ -204,8 +204,8 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
         ));
     }
     let repository = repository_of(req.source)?;
-    let canon_source = std::fs::canonicalize(req.source).unwrap_or(req.source.to_owned());
-    let canon_repo = std::fs::canonicalize(&repository).unwrap_or(repository.clone());
+    let canon_source = std::fs::canonicalize(req.source).unwrap_or_else(|_| req.source.to_owned());
+    let canon_repo = std::fs::canonicalize(&repository).unwrap_or_else(|_| repository.clone());
     let sub = canon_source
         .strip_prefix(&canon_repo)
         .map(Path::to_path_buf)
@@ -407,7 +407,7 @@ pub fn changes(path: &Path) -> Result<Vec<String>, ErrorPayload> {
 
 /// Every worktree of the folder as the protocol shows it, with `dirty` answered.
 pub fn list(folder: &Path) -> Vec<WorktreeInfo> {
-    let folder = std::fs::canonicalize(folder).unwrap_or(folder.to_owned());
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned());
     records(&folder)
         .iter()
         .map(|r| {
@@ -438,7 +438,7 @@ pub fn remove(
     force: bool,
     keep_branch: bool,
 ) -> Result<Removed, ErrorPayload> {
-    let folder = std::fs::canonicalize(folder).unwrap_or(folder.to_owned());
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned());
     let Some(r) = record(&folder, name) else {
         return Err(ErrorPayload::new(
             ErrorCode::WorktreeNotFound,
@@ -502,8 +502,8 @@ pub fn remove(
 
 /// The worktree folder's name for a worktree path inside it, if it is one.
 pub fn name_of(folder: &Path, path: &Path) -> Option<String> {
-    let folder = std::fs::canonicalize(folder).unwrap_or(folder.to_owned());
-    let path = std::fs::canonicalize(path).unwrap_or(crate::jail::lexical_normalize(path));
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned());
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| crate::jail::lexical_normalize(path));
     let rest = path.strip_prefix(&folder).ok()?;
     let mut comps = rest.components();
     let first = comps.next()?.as_os_str().to_str()?.to_owned();

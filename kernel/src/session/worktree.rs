@@ -131,7 +131,7 @@ pub(crate) async fn find(
             let what = path
                 .as_ref()
                 .map(|p| format!("at {}", p.display()))
-                .or(session_id.as_ref().map(|s| format!("of session {s}")))
+                .or_else(|| session_id.as_ref().map(|s| format!("of session {s}")))
                 .unwrap_or_default();
             ErrorPayload::new(
                 ErrorCode::WorktreeNotFound,
