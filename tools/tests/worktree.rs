@@ -5,6 +5,8 @@
 //! kept when it has commits), leftovers of a creation that died half-way found and
 //! removed, and ten made at once under CPU load.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
