@@ -44,9 +44,10 @@ fn defaults_without_files() {
 #[test]
 fn every_documented_key_is_parsed_and_the_project_overrides_key_by_key() {
     let blocks = doc_blocks("toml");
-    assert_eq!(
-        blocks.len(),
-        2,
+    // The first two are the global and the project example (later sections, such as
+    // telemetry's, have examples of their own).
+    assert!(
+        blocks.len() >= 2,
         "the documentation has a global and a project example"
     );
     let home = tempfile::tempdir().unwrap();

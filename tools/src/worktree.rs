@@ -12,18 +12,22 @@
 //! own), which `keel doctor` does. Nothing half-made is ever taken for a ready
 //! worktree.
 //!
-//! Git runs with the `git` tool's safe configuration ([`crate::git::safe_invocation`]).
+//! Making, removing and pruning take turns per repository (an `flock` on
+//! `keel-worktrees.lock` in its git folder): git is not safe against two of them at
+//! once on one repository. Git runs with the `git` tool's safe configuration ([`crate::git::safe_invocation`]).
 //! Creating a worktree costs a checkout, not a clone: it shares the repository's
 //! objects. Submodules are not populated in a new worktree (as with `git worktree
 //! add`). This module knows nothing of sessions; the kernel calls it on its blocking
 //! pool.
 
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use keel_envelope::worktree::{WorktreeInfo, WorktreeState};
 use keel_envelope::{ErrorCode, ErrorPayload};
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 /// The folder of the records, inside the worktree folder.
@@ -125,6 +129,29 @@ fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
         } else {
             err
         })
+    }
+}
+
+/// Takes the repository's worktree lock (`keel-worktrees.lock` in its git folder,
+/// `flock`ed): git does not make, remove or prune two worktrees of one repository at
+/// once safely (one reads the administrative folder another is still writing, and a
+/// prune may delete it), so Keel's processes take turns. Blocks until granted.
+fn repository_lock(repository: &Path) -> Result<Flock<File>, ErrorPayload> {
+    let lock_err = |e: io::Error| persistence(e, "the repository's worktree lock");
+    let common = run(repository, &["rev-parse", "--git-common-dir"])
+        .map_err(|e| unavailable("git_failed", format!("git could not name its folder: {e}")))?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(repository.join(common).join("keel-worktrees.lock"))
+        .map_err(lock_err)?;
+    loop {
+        match Flock::lock(file.try_clone().map_err(lock_err)?, FlockArg::LockExclusive) {
+            Ok(l) => return Ok(l),
+            Err((_, nix::errno::Errno::EINTR)) => continue,
+            Err((_, e)) => return Err(lock_err(e.into())),
+        }
     }
 }
 
@@ -290,6 +317,13 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
     };
     write_record(&folder, &record).map_err(|e| persistence(e, "the worktree's record"))?;
     let path_s = path.to_string_lossy().into_owned();
+    let lock = match repository_lock(&record.repository) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = std::fs::remove_file(record_path(&folder, req.name));
+            return Err(e);
+        }
+    };
     let added = run(
         &record.repository,
         &[
@@ -298,14 +332,18 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
     );
     if let Err(e) = added {
         undo(&folder, &record);
+        drop(lock);
         return Err(unavailable(
             "git_failed",
             format!("git could not make the worktree: {e}"),
         ));
     }
+    drop(lock);
     record.state = "ready".to_owned();
     if let Err(e) = write_record(&folder, &record) {
+        let lock = repository_lock(&record.repository);
         undo(&folder, &record);
+        drop(lock);
         return Err(persistence(e, "the worktree's record"));
     }
     // `join("")` would end the path with a `/`.
@@ -473,6 +511,8 @@ pub fn remove(
         }
     }
     let info = info_of(&folder, &r, None);
+    // Without the lock (a repository moved away) the folder still goes.
+    let lock = repository_lock(&r.repository).ok();
     if path.exists() {
         let path_s = path.to_string_lossy().into_owned();
         // `--force` twice also removes a locked worktree; a failure (a repository
@@ -491,6 +531,7 @@ pub fn remove(
         }
     }
     let _ = run(&r.repository, &["worktree", "prune"]);
+    drop(lock);
     let branch_kept = if keep_branch {
         true
     } else {
