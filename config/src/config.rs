@@ -19,6 +19,7 @@ use crate::skills;
 pub use crate::skills::SkillsConfig;
 use crate::spec::parse_model_spec;
 use crate::toml_keys::key_line;
+pub use crate::worktrees::WorktreesConfig;
 
 /// The configuration file name.
 pub const CONFIG_FILE: &str = "config.toml";
@@ -126,6 +127,8 @@ pub struct Config {
     pub store: Option<crate::StoreSetting>,
     /// Seconds a node's lease on a session lasts in a shared store (`leaseTtlSecs`).
     pub lease_ttl_secs: u64,
+    /// `isolation` and `[worktrees]`: isolated workspaces.
+    pub worktrees: WorktreesConfig,
     /// The files the configuration was read from, in the order applied.
     pub sources: Vec<PathBuf>,
     /// Files that were skipped, and why (a project file that leads out of the
@@ -159,6 +162,7 @@ impl Default for Config {
             checkpoints: CheckpointsConfig::default(),
             store: None,
             lease_ttl_secs: crate::DEFAULT_LEASE_TTL_SECS,
+            worktrees: WorktreesConfig::default(),
             sources: Vec::new(),
             warnings: Vec::new(),
         }
@@ -196,6 +200,9 @@ struct RawConfig {
     checkpoints: Option<crate::checkpoints::RawCheckpoints>,
     store: Option<String>,
     lease_ttl_secs: Option<u64>,
+    #[serde(default, deserialize_with = "keel_envelope::wire::strict::opt")]
+    isolation: Option<keel_envelope::worktree::Isolation>,
+    worktrees: Option<crate::worktrees::RawWorktrees>,
     /// `[telemetry]`: the host reads it (`keel_telemetry::TelemetryConfig`) from the
     /// user's own file; here it is only accepted, and ignored in a project's file.
     #[serde(rename = "telemetry")]
@@ -631,6 +638,8 @@ impl Config {
         if let Some(c) = raw.checkpoints {
             self.checkpoints.apply(c, &invalid)?;
         }
+        self.worktrees
+            .apply(raw.isolation, raw.worktrees, project.is_some(), &invalid)?;
         if raw.telemetry_table.is_some() && project.is_some() {
             self.warnings.push(format!(
                 "{}: [telemetry] is ignored in a project's file (only $KEEL_HOME/config.toml sets where telemetry goes)",

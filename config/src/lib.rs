@@ -30,11 +30,12 @@ mod skills;
 mod spec;
 mod store;
 mod toml_keys;
+mod worktrees;
 
 pub use agent::{AgentConfig, ProjectTrust};
 pub use config::{
     CheckpointsConfig, Config, ModelEntry, ProviderConfig, ProvidersConfig, ShellConfig,
-    SkillsConfig, CONFIG_FILE, CONFIG_MAX_BYTES, PROJECT_DIR,
+    SkillsConfig, WorktreesConfig, CONFIG_FILE, CONFIG_MAX_BYTES, PROJECT_DIR,
 };
 pub use env::{default_keel_home, EnvMap};
 pub use retry::RetryPolicy;

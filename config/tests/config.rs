@@ -81,6 +81,11 @@ fn every_documented_key_is_parsed_and_the_project_overrides_key_by_key() {
     assert!(!c.agent.allow_project_hooks.trusts(ws.path()));
     assert_eq!(c.available_models.len(), 3);
     assert_eq!(
+        c.worktrees.dir,
+        Some(dirs::home_dir().unwrap().join("keel-worktrees"))
+    );
+    assert!(c.worktrees.keep_branch);
+    assert_eq!(
         c.available_models[2],
         ModelEntry {
             id: "openai:qwen2.5-coder:7b".into(),

@@ -8,6 +8,7 @@ use ts_rs::TS;
 use crate::budget::{BudgetLimits, SessionBudget};
 use crate::host::{HostToolError, HostToolSpec, McpServerSpec};
 use crate::types::{ApprovalDecision, Cursor, HistoryMessage, PermissionMode};
+use crate::worktree::{AdditionalRoot, Isolation};
 
 mod command;
 mod ctors;
@@ -39,6 +40,9 @@ macro_rules! command_payloads {
         )*
     };
 }
+
+mod worktree;
+pub use worktree::{WorktreeListCmd, WorktreeRemove};
 
 command_payloads! {
     /// `runtime.shutdown`: interrupt everything, flush, close sessions, exit 0.
@@ -80,6 +84,15 @@ command_payloads! {
         /// Tools the host runs (`host-tool.requested` → `host-tool.respond`).
         #[serde(default)]
         pub host_tools: Option<Vec<HostToolSpec>>,
+        /// Where the session works (default: configuration, else `none`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub isolation: Option<Isolation>,
+        /// With `isolation: "worktree"`: the commit the worktree starts at (default `HEAD`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub base_ref: Option<String>,
+        /// Folders the session may reach beside its workspace, jailed like it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub additional_roots: Option<Vec<AdditionalRoot>>,
     }
 
     /// `session.resume`.
@@ -163,6 +176,9 @@ command_payloads! {
         /// Also restore the workspace to that point (default false).
         #[serde(default)]
         pub files: Option<bool>,
+        /// `worktree`: the fork works in a worktree of its own (default: the parent's tree).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub isolation: Option<Isolation>,
     }
 
     /// `request.side`: a question answered from the conversation so far, without tools,
@@ -746,4 +762,8 @@ define_commands! {
     SkillsList = "skills.list" => SkillsListCmd, session: true,
     /// List the session's custom commands.
     CommandsList = "commands.list" => CommandsListCmd, session: true,
+    /// List the worktrees the runtime keeps.
+    WorktreeList = "worktree.list" => WorktreeListCmd, session: false,
+    /// Remove a worktree.
+    WorktreeRemove = "worktree.remove" => WorktreeRemove, session: false,
 }

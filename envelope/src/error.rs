@@ -119,6 +119,15 @@ crate::wire::wire_enum! {
         /// fencing epoch and `details.remainingMs` how long the lease has left.
         /// Retryable: try again on that node, or here once the lease has run out.
         SessionOwnedElsewhere = "SESSION_OWNED_ELSEWHERE",
+        /// An isolated workspace could not be made: the workspace is not in a git
+        /// repository, the repository has no commit, git is missing or failed
+        /// (`details.reason`).
+        WorktreeUnavailable = "WORKTREE_UNAVAILABLE",
+        /// No worktree the runtime keeps has this path or session.
+        WorktreeNotFound = "WORKTREE_NOT_FOUND",
+        /// The worktree has uncommitted changes and the removal was not forced
+        /// (`details.changes` names some of them).
+        WorktreeDirty = "WORKTREE_DIRTY",
     }
 }
 

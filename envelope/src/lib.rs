@@ -33,6 +33,7 @@ pub mod remote;
 pub mod tools;
 pub mod types;
 pub mod wire;
+pub mod worktree;
 
 pub use commands::{Command, CommandType};
 pub use envelope::{Envelope, Meta, SequenceChecker, SequenceGap, Sequencer, Source};

@@ -12,6 +12,7 @@
 //!   [`sandbox`] chooses (bubblewrap, else Landlock) and kills all they start.
 //! - [`checkpoint`]: checkpoints of the workspace (only what changed since the last
 //!   one, found by inotify or a stat scan) and restoring one.
+//! - [`worktree`]: git worktrees kept for isolated sessions (made, listed, removed).
 //!
 //! This crate knows nothing of sessions, envelopes streams or models.
 
@@ -31,6 +32,7 @@ pub mod shell;
 pub mod spawn;
 pub mod spec;
 mod wrap;
+pub mod worktree;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -50,6 +50,8 @@ constructors! {
     McpListCmd(),
     SkillsListCmd(),
     CommandsListCmd(),
+    WorktreeListCmd(),
+    WorktreeRemove(),
     ReviewEnter(reason: String),
     ReviewSubmit(),
     ReviewResolve(decision: ReviewDecision),

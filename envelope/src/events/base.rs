@@ -47,6 +47,15 @@ payloads! {
         pub title: Option<String>,
         /// Creation time.
         pub created_at: u64,
+        /// The worktree the session works in (`isolation: "worktree"`); `workspace`
+        /// is in it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub worktree: Option<WorktreeInfo>,
+        /// The extra roots the session may reach (canonical paths).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub additional_roots: Option<Vec<AdditionalRoot>>,
     }
 
     /// `session.resumed`.

@@ -16,6 +16,7 @@ use crate::types::{
     PlanStep, RiskLevel, SessionCursor, SessionInfo, SessionState, StopReason, Telemetry,
     TurnStopReason, Usage,
 };
+use crate::worktree::{AdditionalRoot, WorktreeInfo};
 
 macro_rules! payloads {
     ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {
@@ -32,11 +33,13 @@ mod base;
 mod ext;
 mod host;
 mod rewind;
+mod worktree;
 
 pub use self::base::*;
 pub use self::ext::*;
 pub use self::host::*;
 pub use self::rewind::*;
+pub use self::worktree::*;
 
 /// Defines [`Event`], [`EventType`] and their wire names from one list.
 macro_rules! define_events {
@@ -310,6 +313,10 @@ define_events! {
     CommandsList = "commands.list" => CommandsList,
     /// The host's tools were replaced.
     SessionHostToolsUpdated = "session.host_tools_updated" => SessionHostToolsUpdated,
+    /// The answer to `worktree.list`.
+    WorktreeList = "worktree.list" => WorktreeList,
+    /// A worktree was removed (`worktree.remove`, or with its session's `session.delete`).
+    WorktreeRemoved = "worktree.removed" => WorktreeRemoved,
     /// A host tool is to be run by the host.
     HostToolRequested = "host-tool.requested" => HostToolRequested,
     /// The host answered a host-tool call.

@@ -136,6 +136,10 @@ payloads! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[ts(optional = nullable)]
         pub shared_with: Option<Vec<String>>,
+        /// The fork's own worktree (`isolation: "worktree"`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub worktree: Option<WorktreeInfo>,
     }
 
     /// `side.answered`: the answer to `request.side`, on the side request's own stream.

@@ -142,6 +142,7 @@ impl Host {
                 keel_envelope::commands::SessionFork {
                     at_request_id: None,
                     files: None,
+                    isolation: None,
                 },
                 &servers,
             )

@@ -151,6 +151,33 @@ pub struct ModeArg {
     pub mode: Option<PermissionMode>,
 }
 
+/// `--worktree`, the same for `keel` and `keel exec`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WorktreeArg {
+    /// Work in a new git worktree of the workspace, on a new branch keel/<short id>
+    /// (default: `isolation` of the configuration).
+    #[arg(long, conflicts_with = "no_worktree")]
+    pub worktree: bool,
+    /// Work in the workspace itself, whatever the configuration's `isolation`.
+    #[arg(long)]
+    pub no_worktree: bool,
+    /// The commit the worktree starts at (default: HEAD).
+    #[arg(long, value_name = "REF")]
+    pub base_ref: Option<String>,
+}
+
+impl WorktreeArg {
+    /// The `session.start` isolation these flags ask for (`None`: the configuration's).
+    pub fn isolation(&self) -> Option<keel_envelope::worktree::Isolation> {
+        use keel_envelope::worktree::Isolation;
+        match (self.worktree, self.no_worktree) {
+            (true, _) => Some(Isolation::Worktree),
+            (_, true) => Some(Isolation::None),
+            _ => None,
+        }
+    }
+}
+
 /// `--json`, the same for every command that takes it.
 #[derive(Debug, Clone, Copy, Default, Args)]
 pub struct JsonArg {
@@ -190,6 +217,8 @@ pub struct ReplArgs {
     /// Open this stored session instead of starting a new one.
     #[arg(long, value_name = "SESSION_ID")]
     pub resume: Option<String>,
+    #[command(flatten)]
+    pub isolation: WorktreeArg,
 }
 
 /// `keel exec`.
@@ -205,6 +234,8 @@ pub struct ExecArgs {
     /// format; `--model scripted:FILE` replays the session offline.
     #[arg(long, value_name = "FILE")]
     pub record: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub isolation: WorktreeArg,
     #[command(flatten)]
     pub session: SessionArgs,
 }

@@ -188,6 +188,7 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
         checks.extend(crate::doctor_mcp::mcp_checks(config, workspace.as_deref(), limit).await);
         if let Some(h) = &home {
             checks.push(crate::doctor_checkpoints::checkpoints_check(config, h).await);
+            checks.push(crate::doctor_worktrees::worktrees_check(config, h));
             checks.push(crate::doctor_skills::skills_check(
                 config,
                 h,

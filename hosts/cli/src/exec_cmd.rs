@@ -32,6 +32,7 @@ pub fn run(args: ExecArgs) -> i32 {
         prompt,
         json,
         record,
+        isolation,
         session: common,
     } = args;
     let json = json.json;
@@ -59,7 +60,7 @@ pub fn run(args: ExecArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    rt.block_on(exec(common, prompt, json, record))
+    rt.block_on(exec(common, prompt, json, record, isolation))
 }
 
 /// The message for a prompt: a custom command's expanded template for `/NAME …`, a
@@ -128,6 +129,7 @@ async fn exec(
     prompt: String,
     json: bool,
     record: Option<std::path::PathBuf>,
+    isolation: crate::cli::WorktreeArg,
 ) -> i32 {
     // One listener for the whole run: a Ctrl-C that arrives while an envelope is
     // written is kept for the next turn of the loop below.
@@ -153,6 +155,8 @@ async fn exec(
             permission_mode: common.mode.mode,
             title: Some(prompt.chars().take(60).collect()),
             record: record.map(|p| p.display().to_string()),
+            isolation: isolation.isolation(),
+            base_ref: isolation.base_ref.clone(),
             ..SessionStart::default()
         })
         .await

@@ -11,6 +11,7 @@ mod doctor_mcp;
 mod doctor_skills;
 mod doctor_store;
 mod doctor_telemetry;
+mod doctor_worktrees;
 mod exec_cmd;
 mod interrupt;
 mod logging;
@@ -80,7 +81,11 @@ fn run(cli: Cli) -> i32 {
 fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
     match cli.command {
         Some(Command::Exec(a)) => exec_cmd::run(a),
-        Some(Command::Resume(a)) => repl::run(a.session, repl::Open::Stored(a.session_id)),
+        Some(Command::Resume(a)) => repl::run(
+            a.session,
+            repl::Open::Stored(a.session_id),
+            Default::default(),
+        ),
         Some(Command::Demo) => demo_cmd::run(),
         Some(Command::Sessions(a)) => sessions_cmd::run(a),
         Some(Command::Bridge(a)) => bridge_cmd::run(a),
@@ -96,6 +101,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
             cli.repl
                 .resume
                 .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id))),
+            cli.repl.isolation,
         ),
     }
 }

@@ -20,11 +20,12 @@ mod turn;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use keel_envelope::commands::SessionStart;
 use keel_kernel::SessionOptions;
 use rustyline::error::ReadlineError;
 use tokio::sync::mpsc;
 
-use crate::cli::SessionArgs;
+use crate::cli::{SessionArgs, WorktreeArg};
 use crate::interrupt::CtrlC;
 use crate::setup;
 use input::{LineEditor, TypeAhead};
@@ -137,7 +138,7 @@ fn stored_session(
 }
 
 /// Runs the REPL on a new or a stored session; returns the exit code.
-pub fn run(common: SessionArgs, open: Open) -> i32 {
+pub fn run(common: SessionArgs, open: Open, isolation: WorktreeArg) -> i32 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -169,12 +170,14 @@ pub fn run(common: SessionArgs, open: Open) -> i32 {
             eprintln!("keel: {}", setup::NO_MODEL);
             return Err(2);
         }
-        let opts = SessionOptions {
+        let opts = SessionStart::from(SessionOptions {
             workspace_path: Some(runtime.workspace.display().to_string()),
             permission_mode: common.mode.mode,
             model: None,
             title: None,
-        };
+        })
+        .isolation(isolation.isolation())
+        .base_ref(isolation.base_ref.clone());
         let (session, events) = runtime.kernel.start_session(opts).await.map_err(|e| {
             setup::report(&e);
             1

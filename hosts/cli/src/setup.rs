@@ -102,6 +102,12 @@ pub fn runtime(common: &SessionArgs) -> Result<Runtime, ErrorPayload> {
         patch_preview: config.patch_preview,
         fsync_each_event: config.fsync_each_event,
         max_open_sessions: config.max_open_sessions,
+        worktrees: keel_kernel::config::WorktreeConfig {
+            dir: config.worktrees.dir.clone(),
+            isolation: config.worktrees.isolation.clone(),
+            sub_agent_isolation: config.worktrees.sub_agents.clone(),
+            keep_branch: config.worktrees.keep_branch,
+        },
         mcp_servers: config.mcp_servers.clone(),
         mcp_startup_timeout: Duration::from_secs(config.mcp_startup_timeout_secs),
         mcp_call_timeout: Duration::from_secs(config.mcp_tool_timeout_secs),

@@ -27,6 +27,10 @@ pub struct Access {
 /// The session a command names: its envelope's `sessionId` for session commands, its
 /// payload's for the others that name one; `None` for those that name none.
 fn named_session(cmd: &Command) -> Option<&str> {
+    if let CommandPayload::WorktreeRemove(p) = &cmd.payload {
+        // By path, a worktree's owner is not known here: a bound token names it.
+        return Some(p.session_id.as_deref().unwrap_or(""));
+    }
     match cmd.payload.named_session() {
         Some(named) => Some(named),
         None if cmd.command_type().needs_session() => cmd.session_id.as_deref(),
@@ -136,6 +140,15 @@ impl Access {
                 l.sessions.retain(|s| &s.session_id == bound);
                 Some(Cow::Owned(Envelope {
                     event: Event::SessionList(l),
+                    ..env.clone()
+                }))
+            }
+            Event::WorktreeList(l) => {
+                let mut l = l.clone();
+                l.worktrees
+                    .retain(|w| w.session_id.as_deref() == Some(bound.as_str()));
+                Some(Cow::Owned(Envelope {
+                    event: Event::WorktreeList(l),
                     ..env.clone()
                 }))
             }

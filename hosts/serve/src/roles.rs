@@ -93,6 +93,10 @@ pub fn requirement(t: CommandType) -> Requirement {
         ),
         C::McpList => needs(Observer, "reads the MCP servers"),
         C::SkillsList | C::CommandsList => needs(Observer, "reads the skills and custom commands"),
+        C::WorktreeList => needs(
+            Observer,
+            "lists the worktrees (a session-bound token sees its session's)",
+        ),
         C::ApprovalRespond => needs(Approver, "answers an approval"),
         C::PlanApprove | C::PlanReject => needs(Approver, "answers a plan"),
         C::AskRespond => needs(Approver, "answers a question"),
@@ -113,6 +117,10 @@ pub fn requirement(t: CommandType) -> Requirement {
         ),
         C::SessionClose | C::SessionDelete => needs(Controller, "closes or deletes a session"),
         C::SessionRewind => needs(Controller, "rewrites files and the conversation"),
+        C::WorktreeRemove => needs(
+            Controller,
+            "deletes a worktree's files (a session-bound token names its session)",
+        ),
         C::RequestSend | C::RequestSide => needs(Controller, "sends a prompt to the model"),
         C::ContextCompact => needs(Controller, "rewrites the conversation"),
         C::SessionSetMode | C::SessionSetRules => {

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use keel_envelope::types::{ModelInfo, PermissionMode};
+pub use keel_envelope::worktree::Isolation;
+use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::ShellPolicy;
 use keel_tools::SandboxConfig;
 
@@ -114,6 +116,24 @@ pub struct KernelConfig {
     /// and the folders named here when it opens. `None` (the default): sessions have
     /// none.
     pub skills: Option<SkillsConfig>,
+    /// Isolated workspaces: where worktrees are kept, the default isolation of new
+    /// sessions and sub-agents, whether a deleted session's branch is kept.
+    pub worktrees: WorktreeConfig,
+}
+
+/// Settings of isolated workspaces (git worktrees).
+#[derive(Debug, Clone, Default)]
+pub struct WorktreeConfig {
+    /// The folder holding the worktrees. Default: `worktrees/` beside the sessions
+    /// of a store the builder makes from a directory, else `$KEEL_HOME/worktrees`.
+    pub dir: Option<PathBuf>,
+    /// The isolation of a `session.start` that names none.
+    pub isolation: Isolation,
+    /// The isolation of a `spawn_sub_agent` call that names none.
+    pub sub_agent_isolation: Isolation,
+    /// Whether deleting a session keeps its worktree's branch (a branch with
+    /// commits beyond its base is always kept).
+    pub keep_branch: bool,
 }
 
 /// Default of [`KernelConfig::checkpoint_max_bytes`]: 2 GiB.
@@ -157,6 +177,27 @@ impl Default for KernelConfig {
             lease_ttl: crate::base::ownership::DEFAULT_LEASE_TTL,
             node_id: None,
             skills: None,
+            worktrees: WorktreeConfig::default(),
         }
     }
+}
+
+/// The store directory: `$KEEL_HOME`, else the platform data dir.
+pub(crate) fn default_store_dir() -> Result<PathBuf, ErrorPayload> {
+    if let Some(home) = std::env::var_os("KEEL_HOME") {
+        return Ok(PathBuf::from(home));
+    }
+    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME") {
+        return Ok(PathBuf::from(xdg).join("keel"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        return Ok(PathBuf::from(home)
+            .join(".local")
+            .join("share")
+            .join("keel"));
+    }
+    Err(ErrorPayload::new(
+        ErrorCode::SessionPersistenceFailed,
+        "no store directory: set KEEL_HOME",
+    ))
 }

@@ -1,21 +1,26 @@
 //! `session.fork`: a new session with the parent's history up to a request (and, with
 //! `files`, the workspace put back to that point, undoably, in the parent's
 //! checkpoints), the parent's review, patches, task graph, budget limits, host tools
-//! and MCP servers. Its answer names the open sessions whose folder it shares.
+//! and MCP servers. Its answer names the open sessions whose folder it shares. With
+//! `isolation: "worktree"` the fork works in a worktree of its own, starting with the
+//! parent's files as they are, and shares no folder.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use keel_envelope::commands::SessionFork;
 use keel_envelope::events::SessionForked;
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
-use keel_envelope::{ErrorPayload, Event, Sequencer};
+use keel_envelope::worktree::{Isolation, WorktreeInfo};
+use keel_envelope::{ErrorCode, ErrorPayload, Event, Sequencer};
 
 use super::lifecycle::start_mcp;
 use super::{invalid, refuse_while_running, Cx};
 use crate::base::limits::{fork_extension, EXT_KEY};
 use crate::base::mcp_config::from_specs;
 use crate::session::checkpoints::{marks, restore_files, shared_with};
+use crate::session::worktree;
 use crate::session::{closed, Data, Session};
 
 /// Extension keys a fork copies (the plan, rules and mode are in the state itself).
@@ -46,6 +51,19 @@ pub(crate) async fn open_fork(
         return Err(invalid(
             "`files: true` needs `atRequestId` (the point to restore the workspace to)",
             "payload.atRequestId",
+        ));
+    }
+    let isolation = worktree::isolation(
+        p.isolation.as_ref(),
+        &services.config().worktrees.isolation,
+        "payload.isolation",
+    )?;
+    let isolated = isolation == Isolation::Worktree;
+    if files && isolated {
+        return Err(invalid(
+            "`files: true` with `isolation: \"worktree\"` is not supported: the fork's worktree \
+             starts with the parent's files as they are now",
+            "payload.files",
         ));
     }
     if parent.data().state.closed {
@@ -102,9 +120,27 @@ pub(crate) async fn open_fork(
     if let Some(b) = budget {
         state.extensions.insert(EXT_KEY.to_owned(), b);
     }
+    state.extensions.remove(worktree::EXT_KEY);
     let model = services.model_or_default(&state.model)?;
     let (lease, _) = services.claim(&id)?;
+    let tree = match isolated {
+        true => match isolated_tree(cx, parent, &id).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let _ = services.store().unclaim(&id);
+                return Err(e);
+            }
+        },
+        false => None,
+    };
+    if let Some((info, ws)) = &tree {
+        state.workspace = ws.display().to_string();
+        worktree::keep_in(&mut state, info);
+    }
     if let Err(e) = services.store().save_state(&state) {
+        if tree.is_some() {
+            let _ = worktree::remove(services, &id, true).await;
+        }
         let _ = services.store().unclaim(&id);
         return Err(e);
     }
@@ -114,9 +150,16 @@ pub(crate) async fn open_fork(
         .tools
         .set_host(services.registry(), parent.tools.host_entries())?;
     let session = admission.insert(&id, session);
-    // The fork works in the parent's folder: the parent first, then the others.
-    let mut shared = vec![parent.id.clone()];
-    shared.extend(shared_with(parent, cx.open.loaded(), Some(&id)).await);
+    // Without a worktree of its own the fork works in the parent's folder: the parent
+    // first, then the others.
+    let shared = match tree {
+        Some(_) => None,
+        None => {
+            let mut shared = vec![parent.id.clone()];
+            shared.extend(shared_with(parent, cx.open.loaded(), Some(&id)).await);
+            Some(shared)
+        }
+    };
     session
         .emitter
         .emit(
@@ -125,7 +168,8 @@ pub(crate) async fn open_fork(
                 session_id: id,
                 parent_session_id: parent.id.clone(),
                 at_request_id: at,
-                shared_with: Some(shared),
+                shared_with: shared,
+                worktree: tree.map(|(info, _)| info),
             }),
         )
         .await;
@@ -140,4 +184,29 @@ pub(crate) async fn open_fork(
     }
     start_mcp(cx, &session, servers);
     Ok(session)
+}
+
+/// The fork's own worktree: made at the commit the parent's tree is on, then given
+/// the parent's uncommitted changes (edits, new files, deletions), so it starts with
+/// the parent's files as they are at the fork. Its worktree and the workspace in it.
+async fn isolated_tree(
+    cx: &Cx<'_>,
+    parent: &Session,
+    id: &str,
+) -> Result<(WorktreeInfo, PathBuf), ErrorPayload> {
+    let made = worktree::create(cx.services, id, id, &parent.workspace, None).await?;
+    let (from, to) = (parent.workspace.clone(), made.path.clone());
+    let copied = tokio::task::spawn_blocking(move || keel_tools::worktree::overlay(&from, &to))
+        .await
+        .unwrap_or_else(|e| {
+            Err(ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                format!("copying the parent's changes failed: {e}"),
+            ))
+        });
+    if let Err(e) = copied {
+        let _ = worktree::remove(cx.services, id, true).await;
+        return Err(e);
+    }
+    Ok((worktree::info_of(&made), made.workspace))
 }

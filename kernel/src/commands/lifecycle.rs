@@ -18,6 +18,7 @@ use keel_envelope::events::{
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
 use keel_envelope::types::Cursor;
+use keel_envelope::worktree::Isolation;
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
 
 use super::{invalid, Cx};
@@ -33,6 +34,7 @@ use crate::session::open::Sessions;
 use crate::session::overlay::Overlay;
 use crate::session::queue::Queued;
 use crate::session::services::Services;
+use crate::session::worktree;
 use crate::session::Session;
 
 /// `session.start`.
@@ -62,8 +64,37 @@ pub(crate) async fn open_new(
     if let Some(path) = opts.record.as_deref() {
         model = Arc::new(crate::base::record::RecordingModel::new(model, path)?);
     }
+    let isolation = worktree::isolation(
+        opts.isolation.as_ref(),
+        &services.config().worktrees.isolation,
+        "payload.isolation",
+    )?;
+    if opts.base_ref.is_some() && isolation != Isolation::Worktree {
+        return Err(invalid(
+            "`baseRef` needs `isolation: \"worktree\"`",
+            "payload.baseRef",
+        ));
+    }
+    if opts
+        .additional_roots
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        return Err(invalid(
+            "`additionalRoots` is not supported by this runtime yet",
+            "payload.additionalRoots",
+        ));
+    }
+    // The worktree is made last, once everything else was accepted.
+    let made = match isolation {
+        Isolation::Worktree => {
+            Some(worktree::create(services, &id, &id, &workspace, opts.base_ref.as_deref()).await?)
+        }
+        _ => None,
+    };
+    let workspace = made.as_ref().map_or(workspace, |m| m.workspace.clone());
     let now = services.now();
-    let state = PersistedSession {
+    let mut state = PersistedSession {
         session_id: id.clone(),
         title: opts.title,
         workspace: workspace.display().to_string(),
@@ -83,11 +114,28 @@ pub(crate) async fn open_new(
         extensions,
         request_marks: Vec::new(),
     };
-    let (lease, _) = services.claim(&id)?;
-    if let Err(e) = services.store().save_state(&state) {
-        let _ = services.store().unclaim(&id);
-        return Err(e);
+    if let Some(m) = &made {
+        worktree::keep_in(&mut state, &worktree::info_of(m));
     }
+    let claimed = services.claim(&id).and_then(|(lease, _)| {
+        match services.store().save_state(&state) {
+            Ok(()) => Ok(lease),
+            Err(e) => {
+                let _ = services.store().unclaim(&id);
+                Err(e)
+            }
+        }
+    });
+    let lease = match claimed {
+        Ok(lease) => lease,
+        Err(e) => {
+            if made.is_some() {
+                // Not a session: its worktree goes again.
+                let _ = worktree::remove(services, &id, true).await;
+            }
+            return Err(e);
+        }
+    };
     let session = Session::new(services.clone(), state, model, Sequencer::new(), lease);
     session.tools.set_host(services.registry(), host)?;
     let session = admission.insert(&id, session);
@@ -135,6 +183,8 @@ async fn emit_started(session: &Session, request_id: &str) {
             model: d.state.model.clone(),
             title: d.state.title.clone(),
             created_at: d.state.created_at,
+            worktree: worktree::of_state(&d.state),
+            additional_roots: None,
         }
     };
     session

@@ -20,6 +20,7 @@ pub(crate) mod skills;
 pub(crate) mod stored;
 pub(crate) mod table;
 pub(crate) mod watch_remote;
+pub(crate) mod worktree;
 
 use std::sync::Arc;
 

@@ -1,11 +1,12 @@
 //! Sessions as stored: `session.list` (stored and open sessions), `session.delete`
-//! and `session.set_title`.
+//! (with the session's worktree, unless it has uncommitted changes) and
+//! `session.set_title`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use keel_envelope::commands::{SessionDelete, SessionListCmd, SetTitle};
-use keel_envelope::events::{SessionDeleted, SessionList};
+use keel_envelope::events::{SessionDeleted, SessionList, WorktreeRemoved};
 use keel_envelope::ids::IdKind;
 use keel_envelope::types::SessionInfo;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
@@ -14,6 +15,7 @@ use super::lifecycle::close_session;
 use super::Cx;
 use crate::session::open::Sessions;
 use crate::session::services::Services;
+use crate::session::worktree;
 use crate::session::Session;
 
 /// `session.list`.
@@ -66,6 +68,17 @@ pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPa
         }
     }
     let open = cx.open.remove(id);
+    // Its worktree, read before the state goes.
+    let tree = match &open {
+        Some(s) => worktree::of_state(&s.data().state),
+        None => cx
+            .services
+            .store()
+            .load_state(id)
+            .ok()
+            .flatten()
+            .and_then(|st| worktree::of_state(&st)),
+    };
     if let Some(session) = &open {
         let rid = cx.services.next_id(IdKind::Request);
         close_session(session, &rid, "deleted").await;
@@ -74,6 +87,9 @@ pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPa
     let stored = cx.services.store().delete(id)?;
     // What only this session's checkpoints used is freed too.
     crate::session::checkpoints::forget_session(cx.services, id).await;
+    if let Some(name) = tree.as_ref().and_then(worktree::name_of) {
+        remove_worktree(cx, id, &name).await;
+    }
     if open.is_none() && !stored {
         return Err(ErrorPayload::new(
             ErrorCode::SessionNotFound,
@@ -92,6 +108,28 @@ pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPa
         )
         .await;
     Ok(())
+}
+
+/// Removes a deleted session's worktree, answering `worktree.removed`; one with
+/// uncommitted changes is kept (a `warning` says so; `worktree.remove {force}`
+/// takes it away).
+async fn remove_worktree(cx: &Cx<'_>, id: &str, name: &str) {
+    let emitter = cx.services.emitter();
+    let ev = match worktree::remove(cx.services, name, false).await {
+        Ok(r) => Event::WorktreeRemoved(WorktreeRemoved {
+            worktree: r.info,
+            branch_kept: r.branch_kept,
+        }),
+        Err(e) if e.code == ErrorCode::WorktreeNotFound => return,
+        Err(e) => Event::Warning(
+            ErrorPayload {
+                message: format!("{}; the worktree is kept", e.message),
+                ..e
+            }
+            .severity(keel_envelope::error::Severity::Warning),
+        ),
+    };
+    emitter.emit_as(Some(id.to_owned()), cx.rid, ev).await;
 }
 
 /// `session.set_title`.

@@ -19,7 +19,7 @@ use keel_envelope::{Command, ErrorCode, ErrorPayload};
 
 use super::{
     approvals, checkpoints, compaction, ext, fork, host_tools, lifecycle, mcp, plans, requests,
-    runtime, settings, side, skills, stored, Cx,
+    runtime, settings, side, skills, stored, worktree, Cx,
 };
 use crate::session::Session;
 
@@ -147,6 +147,8 @@ table! {
 
     SkillsList => Session skills::list_skills,
     CommandsList => Session skills::list_commands,
+    WorktreeList => Kernel worktree::list,
+    WorktreeRemove => Kernel worktree::remove,
 }
 
 /// The open session a session command names.

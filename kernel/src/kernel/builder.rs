@@ -194,6 +194,10 @@ impl KernelBuilder {
                 if self.config.checkpoint_dir.is_none() {
                     self.config.checkpoint_dir = Some(dir.join("checkpoints"));
                 }
+                // The worktrees of isolated sessions too.
+                if self.config.worktrees.dir.is_none() {
+                    self.config.worktrees.dir = Some(dir.join("worktrees"));
+                }
                 Arc::new(FileStore::with_options(
                     dir,
                     FileStoreOptions {
@@ -338,20 +342,5 @@ pub fn default_node_id() -> String {
 
 /// The store directory: `$KEEL_HOME`, else the platform data dir.
 pub fn default_store_dir() -> Result<PathBuf, ErrorPayload> {
-    if let Some(home) = std::env::var_os("KEEL_HOME") {
-        return Ok(PathBuf::from(home));
-    }
-    if let Some(xdg) = std::env::var_os("XDG_DATA_HOME") {
-        return Ok(PathBuf::from(xdg).join("keel"));
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        return Ok(PathBuf::from(home)
-            .join(".local")
-            .join("share")
-            .join("keel"));
-    }
-    Err(ErrorPayload::new(
-        ErrorCode::SessionPersistenceFailed,
-        "no store directory: set KEEL_HOME",
-    ))
+    crate::base::config::default_store_dir()
 }

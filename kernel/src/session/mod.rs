@@ -14,6 +14,7 @@ pub(crate) mod queue;
 pub(crate) mod registry;
 pub(crate) mod services;
 pub(crate) mod skills;
+pub(crate) mod worktree;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

@@ -393,6 +393,7 @@ mod skills;
 mod stop;
 mod store;
 mod watch;
+mod worktrees;
 
 /// Two threads that spin until dropped, competing with the kernel for the cores.
 struct Busy(Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>);

@@ -324,6 +324,7 @@ async fn a_fork_copies_the_history_up_to_a_request_and_leaves_the_parent_alone()
     h.command(CommandPayload::SessionFork(SessionFork {
         at_request_id: Some(r2.clone()),
         files: Some(true),
+        isolation: None,
     }))
     .await
     .unwrap();
@@ -353,6 +354,7 @@ async fn a_fork_copies_the_history_up_to_a_request_and_leaves_the_parent_alone()
         CommandPayload::SessionFork(SessionFork {
             at_request_id: at.map(str::to_owned),
             files: Some(files),
+            isolation: None,
         })
     };
     assert_eq!(
@@ -490,6 +492,7 @@ async fn the_plan_survives_compaction_and_forks() {
     h.command(CommandPayload::SessionFork(SessionFork {
         at_request_id: None,
         files: None,
+        isolation: None,
     }))
     .await
     .unwrap();

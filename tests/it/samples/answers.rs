@@ -50,6 +50,8 @@ pub fn answered_command(t: EventType) -> Option<CommandType> {
         E::McpList => C::McpList,
         E::SkillsList => C::SkillsList,
         E::CommandsList => C::CommandsList,
+        E::WorktreeList => C::WorktreeList,
+        E::WorktreeRemoved => C::WorktreeRemove,
         E::SessionHostToolsUpdated => C::SessionSetHostTools,
         _ => return None,
     })

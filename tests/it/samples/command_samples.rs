@@ -60,6 +60,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 },
             ]),
             host_tools: Some(vec![host_samples::open_ticket()]),
+            isolation: Some(keel_envelope::worktree::Isolation::Worktree),
+            base_ref: Some(s("main")),
+            additional_roots: None,
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -82,6 +85,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::SessionFork => CommandPayload::SessionFork(c::SessionFork {
             at_request_id: Some(s("req_0002")),
             files: Some(false),
+            isolation: None,
         }),
         CommandType::RequestSide => CommandPayload::RequestSide(c::RequestSide {
             message: s("Which file holds the parser?"),
@@ -290,6 +294,12 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::McpList => CommandPayload::McpList(c::McpListCmd {}),
         CommandType::SkillsList => CommandPayload::SkillsList(c::SkillsListCmd {}),
         CommandType::CommandsList => CommandPayload::CommandsList(c::CommandsListCmd {}),
+        CommandType::WorktreeList => CommandPayload::WorktreeList(c::WorktreeListCmd {}),
+        CommandType::WorktreeRemove => CommandPayload::WorktreeRemove(c::WorktreeRemove {
+            path: None,
+            session_id: Some(s("sess_0002")),
+            force: Some(false),
+        }),
         other => panic!("no sample command for {other:?}"),
     }
 }

@@ -286,11 +286,13 @@ pub fn sample_event(t: EventType) -> Event {
         }),
         EventType::SessionStarted => Event::SessionStarted(ev::SessionStarted {
             session_id: s(SESSION),
-            workspace: s("/home/dev/project"),
+            workspace: s("/home/dev/.local/share/keel/worktrees/sess_0001"),
             permission_mode: PermissionMode::Ask,
             model: s("scripted:demo"),
             title: None,
             created_at: T0,
+            worktree: Some(rewind_samples::worktree()),
+            additional_roots: None,
         }),
         EventType::SessionResumed => Event::SessionResumed(ev::SessionResumed {
             session: session_info(),
@@ -686,6 +688,7 @@ pub fn sample_event(t: EventType) -> Event {
         | EventType::SessionHostToolsUpdated
         | EventType::HostToolRequested
         | EventType::HostToolResponded => host_samples::sample_host_event(t),
+        EventType::WorktreeList | EventType::WorktreeRemoved => rewind_samples::worktree_event(t),
         EventType::BackgroundExited => {
             let mut b = background();
             b.status = BackgroundStatus::Exited;

@@ -1,9 +1,10 @@
-//! Samples of the checkpoint, rewind, fork and side-question events.
+//! Samples of the checkpoint, rewind, fork, side-question and worktree events.
 
-use keel_envelope::events as ev;
+use keel_envelope::events::{self as ev, EventType};
+use keel_envelope::worktree::WorktreeInfo;
 use keel_envelope::Event;
 
-use super::SESSION;
+use super::{SESSION, T0};
 
 fn s(v: &str) -> String {
     v.to_owned()
@@ -83,7 +84,39 @@ pub fn session_forked() -> Event {
         parent_session_id: s(SESSION),
         at_request_id: Some(s("req_0002")),
         shared_with: Some(vec![s(SESSION)]),
+        worktree: None,
     })
+}
+
+/// The worktree of the sample session.
+pub fn worktree() -> WorktreeInfo {
+    WorktreeInfo::new(
+        "/home/dev/.local/share/keel/worktrees/sess_0001",
+        "keel/0001",
+        "/home/dev/project",
+        "9f4c2d7e1b3a5c6d8e0f1a2b3c4d5e6f7a8b9c0d",
+        Some(s(SESSION)),
+        T0,
+    )
+}
+
+/// A sample of the worktree events.
+pub fn worktree_event(t: EventType) -> Event {
+    match t {
+        EventType::WorktreeList => Event::WorktreeList(ev::WorktreeList {
+            worktrees: vec![worktree().dirty(Some(true))],
+        }),
+        _ => {
+            let mut w = worktree();
+            w.path = s("/home/dev/.local/share/keel/worktrees/sess_0002");
+            w.branch = s("keel/0002");
+            w.session_id = Some(s("sess_0002"));
+            Event::WorktreeRemoved(ev::WorktreeRemoved {
+                worktree: w,
+                branch_kept: false,
+            })
+        }
+    }
 }
 
 pub fn side_answered() -> Event {

@@ -230,6 +230,7 @@ impl Repl {
         let payload = CommandPayload::SessionFork(SessionFork {
             at_request_id,
             files: Some(false),
+            isolation: None,
         });
         let super::link::Backend::Local(kernel) = &self.kernel else {
             self.fork_remote(payload);

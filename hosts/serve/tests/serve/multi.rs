@@ -383,6 +383,7 @@ async fn the_connection_that_forks_a_session_watches_the_fork_and_the_others_do_
             CommandPayload::SessionFork(keel_envelope::commands::SessionFork {
                 at_request_id: None,
                 files: None,
+                isolation: None,
             }),
         )
         .await

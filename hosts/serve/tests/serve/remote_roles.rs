@@ -62,6 +62,8 @@ fn payload(t: CommandType) -> serde_json::Value {
         C::BackgroundGet | C::BackgroundHistory | C::BackgroundStop => json!({"taskId": "bg_none"}),
         C::SessionSetHostTools => json!({"tools": []}),
         C::HostToolRespond => json!({"toolCallId": "call_none", "result": 1}),
+        C::WorktreeList => json!({}),
+        C::WorktreeRemove => json!({"sessionId": "sess_none"}),
         other => panic!("no payload for {other:?}: give the new command type one here"),
     }
 }
