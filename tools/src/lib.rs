@@ -31,8 +31,8 @@ pub mod search;
 pub mod shell;
 pub mod spawn;
 pub mod spec;
-mod wrap;
 pub mod worktree;
+mod wrap;
 
 use std::path::PathBuf;
 use std::sync::Arc;

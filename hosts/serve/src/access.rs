@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 
+use keel_envelope::commands::CommandPayload;
 use keel_envelope::error::ErrorCategory;
 use keel_envelope::{Command, CommandType, Envelope, ErrorCode, ErrorPayload, Event, Source};
 use tokio::sync::watch;

@@ -117,15 +117,16 @@ pub(crate) async fn open_new(
     if let Some(m) = &made {
         worktree::keep_in(&mut state, &worktree::info_of(m));
     }
-    let claimed = services.claim(&id).and_then(|(lease, _)| {
-        match services.store().save_state(&state) {
-            Ok(()) => Ok(lease),
-            Err(e) => {
-                let _ = services.store().unclaim(&id);
-                Err(e)
-            }
-        }
-    });
+    let claimed =
+        services
+            .claim(&id)
+            .and_then(|(lease, _)| match services.store().save_state(&state) {
+                Ok(()) => Ok(lease),
+                Err(e) => {
+                    let _ = services.store().unclaim(&id);
+                    Err(e)
+                }
+            });
     let lease = match claimed {
         Ok(lease) => lease,
         Err(e) => {

@@ -18,6 +18,20 @@ name: string,
 file?: string | null, };
 
 /**
+ * A folder a session may reach beside its workspace (`session.start
+ * {additionalRoots}`), jailed like the workspace.
+ */
+export type AdditionalRoot = { 
+/**
+ * The folder (absolute, on the runtime's machine).
+ */
+path: string, 
+/**
+ * What the session may do there (default `read`).
+ */
+access?: RootAccess | null, };
+
+/**
  * A person's answer to an approval request.
  *
  * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
@@ -800,7 +814,7 @@ export type KnownErrorCategory = "bridge" | "runtime" | "business";
 export type ErrorCode = KnownErrorCode | (string & {});
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "SKILL_SKIPPED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE";
+export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "SKILL_SKIPPED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE" | "WORKTREE_UNAVAILABLE" | "WORKTREE_NOT_FOUND" | "WORKTREE_DIRTY";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -1099,6 +1113,16 @@ level: KnownPermissionLevel,
  * Overrides whether it asks (default: `never` for `read`, else `always`).
  */
 approval?: HostToolApproval | null, };
+
+/**
+ * Where a session works.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
+ */
+export type Isolation = KnownIsolation | (string & {});
+
+/** The values of `Isolation` this version knows. */
+export type KnownIsolation = "none" | "worktree";
 
 /**
  * `list_dir {path, depth?}`.
@@ -2153,6 +2177,16 @@ export type KnownRiskLevel = "low" | "medium" | "high";
 export type Role = "system" | "user" | "assistant" | "tool";
 
 /**
+ * What a session may do in an extra root.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
+ */
+export type RootAccess = KnownRootAccess | (string & {});
+
+/** The values of `RootAccess` this version knows. */
+export type KnownRootAccess = "read" | "write";
+
+/**
  * `run_shell {command, cwd?, timeoutMs?, background?}`.
  */
 export type RunShellArgs = { 
@@ -2443,7 +2477,11 @@ atRequestId?: string | null,
 /**
  * Also restore the workspace to that point (default false).
  */
-files?: boolean | null, };
+files?: boolean | null, 
+/**
+ * `worktree`: the fork works in a worktree of its own (default: the parent's tree).
+ */
+isolation?: Isolation | null, };
 
 /**
  * `session.forked`: the answer to `session.fork`, first event of the new session's
@@ -2467,7 +2505,11 @@ atRequestId: string | null,
  * then sessions started on the same folder, in this process or another): the
  * fork's edits and rewinds change their files. Absent when there is none.
  */
-sharedWith?: Array<string> | null, };
+sharedWith?: Array<string> | null, 
+/**
+ * The fork's own worktree (`isolation: "worktree"`).
+ */
+worktree?: WorktreeInfo | null, };
 
 /**
  * `session.history_loaded`.
@@ -2773,7 +2815,19 @@ mcpServers?: Array<McpServerSpec> | null,
 /**
  * Tools the host runs (`host-tool.requested` → `host-tool.respond`).
  */
-hostTools?: Array<HostToolSpec> | null, };
+hostTools?: Array<HostToolSpec> | null, 
+/**
+ * Where the session works (default: configuration, else `none`).
+ */
+isolation?: Isolation | null, 
+/**
+ * With `isolation: "worktree"`: the commit the worktree starts at (default `HEAD`).
+ */
+baseRef?: string | null, 
+/**
+ * Folders the session may reach beside its workspace, jailed like it.
+ */
+additionalRoots?: Array<AdditionalRoot> | null, };
 
 /**
  * `session.started`.
@@ -2802,7 +2856,16 @@ title: string | null,
 /**
  * Creation time.
  */
-createdAt: number, };
+createdAt: number, 
+/**
+ * The worktree the session works in (`isolation: "worktree"`); `workspace`
+ * is in it.
+ */
+worktree?: WorktreeInfo | null, 
+/**
+ * The extra roots the session may reach (canonical paths).
+ */
+additionalRoots?: Array<AdditionalRoot> | null, };
 
 /**
  * What a session is doing.
@@ -3689,6 +3752,103 @@ contextWindow: number, };
 export type WhenBusy = "queue" | "steer" | "reject";
 
 /**
+ * A git worktree the runtime made for a session (or a sub-agent).
+ */
+export type WorktreeInfo = { 
+/**
+ * The worktree's root folder (absolute, on the runtime's machine).
+ */
+path: string, 
+/**
+ * Its branch, `keel/<short id>`.
+ */
+branch: string, 
+/**
+ * The top folder of the repository it was made from.
+ */
+repository: string, 
+/**
+ * The commit it was made at (the `baseRef` given, else the repository's `HEAD`).
+ */
+baseCommit: string, 
+/**
+ * The session that owns it (a sub-agent's worktree names its parent session).
+ */
+sessionId?: string | null, 
+/**
+ * Where it stands.
+ */
+state: WorktreeState, 
+/**
+ * Whether it has uncommitted changes (tracked or untracked files); answered by
+ * `worktree.list` only, absent elsewhere.
+ */
+dirty?: boolean | null, 
+/**
+ * When it was made, ms since the epoch.
+ */
+createdAt: number, };
+
+/**
+ * `worktree.list`: the answer to `worktree.list`, newest first.
+ */
+export type WorktreeList = { 
+/**
+ * The worktrees the runtime keeps, with `dirty` answered.
+ */
+worktrees: Array<WorktreeInfo>, };
+
+/**
+ * `worktree.list`: the worktrees the runtime keeps (of every session, open or
+ * stored, and the leftovers of creations that did not finish).
+ */
+export type WorktreeListCmd = Record<string, never>;
+
+/**
+ * `worktree.remove`: removes a worktree by its folder or by the session owning
+ * it; one with uncommitted changes is refused unless `force`.
+ */
+export type WorktreeRemove = { 
+/**
+ * The worktree's folder (as `worktree.list` names it).
+ */
+path?: string | null, 
+/**
+ * Or the session whose worktree it is.
+ */
+sessionId?: string | null, 
+/**
+ * Remove it even with uncommitted changes (they are lost).
+ */
+force?: boolean | null, };
+
+/**
+ * `worktree.removed`: a worktree's folder is gone (the answer to
+ * `worktree.remove`; also sent before `session.deleted` when the session's
+ * worktree goes with it).
+ */
+export type WorktreeRemoved = { 
+/**
+ * The worktree as it was.
+ */
+worktree: WorktreeInfo, 
+/**
+ * Whether its branch was kept: asked for by the configuration, or because
+ * the branch has commits beyond the worktree's base (never deleted).
+ */
+branchKept: boolean, };
+
+/**
+ * Where a worktree the runtime keeps stands.
+ *
+ * Any other string is a value from a later 1.x that this version does not know: decoders keep it as it is (Rust: `Unknown`), and consumers treat it as unknown.
+ */
+export type WorktreeState = KnownWorktreeState | (string & {});
+
+/** The values of `WorktreeState` this version knows. */
+export type KnownWorktreeState = "ready" | "creating" | "missing";
+
+/**
  * `write_file {path, content}`.
  */
 export type WriteFileArgs = { 
@@ -3792,6 +3952,8 @@ export interface EventPayloads {
   "skills.list": SkillsList;
   "commands.list": CommandsList;
   "session.host_tools_updated": SessionHostToolsUpdated;
+  "worktree.list": WorktreeList;
+  "worktree.removed": WorktreeRemoved;
   "host-tool.requested": HostToolRequested;
   "host-tool.responded": HostToolResponded;
 }
@@ -3888,6 +4050,8 @@ export const EVENT_TYPES: readonly EventTypeName[] = [
   "skills.list",
   "commands.list",
   "session.host_tools_updated",
+  "worktree.list",
+  "worktree.removed",
   "host-tool.requested",
   "host-tool.responded",
 ];
@@ -3963,6 +4127,8 @@ export interface CommandPayloads {
   "mcp.list": McpListCmd;
   "skills.list": SkillsListCmd;
   "commands.list": CommandsListCmd;
+  "worktree.list": WorktreeListCmd;
+  "worktree.remove": WorktreeRemove;
 }
 
 export type CommandTypeName = keyof CommandPayloads;
@@ -4019,6 +4185,8 @@ export const COMMAND_TYPES: readonly CommandTypeName[] = [
   "mcp.list",
   "skills.list",
   "commands.list",
+  "worktree.list",
+  "worktree.remove",
 ];
 
 /** Commands that need `sessionId`. */
@@ -4118,4 +4286,7 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "HOST_TOOL_CALL_NOT_FOUND",
   "ROLE_FORBIDDEN",
   "SESSION_OWNED_ELSEWHERE",
+  "WORKTREE_UNAVAILABLE",
+  "WORKTREE_NOT_FOUND",
+  "WORKTREE_DIRTY",
 ];
