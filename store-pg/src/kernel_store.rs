@@ -36,7 +36,8 @@ use crate::store::PgStore;
 /// Events a tail holds for a slow reader before it waits.
 const TAIL_BUFFER: usize = 1024;
 
-/// The kernel's store over PostgreSQL. See the [module documentation](self).
+/// The kernel's store over PostgreSQL: each call runs on the store's own runtime and
+/// the caller waits for it; leases fence every write of a session.
 pub struct PgKernelStore {
     pg: PgStore,
     rt: Mutex<Option<tokio::runtime::Runtime>>,

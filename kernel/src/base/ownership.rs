@@ -120,7 +120,7 @@ impl LeaseCell {
     }
 
     /// The cell of a lease of `epoch` for `ttl`, claimed by a request sent at
-    /// `sent_at` (ms of [`now_ms`]); a loss also wakes `wake`.
+    /// `sent_at` (ms of `now_ms`); a loss also wakes `wake`.
     pub fn owned(
         epoch: u64,
         ttl: Duration,
