@@ -3,7 +3,10 @@
 //! the kernel's emitter calls for every event, one commit each), one session and eight
 //! at once; and the takeover of a session whose owner stopped renewing its lease (the
 //! time from its last renewal until another node's claim succeeds, polling every
-//! 20 ms, with a 1 s lease).
+//! 20 ms, with a 1 s lease). Then the same through a kernel: sessions whose one
+//! request streams an answer of many deltas, timed from `request.send` until every
+//! session's `session.completed` has reached its host, on the file store and on
+//! PostgreSQL (where the emitter commits a turn's streamed events in batches).
 //!
 //! The server is a throwaway cluster made by the test harness, with `fsync = on`.
 //!
@@ -17,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use keel_kernel::ownership::Claim;
 use keel_kernel::store::{FileStore, Store};
+use keel_kernel::{Kernel, SessionOptions};
+use keel_store_pg::chatty::Chatty;
 use keel_store_pg::conformance::event;
 use keel_store_pg::testing::PgServer;
 use keel_store_pg::PgKernelStore;
@@ -47,6 +52,44 @@ fn rate(store: &Arc<dyn Store>, tag: &str, sessions: usize, per_session: u64) ->
         t.join().unwrap();
     }
     (sessions as u64 * per_session) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Events per second a kernel on `store` delivers to its hosts: `sessions` sessions
+/// at once, each one request answered in `deltas` deltas; every event counted once
+/// it reached the session's host (after its commit).
+async fn through_kernel(store: Arc<dyn Store>, sessions: usize, deltas: usize) -> f64 {
+    let ws = tempfile::tempdir().unwrap();
+    let kernel = Kernel::builder()
+        .workspace(ws.path())
+        .model(Arc::new(Chatty(deltas)))
+        .store(store)
+        .builtin_tools(false)
+        .build()
+        .unwrap();
+    let mut opened = Vec::new();
+    for _ in 0..sessions {
+        opened.push(kernel.start_session(SessionOptions::default()).await.unwrap());
+    }
+    let start = Instant::now();
+    let mut waits = Vec::new();
+    for (session, mut events) in opened {
+        session.send("talk").await.unwrap();
+        waits.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while let Some(env) = events.recv().await {
+                n += 1;
+                if env.type_name() == "session.completed" {
+                    break;
+                }
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for w in waits {
+        total += w.await.unwrap();
+    }
+    total as f64 / start.elapsed().as_secs_f64()
 }
 
 fn takeover(url: &str, rounds: usize) -> Vec<f64> {
@@ -93,6 +136,34 @@ fn main() {
     println!("| case | events/s | vs. baseline |\n|---|---:|---:|");
     for (name, r) in rows {
         println!("| {name} | {r:.0} | {:.3}× |", r / base);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let kdir = tempfile::tempdir().unwrap();
+    let kfile = || Arc::new(FileStore::new(kdir.path())) as Arc<dyn Store>;
+    let kpg = || Arc::new(PgKernelStore::open(&url).unwrap()) as Arc<dyn Store>;
+    let kbase = rt.block_on(through_kernel(kfile(), 1, 5_000));
+    let krows = [
+        ("kernel, file store, 1 session streaming 5,000 deltas (baseline)", kbase),
+        (
+            "kernel, file store, 8 sessions at once, 2,000 deltas each",
+            rt.block_on(through_kernel(kfile(), 8, 2_000)),
+        ),
+        (
+            "kernel, PostgreSQL, 1 session streaming 5,000 deltas",
+            rt.block_on(through_kernel(kpg(), 1, 5_000)),
+        ),
+        (
+            "kernel, PostgreSQL, 8 sessions at once, 2,000 deltas each",
+            rt.block_on(through_kernel(kpg(), 8, 2_000)),
+        ),
+    ];
+    println!("\n| case | events/s delivered | vs. baseline |\n|---|---:|---:|");
+    for (name, r) in krows {
+        println!("| {name} | {r:.0} | {:.3}× |", r / kbase);
     }
     let mut t = takeover(&url, 10);
     t.sort_by(f64::total_cmp);

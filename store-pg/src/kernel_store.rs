@@ -184,6 +184,16 @@ impl Store for PgKernelStore {
         self.fenced(session_id, r)
     }
 
+    fn append_batch(&self, session_id: &str, events: &[Envelope]) -> Result<(), ErrorPayload> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let lease = self.lease(session_id, "append events")?;
+        let (sid, events) = (session_id.to_owned(), events.to_vec());
+        let r = self.run(move |pg| async move { pg.append_batch(&sid, lease.epoch, &events).await });
+        self.fenced(session_id, r)
+    }
+
     fn save_state(&self, state: &PersistedSession) -> Result<(), ErrorPayload> {
         let lease = self.lease(&state.session_id, "save its state")?;
         let owned = state.clone();

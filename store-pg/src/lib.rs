@@ -35,6 +35,8 @@ mod store;
 pub mod tail;
 
 #[cfg(feature = "testing")]
+pub mod chatty;
+#[cfg(feature = "testing")]
 pub mod conformance;
 #[cfg(feature = "testing")]
 pub mod kernel_conformance;

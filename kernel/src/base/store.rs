@@ -120,6 +120,11 @@ pub struct LoadedLog {
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Appends one event to the session's log.
     fn append(&self, session_id: &str, event: &Envelope) -> Result<(), ErrorPayload>;
+    /// Appends events to the session's log in order, as one commit where the store
+    /// can (all of them or none); the default appends them one by one.
+    fn append_batch(&self, session_id: &str, events: &[Envelope]) -> Result<(), ErrorPayload> {
+        events.iter().try_for_each(|e| self.append(session_id, e))
+    }
     /// Saves the session's state snapshot.
     fn save_state(&self, state: &PersistedSession) -> Result<(), ErrorPayload>;
     /// Loads the state snapshot, or `None` if the session is unknown.
