@@ -68,7 +68,12 @@ async fn through_kernel(store: Arc<dyn Store>, sessions: usize, deltas: usize) -
         .unwrap();
     let mut opened = Vec::new();
     for _ in 0..sessions {
-        opened.push(kernel.start_session(SessionOptions::default()).await.unwrap());
+        opened.push(
+            kernel
+                .start_session(SessionOptions::default())
+                .await
+                .unwrap(),
+        );
     }
     let start = Instant::now();
     let mut waits = Vec::new();
@@ -147,7 +152,10 @@ fn main() {
     let kpg = || Arc::new(PgKernelStore::open(&url).unwrap()) as Arc<dyn Store>;
     let kbase = rt.block_on(through_kernel(kfile(), 1, 5_000));
     let krows = [
-        ("kernel, file store, 1 session streaming 5,000 deltas (baseline)", kbase),
+        (
+            "kernel, file store, 1 session streaming 5,000 deltas (baseline)",
+            kbase,
+        ),
         (
             "kernel, file store, 8 sessions at once, 2,000 deltas each",
             rt.block_on(through_kernel(kfile(), 8, 2_000)),

@@ -190,7 +190,8 @@ impl Store for PgKernelStore {
         }
         let lease = self.lease(session_id, "append events")?;
         let (sid, events) = (session_id.to_owned(), events.to_vec());
-        let r = self.run(move |pg| async move { pg.append_batch(&sid, lease.epoch, &events).await });
+        let r =
+            self.run(move |pg| async move { pg.append_batch(&sid, lease.epoch, &events).await });
         self.fenced(session_id, r)
     }
 

@@ -550,7 +550,10 @@ async fn write(
                     for env in &batch {
                         ctx.hub.deliver(env).await;
                     }
-                    let rid = batch.last().map(|e| e.request_id.clone()).unwrap_or_default();
+                    let rid = batch
+                        .last()
+                        .map(|e| e.request_id.clone())
+                        .unwrap_or_default();
                     lock(&failed).get_or_insert((rid, e));
                 }
                 Err(join) => {
