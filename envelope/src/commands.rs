@@ -589,6 +589,9 @@ macro_rules! define_commands {
         /// A command's type and typed payload.
         #[derive(Debug, Clone, PartialEq)]
         #[non_exhaustive]
+        // One command at a time is decoded and executed; boxing `session.start` would
+        // only change how hosts build it.
+        #[allow(clippy::large_enum_variant)]
         pub enum CommandPayload {
             $( $(#[$doc])* $variant($payload), )*
         }
