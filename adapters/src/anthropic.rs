@@ -32,6 +32,8 @@ impl Wire for MessagesApi {
     const PROVIDER: &'static str = "anthropic";
     const LABEL: &'static str = PROVIDER;
     const PATH: &'static str = "/v1/messages";
+    const MODELS_PATH: &'static str = "/v1/models";
+    const DEFAULT_BASE_URL: &'static str = ANTHROPIC_DEFAULT_BASE_URL;
 
     fn body(model: &AnthropicModel, request: &ModelRequest) -> Vec<u8> {
         model.request_bytes(request)

@@ -11,6 +11,7 @@ use keel_kernel::model::Model;
 use crate::anthropic::{AnthropicModel, ANTHROPIC_DEFAULT_BASE_URL};
 use crate::error::model_unavailable;
 use crate::http::HttpOptions;
+use crate::models::OutputCap;
 use crate::openai::{OpenAiModel, OPENAI_DEFAULT_BASE_URL};
 use crate::provider::ProviderSettings;
 use crate::scripted::ScriptedModel;
@@ -147,4 +148,28 @@ pub fn build_model_with_env(
             Ok(Arc::new(m))
         }
     }
+}
+
+/// The output cap a call of `spec` without its own gets (no `maxOutputTokens` set
+/// anywhere), and why; the server is asked for the model's window as a first call
+/// would ask it (see [`crate::window`]). `None` for a model not called over HTTP.
+pub async fn planned_output_cap(
+    spec: &str,
+    config: &Config,
+    env: &EnvMap,
+) -> Result<Option<OutputCap>, ErrorPayload> {
+    let (provider, name) = parse_model_spec(spec)?;
+    Ok(match http_provider(provider) {
+        Some(p) if p.name == OPENAI.name => Some(
+            OpenAiModel::from_settings(p.settings(spec, name, config, env)?)?
+                .planned_output_cap()
+                .await,
+        ),
+        Some(p) => Some(
+            AnthropicModel::from_settings(p.settings(spec, name, config, env)?)?
+                .planned_output_cap()
+                .await,
+        ),
+        None => None,
+    })
 }

@@ -37,12 +37,17 @@ pub mod probe;
 mod provider;
 pub mod scripted;
 pub mod sse;
+pub mod window;
 
 pub use anthropic::AnthropicModel;
-pub use factory::{build_model, build_model_with_env};
+pub use factory::{build_model, build_model_with_env, planned_output_cap};
 pub use http::HttpOptions;
 pub use keel_config::RetryPolicy;
-pub use models::{context_window_for, default_max_output_tokens, DEFAULT_CONTEXT_WINDOW};
+pub use models::{
+    context_window_for, default_max_output_tokens, known_context_window, output_cap, CapSource,
+    ContextWindow, OutputCap, WindowSource, DEFAULT_CONTEXT_WINDOW, DEFAULT_OUTPUT_CAP,
+    MIN_OUTPUT_CAP, UNKNOWN_WINDOW_OUTPUT_CAP,
+};
 pub use openai::OpenAiModel;
 pub use probe::{probe, provider_target, ProbeOutcome, ProviderTarget};
 pub use provider::{HttpModel, ProviderSettings};

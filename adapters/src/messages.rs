@@ -47,9 +47,14 @@ pub(crate) fn convert_message(m: &Message) -> Value {
                         // Arguments the model sent as invalid JSON (a stream cut in the
                         // middle of them) go back as `{}`: servers refuse malformed ones
                         // (llama-server: HTTP 500), and the call's result quotes them.
-                        let arguments = match invalid_json_text(&c.arguments) {
-                            Some(_) => "{}".to_owned(),
-                            None => c.arguments.to_string(),
+                        // Anything but an object (a script's, a stored history's) goes
+                        // back as `{}` too, as in the Anthropic body.
+                        let arguments = if invalid_json_text(&c.arguments).is_some()
+                            || !c.arguments.is_object()
+                        {
+                            "{}".to_owned()
+                        } else {
+                            c.arguments.to_string()
                         };
                         json!({
                             "id": openai_tool_id(&c.id),

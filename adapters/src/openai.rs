@@ -30,6 +30,8 @@ impl Wire for ChatCompletions {
     const PROVIDER: &'static str = "openai";
     const LABEL: &'static str = PROVIDER;
     const PATH: &'static str = "/chat/completions";
+    const MODELS_PATH: &'static str = "/models";
+    const DEFAULT_BASE_URL: &'static str = OPENAI_DEFAULT_BASE_URL;
 
     fn body(model: &OpenAiModel, request: &ModelRequest) -> Vec<u8> {
         model.request_bytes(request)

@@ -285,12 +285,12 @@ mod tests {
     #[tokio::test]
     async fn an_answering_server_is_asked_with_the_key() {
         use keel_testsupport::model_server::{FakeResponse, FakeServer};
-        let server = FakeServer::start([FakeResponse::json(
-            200,
-            &serde_json::json!({"data": [{"id": "claude-x"}]}),
-        )])
-        .await
-        .unwrap();
+        let server = FakeServer::start([]).await.unwrap();
+        server.route(
+            "GET",
+            "/v1/models",
+            FakeResponse::json(200, &serde_json::json!({"data": [{"id": "claude-x"}]})),
+        );
         let env = EnvMap::from_pairs([
             ("ANTHROPIC_BASE_URL", server.base_url()),
             ("ANTHROPIC_API_KEY", "k-1".to_owned()),
@@ -310,7 +310,7 @@ mod tests {
             ),
             "{out:?}"
         );
-        let req = &server.requests()[0];
+        let req = &server.endpoint_requests()[0];
         assert_eq!(
             (req.method.as_str(), req.path.as_str()),
             ("GET", "/v1/models")

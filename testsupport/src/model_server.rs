@@ -1,7 +1,15 @@
 //! The model server driver: a local fake HTTP server speaking the providers' wire
-//! formats. It listens on 127.0.0.1, answers each connection with the next queued
-//! [`FakeResponse`], records every request, and can hold a response on a [`Gate`],
-//! stall until the client disconnects, or cut the connection mid-body.
+//! formats. It listens on 127.0.0.1, answers each model call (every request but a
+//! `GET`) with the next queued [`FakeResponse`], records every request, and can hold a
+//! response on a [`Gate`], stall until the client disconnects, or cut the connection
+//! mid-body.
+//!
+//! Endpoints read with `GET` (a model list, llama.cpp's `/props`) are answered by
+//! [`FakeServer::route`], the same response every time, and an endpoint without a
+//! route gets `404` as from a server that does not have it: they never take a queued
+//! response, and are recorded apart ([`FakeServer::endpoint_requests`]). A
+//! [`FakeServer::refuse`] check can answer a model call in the queue's place, as a
+//! server refusing a body it cannot read does (see [`openai::refuse_malformed_arguments`]).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -189,12 +197,27 @@ impl FakeResponse {
     }
 }
 
-#[derive(Debug, Default)]
+/// A check of a model call's request: `Some` answers it in the queue's place.
+pub type Check = Arc<dyn Fn(&RecordedRequest) -> Option<FakeResponse> + Send + Sync>;
+
+#[derive(Default)]
 struct Shared {
     responses: Mutex<VecDeque<FakeResponse>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    routes: Mutex<Vec<(String, String, FakeResponse)>>,
+    endpoint_requests: Mutex<Vec<RecordedRequest>>,
+    check: Mutex<Option<Check>>,
     disconnects: AtomicUsize,
     changed: Notify,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("requests", &lock(&self.requests).len())
+            .field("endpoint_requests", &lock(&self.endpoint_requests).len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -256,9 +279,32 @@ impl FakeServer {
         lock(&self.shared.responses).push_back(response);
     }
 
-    /// The requests received so far.
+    /// Answers every `method` request of `path` (without its query) with `response`,
+    /// each time; a later route of the same method and path replaces it.
+    pub fn route(&self, method: &str, path: &str, response: FakeResponse) {
+        let mut routes = lock(&self.shared.routes);
+        routes.retain(|(m, p, _)| !(m.eq_ignore_ascii_case(method) && p == path));
+        routes.push((method.to_ascii_uppercase(), path.to_owned(), response));
+    }
+
+    /// Answers a model call with what `check` returns for it, when it returns
+    /// something, instead of the next queued response (which stays queued).
+    pub fn refuse(
+        &self,
+        check: impl Fn(&RecordedRequest) -> Option<FakeResponse> + Send + Sync + 'static,
+    ) {
+        *lock(&self.shared.check) = Some(Arc::new(check));
+    }
+
+    /// The model calls received so far (every request but those of
+    /// [`endpoint_requests`](Self::endpoint_requests)), refused ones included.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// The requests answered by a route, or by `404` for a `GET` without one.
+    pub fn endpoint_requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.endpoint_requests).clone()
     }
 
     /// How many stalled or silent connections the client has closed.
@@ -375,12 +421,42 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The route's response for `request`, a `404` for a `GET` without one, or `None`
+/// for a model call.
+fn endpoint_response(shared: &Shared, request: &RecordedRequest) -> Option<FakeResponse> {
+    let path = request.path.split('?').next().unwrap_or_default();
+    let routed = lock(&shared.routes)
+        .iter()
+        .find(|(m, p, _)| *m == request.method && p == path)
+        .map(|(_, _, r)| r.clone());
+    routed.or_else(|| {
+        (request.method == "GET").then(|| {
+            FakeResponse::json(
+                404,
+                &serde_json::json!({"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}),
+            )
+        })
+    })
+}
+
 async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
+    if let Some(response) = endpoint_response(&shared, &request) {
+        lock(&shared.endpoint_requests).push(request);
+        shared.bump();
+        let _ = write_response(&mut stream, response, &shared).await;
+        return;
+    }
+    let check = lock(&shared.check).clone();
+    let refused = check.and_then(|c| c(&request));
     lock(&shared.requests).push(request);
     shared.bump();
+    if let Some(response) = refused {
+        let _ = write_response(&mut stream, response, &shared).await;
+        return;
+    }
     let response = lock(&shared.responses).pop_front().unwrap_or_else(|| {
         FakeResponse::json(
             400,

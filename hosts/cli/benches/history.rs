@@ -39,7 +39,8 @@ fn binary() -> PathBuf {
 }
 
 /// Answers one HTTP/1.1 connection until it closes: reads each request (head and
-/// `Content-Length` body, discarded), answers with the next scripted SSE body.
+/// `Content-Length` body, discarded), answers with the next scripted SSE body; a `GET`
+/// (the context-window probe: `/props`, `/v1/models`) gets a 404 and is not counted.
 fn serve(stream: TcpStream, calls: Arc<AtomicUsize>, n: usize) {
     // The answer goes out as it is written: no wait for the client's delayed ACK.
     let _ = stream.set_nodelay(true);
@@ -48,6 +49,7 @@ fn serve(stream: TcpStream, calls: Arc<AtomicUsize>, n: usize) {
     loop {
         let mut length = 0usize;
         let mut line = String::new();
+        let mut get = None;
         loop {
             line.clear();
             match reader.read_line(&mut line) {
@@ -58,6 +60,7 @@ fn serve(stream: TcpStream, calls: Arc<AtomicUsize>, n: usize) {
             if l.is_empty() {
                 break;
             }
+            get.get_or_insert_with(|| l.starts_with("GET "));
             if let Some(v) = l
                 .to_ascii_lowercase()
                 .strip_prefix("content-length:")
@@ -69,6 +72,15 @@ fn serve(stream: TcpStream, calls: Arc<AtomicUsize>, n: usize) {
         let mut body = vec![0u8; length];
         if reader.read_exact(&mut body).is_err() {
             return;
+        }
+        if get == Some(true) {
+            if out
+                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                .is_err()
+            {
+                return;
+            }
+            continue;
         }
         let i = calls.fetch_add(1, Ordering::SeqCst);
         let sse = if i < n {

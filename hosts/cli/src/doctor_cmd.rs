@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keel_adapters::{build_model_with_env, probe, provider_target, ProbeOutcome, ScriptedModel};
+use keel_adapters::{
+    build_model_with_env, planned_output_cap, probe, provider_target, ProbeOutcome, ScriptedModel,
+};
 use keel_config::{default_keel_home, resolve_model_spec, Config, EnvMap};
 use keel_envelope::types::StopReason;
 use keel_envelope::{ErrorPayload, Event};
@@ -402,7 +404,10 @@ async fn model_check(spec: &str, config: &Config, env: &EnvMap, limit: Duration)
         },
         target.provider
     );
-    match probe(&target, limit).await {
+    let (outcome, cap) =
+        futures::future::join(probe(&target, limit), output_cap_text(spec, config, env)).await;
+    let key = format!("{key}; {cap}");
+    match outcome {
         ProbeOutcome::Answered {
             status,
             elapsed_ms,
@@ -433,6 +438,20 @@ async fn model_check(spec: &str, config: &Config, env: &EnvMap, limit: Duration)
             format!("{url} did not answer within {limit_ms} ms; {key}"),
             format!("check the network and the server, or raise --timeout; {where_from}"),
         ),
+    }
+}
+
+/// The output cap calls of `spec` get when they set none, and where it comes from:
+/// `maxOutputTokens` in the configuration, else the default derived from the window
+/// (the server is asked for it as a session's first call asks).
+async fn output_cap_text(spec: &str, config: &Config, env: &EnvMap) -> String {
+    if let Some(n) = config.agent.max_output_tokens {
+        return format!("output cap {n} tokens, configured (maxOutputTokens)");
+    }
+    match planned_output_cap(spec, config, env).await {
+        Ok(Some(cap)) => format!("output cap {cap}"),
+        Ok(None) => "no output cap (offline model)".to_owned(),
+        Err(e) => format!("output cap unknown: {}", e.message),
     }
 }
 

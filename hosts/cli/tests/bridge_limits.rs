@@ -156,6 +156,63 @@ fn the_output_cap_reaches_the_server_through_the_bridge() {
     assert_eq!(caps, [256, 128, 64]);
 }
 
+/// With no cap set anywhere, a llama-server with an 8 192-token context gets a
+/// quarter of it (it got 8 192 before: the whole window), and a call's own cap still
+/// wins; the server is asked once for its window.
+#[test]
+fn the_default_cap_follows_the_window_llama_server_reports() {
+    let rt = keel_testsupport::runtime();
+    let server = rt
+        .block_on(FakeServer::start([
+            FakeResponse::sse(openai::text_stream(&["banana"])),
+            FakeResponse::sse(openai::text_stream(&["banana"])),
+            FakeResponse::sse(openai::text_stream(&["banana"])),
+        ]))
+        .unwrap();
+    server.route(
+        "GET",
+        "/props",
+        FakeResponse::json(200, &openai::llama_props(8192)),
+    );
+    server.route(
+        "GET",
+        "/v1/models",
+        FakeResponse::json(
+            200,
+            &openai::llama_models("/models/qwen2.5-0.5b-instruct-q4_k_m.gguf", 32_768),
+        ),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let (ws, home) = (root.path().join("ws"), root.path().join("home"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let url = format!("{}/v1", server.base_url());
+    let mut b = Bridge::start(Setup {
+        env: &[("OPENAI_BASE_URL", &url)],
+        ..Setup::new(KEEL, &home, &ws, "openai:small-local")
+    });
+    let s = b.start_session("s", "{}");
+    b.request(&s, "r1", r#"{"message":"Write banana 5000 times."}"#);
+    b.until_on("r1", "session.completed");
+    b.request(&s, "r2", r#"{"message":"Again.","maxOutputTokens":300}"#);
+    b.until_on("r2", "session.completed");
+    b.request(&s, "r3", r#"{"message":"Again."}"#);
+    b.until_on("r3", "session.completed");
+    b.stop();
+    let caps: Vec<serde_json::Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.json().unwrap()["max_tokens"].clone())
+        .collect();
+    assert_eq!(caps, [2048, 300, 2048]);
+    let props = server
+        .endpoint_requests()
+        .iter()
+        .filter(|r| r.path == "/props")
+        .count();
+    assert_eq!(props, 1);
+}
+
 /// A repository's own `.keel/config.toml` cannot bring hooks (commands) until the
 /// user trusts that workspace in their own file.
 #[test]

@@ -49,12 +49,15 @@ fn check<'a>(report: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn a_valid_configuration_with_an_answering_endpoint() {
     let rt = runtime();
-    let server = rt
-        .block_on(FakeServer::start([FakeResponse::json(
+    let server = rt.block_on(FakeServer::start([])).unwrap();
+    server.route(
+        "GET",
+        "/v1/models",
+        FakeResponse::json(
             200,
             &serde_json::json!({"object": "list", "data": [{"id": "gpt-test", "object": "model"}]}),
-        )]))
-        .unwrap();
+        ),
+    );
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.toml"),
@@ -87,12 +90,15 @@ fn a_valid_configuration_with_an_answering_endpoint() {
     let summary = model["summary"].as_str().unwrap();
     assert!(summary.contains("answers HTTP 200"), "{summary}");
     assert!(summary.contains("OPENAI_API_KEY is set"), "{summary}");
-    // The endpoint was really asked, with the key; the key is never printed.
-    let req = &server.requests()[0];
-    assert_eq!(
-        (req.method.as_str(), req.path.as_str()),
-        ("GET", "/v1/models")
+    // Neither /props nor the model list reports a window for a name Keel does not know.
+    assert!(
+        summary.contains("output cap 2048 tokens, the default for a model whose window"),
+        "{summary}"
     );
+    // The endpoint was really asked, with the key; the key is never printed.
+    let asked = server.endpoint_requests();
+    let req = asked.iter().find(|r| r.path == "/v1/models").unwrap();
+    assert_eq!(req.method, "GET");
     assert_eq!(
         req.header("authorization"),
         Some(format!("Bearer {key}").as_str())
@@ -115,6 +121,65 @@ fn a_valid_configuration_with_an_answering_endpoint() {
         .lines()
         .any(|l| l.contains("ok") && l.contains("version")));
     assert!(!text.contains(key));
+}
+
+/// llama-server reports its window at `GET /props`: doctor shows the cap derived from
+/// it, and a configured `maxOutputTokens` when there is one.
+#[test]
+fn the_output_cap_and_where_it_comes_from_are_shown() {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start([])).unwrap();
+    server.route(
+        "GET",
+        "/props",
+        FakeResponse::json(200, &openai::llama_props(8192)),
+    );
+    server.route(
+        "GET",
+        "/v1/models",
+        FakeResponse::json(
+            200,
+            &openai::llama_models("/models/qwen2.5-0.5b-instruct-q4_k_m.gguf", 32_768),
+        ),
+    );
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.base_url());
+    let config = format!("model = \"openai:small\"\n[providers.openai]\nbaseUrl = \"{base}\"\n");
+    std::fs::write(home.path().join("config.toml"), &config).unwrap();
+    let out = doctor(home.path(), &["--json", "--timeout", "60"], &[]);
+    let report = json_report(&out);
+    let model = check(&report, "model openai:small");
+    assert_eq!(model["status"], "ok", "{model}");
+    let summary = model["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(
+            "output cap 2048 tokens, from the window of 8192 tokens the server reports (GET /props)"
+        ),
+        "{summary}"
+    );
+    assert!(server
+        .endpoint_requests()
+        .iter()
+        .any(|r| r.path == "/props"));
+    // The text report carries it too.
+    let out = doctor(home.path(), &["--timeout", "60"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("output cap 2048 tokens"), "{text}");
+
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("maxOutputTokens = 384\n{config}"),
+    )
+    .unwrap();
+    let report = json_report(&doctor(home.path(), &["--json", "--timeout", "60"], &[]));
+    let summary = check(&report, "model openai:small")["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        summary.contains("output cap 384 tokens, configured (maxOutputTokens)"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -151,12 +216,15 @@ fn an_endpoint_that_refuses_is_a_warning_with_a_fix() {
 #[test]
 fn a_refused_key_and_a_missing_key_are_warnings() {
     let rt = runtime();
-    let server = rt
-        .block_on(FakeServer::start([FakeResponse::json(
+    let server = rt.block_on(FakeServer::start([])).unwrap();
+    server.route(
+        "GET",
+        "/v1/models",
+        FakeResponse::json(
             401,
             &openai::error_body("Incorrect API key provided", "invalid_request_error", None),
-        )]))
-        .unwrap();
+        ),
+    );
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.toml"),

@@ -104,3 +104,34 @@ pub fn tool_use_stream(text: &str, calls: &[(&str, &str, &str)]) -> String {
 pub fn error_body(kind: &str, message: &str) -> Value {
     json!({"type": "error", "error": {"type": kind, "message": message}})
 }
+
+/// What the Messages API answers a request whose history holds a `tool_use` with an
+/// `input` that is not an object (`400 invalid_request_error`), for
+/// [`FakeServer::refuse`](super::FakeServer::refuse); `None` for a well-formed body.
+pub fn refuse_malformed_input(request: &super::RecordedRequest) -> Option<super::FakeResponse> {
+    let body = request.json()?;
+    let bad = body["messages"]
+        .as_array()?
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| {
+            m["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(move |(j, b)| (i, j, b))
+        })
+        .find(|(_, _, b)| b["type"] == "tool_use" && !b["input"].is_object());
+    bad.map(|(i, j, _)| {
+        super::FakeResponse::json(
+            400,
+            &error_body(
+                "invalid_request_error",
+                &format!(
+                    "messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary"
+                ),
+            ),
+        )
+    })
+}
