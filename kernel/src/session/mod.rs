@@ -96,6 +96,9 @@ pub(crate) struct Session {
     pub(crate) lease: Arc<LeaseCell>,
     /// The session's skills and custom commands.
     pub(crate) skills: skills::SessionSkills,
+    /// Sub-agents' worktrees still being made or removed, waited for before a
+    /// request ends ([`worktree::Cleanups`]).
+    pub(crate) cleanups: worktree::Cleanups,
     data: Mutex<Data>,
 }
 
@@ -129,6 +132,7 @@ impl Session {
             mcp: Default::default(),
             lease,
             skills: Default::default(),
+            cleanups: Default::default(),
             services,
             data: Mutex::new(Data {
                 state,

@@ -43,6 +43,13 @@ impl SubAgents {
         Some(a.clone())
     }
 
+    /// Records the patch that brings back a running sub-agent's changes.
+    pub(crate) fn patched(&mut self, id: &str, patch_id: &str) {
+        if let Some(a) = self.active.iter_mut().find(|a| a.sub_agent_id == id) {
+            a.patch_id = Some(patch_id.to_owned());
+        }
+    }
+
     /// Moves a running sub-agent to the finished ones; returns its final snapshot.
     pub(crate) fn finish(
         &mut self,
@@ -119,6 +126,8 @@ mod tests {
             turns: 0,
             started_at: 0,
             finished_at: None,
+            worktree: None,
+            patch_id: None,
         }
     }
 
