@@ -117,8 +117,9 @@ impl Session {
             sequencer,
         )
         .with_lease(lease.clone());
-        let ext = ExtState::load(&state.extensions, services.now());
-        Arc::new(Self {
+        let mut ext = ExtState::load(&state.extensions, services.now());
+        let orphaned = std::mem::take(&mut ext.orphaned_trees);
+        let session = Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
             emitter,
@@ -150,7 +151,9 @@ impl Session {
                 compacting: false,
                 host_calls: HashMap::new(),
             }),
-        })
+        });
+        worktree::remove_orphans(&session, orphaned);
+        session
     }
 
     /// Records that a command named the session, or its state changed, now (real

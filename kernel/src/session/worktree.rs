@@ -372,3 +372,30 @@ pub(crate) async fn sub_tree(
         ))
     })
 }
+
+/// Removes the worktrees of sub-agents that were running when the session was last
+/// saved by a process that is gone (recorded as failed on load): on the blocking
+/// pool, tracked by the session's [`Cleanups`], so its next request ends only after.
+pub(crate) fn remove_orphans(session: &crate::session::Session, trees: Vec<WorktreeInfo>) {
+    if trees.is_empty() {
+        return;
+    }
+    let (Ok(folder), Ok(rt)) = (
+        folder(&session.services),
+        tokio::runtime::Handle::try_current(),
+    ) else {
+        return;
+    };
+    let keep = session.services.config().worktrees.keep_branch;
+    let names: Vec<String> = trees.iter().filter_map(name_of).collect();
+    let job = rt.spawn_blocking(move || {
+        for name in names {
+            match wt::remove(&folder, &name, true, keep) {
+                Ok(_) => tracing::info!(worktree = %name, "removed the worktree of a sub-agent cut off by a restart"),
+                Err(e) if e.code == ErrorCode::WorktreeNotFound => {}
+                Err(e) => tracing::warn!(worktree = %name, code = %e.code, message = %e.message, "a sub-agent's worktree was not removed"),
+            }
+        }
+    });
+    session.cleanups.track(job);
+}

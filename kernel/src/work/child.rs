@@ -281,7 +281,9 @@ impl KernelHandler for SpawnSubAgent {
             sub_agent_id: id.clone(),
             sub_agent: info,
         };
-        session.emitter.emit(rid, Event::SubAgentStarted(ev)).await;
+        // Saved with it: a process that dies while it runs leaves a record of its
+        // worktree, removed when the session opens again.
+        session.emit_persist(rid, Event::SubAgentStarted(ev)).await;
         // The sub-agent's `invoke_agent` span, under the tool call that spawned it:
         // its model and tool calls hang under it.
         let model = session.data().model.id();

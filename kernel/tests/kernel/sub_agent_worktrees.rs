@@ -12,6 +12,7 @@ use keel_envelope::commands::{PatchApply, PatchReject, SessionStart, SetRules};
 use keel_envelope::events::{PatchEvent, SubAgentEvent, ToolCallCompleted};
 use keel_envelope::ext::{Patch, PatchOp, PatchStatus};
 use keel_envelope::worktree::Isolation;
+use keel_kernel::KernelConfig;
 use serde_json::json;
 
 use super::worktrees::{branch_exists, fixture_with, git, listed, Wt};
@@ -453,4 +454,83 @@ async fn an_interrupt_while_the_sub_agent_works_leaves_no_worktree_behind() {
             .as_deref(),
         Some("back")
     );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_sub_agent_cut_off_by_a_dead_process_has_its_worktree_removed_on_resume() {
+    let w = fixture_with(
+        vec![
+            spawn("work slowly", Some("worktree")),
+            call(
+                "write_file",
+                json!({"path": "half.txt", "content": "half\n"}),
+            ),
+            Turn {
+                delay: Some(Duration::from_secs(600)),
+                ..say("never")
+            },
+        ],
+        |_| {},
+    );
+    let (h, mut ev) = parent(&w).await;
+    let sid = h.id().to_owned();
+    h.send("delegate").await.unwrap();
+    let envs = until(&mut ev, "tool.call.completed").await;
+    let tree = first_event!(envs, SubAgentStarted)
+        .and_then(|s| s.sub_agent.worktree)
+        .unwrap();
+    assert!(Path::new(&tree.path).join("half.txt").exists());
+    // The store as a process that died now leaves it: the sub-agent still running,
+    // its worktree on disk. A new process opens that store.
+    let store = w._tmp.path().join("store-after-crash");
+    copy_dir(&w._tmp.path().join("store"), &store);
+    let config = KernelConfig {
+        permission_mode: PermissionMode::Auto,
+        sandbox: keel_tools::SandboxConfig::off(),
+        worktrees: keel_kernel::config::WorktreeConfig {
+            dir: Some(w.folder.clone()),
+            ..Default::default()
+        },
+        ..KernelConfig::default()
+    };
+    let kernel = Kernel::builder()
+        .config(config)
+        .workspace(&w.repo)
+        .model(TestModel::new(vec![]))
+        .store_dir(&store)
+        .build()
+        .unwrap();
+    let (h2, _ev2) = kernel.resume_session(&sid, None).await.unwrap();
+    assert!(!Path::new(&tree.path).exists(), "removed on resume");
+    assert!(listed(&w).await.is_empty());
+    assert!(!branch_exists(&w.repo, &tree.branch));
+    assert!(!w.repo.join("half.txt").exists());
+    // Recorded as failed.
+    let mut all = kernel.subscribe();
+    h2.command(CommandPayload::SubAgentGet(
+        keel_envelope::commands::SubAgentGetCmd {
+            sub_agent_id: first_event!(envs, SubAgentStarted).unwrap().sub_agent_id,
+        },
+    ))
+    .await
+    .unwrap();
+    let got = until(&mut all, "sub-agent.get").await;
+    let got = first_event!(got, SubAgentGet).unwrap();
+    assert_eq!(
+        got.sub_agent.status,
+        keel_envelope::ext::SubAgentStatus::Failed
+    );
+    drop(h);
 }

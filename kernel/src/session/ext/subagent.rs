@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use keel_envelope::ext::{SubAgentInfo, SubAgentStatus};
 use keel_envelope::types::Usage;
+use keel_envelope::worktree::WorktreeInfo;
 use keel_envelope::{ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
@@ -86,7 +87,14 @@ impl SubAgents {
     }
 
     /// After a restart nothing is running any more: running entries become failed.
-    pub(crate) fn after_restart(&mut self, now: u64) {
+    /// Returns the worktrees they worked in (to be removed: nothing of them can come
+    /// back).
+    pub(crate) fn after_restart(&mut self, now: u64) -> Vec<WorktreeInfo> {
+        let trees = self
+            .active
+            .iter()
+            .filter_map(|a| a.worktree.clone())
+            .collect();
         let ids: Vec<String> = self.active.iter().map(|a| a.sub_agent_id.clone()).collect();
         for id in ids {
             self.finish(
@@ -98,6 +106,7 @@ impl SubAgents {
                 now,
             );
         }
+        trees
     }
 
     /// Whether there is nothing to persist.
