@@ -146,7 +146,8 @@ pub struct Patch {
     pub patch_id: String,
     /// Where it stands.
     pub status: PatchStatus,
-    /// `tool` when a tool proposed it, `host` when the host did.
+    /// `tool` when a tool proposed it, `host` when the host did, `sub-agent` when it
+    /// brings back the changes of a sub-agent that worked in a worktree of its own.
     pub origin: String,
     /// Why it was proposed.
     pub reason: Option<String>,

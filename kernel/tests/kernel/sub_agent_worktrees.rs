@@ -285,6 +285,7 @@ async fn a_rejected_patch_leaves_the_parent_as_it_was_and_a_denying_gate_refuses
         }))
         .await
         .unwrap_err();
+    assert_eq!(e.code, ErrorCode::PlanApprovalRequired, "{e:?}");
     assert_eq!(e.details["path"], "b.txt", "{e:?}");
     assert!(!w.repo.join("b.txt").exists());
 }

@@ -1438,7 +1438,8 @@ patchId: string,
  */
 status: PatchStatus, 
 /**
- * `tool` when a tool proposed it, `host` when the host did.
+ * `tool` when a tool proposed it, `host` when the host did, `sub-agent` when it
+ * brings back the changes of a sub-agent that worked in a worktree of its own.
  */
 origin: string, 
 /**
