@@ -587,6 +587,9 @@ command_payloads! {
 macro_rules! define_commands {
     ($( $(#[$doc:meta])* $variant:ident = $name:literal => $payload:ty, session: $needs:literal ),* $(,)?) => {
         /// A command's type and typed payload.
+        // `session.start` is by far the largest payload; a command is decoded once
+        // and moved a few times, so its size costs nothing worth a box.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Debug, Clone, PartialEq)]
         #[non_exhaustive]
         // One command at a time is decoded and executed; boxing `session.start` would

@@ -10,6 +10,7 @@ use ts_rs::TS;
 use crate::error::ErrorPayload;
 use crate::tools::DiffStats;
 use crate::types::Usage;
+use crate::worktree::WorktreeInfo;
 
 crate::wire::wire_enum! {
     /// Where a review stands.
@@ -145,7 +146,8 @@ pub struct Patch {
     pub patch_id: String,
     /// Where it stands.
     pub status: PatchStatus,
-    /// `tool` when a tool proposed it, `host` when the host did.
+    /// `tool` when a tool proposed it, `host` when the host did, `sub-agent` when it
+    /// brings back the changes of a sub-agent that worked in a worktree of its own.
     pub origin: String,
     /// Why it was proposed.
     pub reason: Option<String>,
@@ -290,6 +292,16 @@ pub struct SubAgentInfo {
     pub started_at: u64,
     /// Finished.
     pub finished_at: Option<u64>,
+    /// The worktree it works in (`spawn_sub_agent {isolation: "worktree"}`; absent
+    /// otherwise). Removed when it ends: a finished sub-agent's is history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional = nullable)]
+    pub worktree: Option<WorktreeInfo>,
+    /// The patch proposing its changes (a sub-agent in a worktree that changed
+    /// files; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional = nullable)]
+    pub patch_id: Option<String>,
 }
 
 crate::wire::wire_enum! {

@@ -9,6 +9,7 @@ use ts_rs::TS;
 
 use crate::commands::{NewTaskNode, NodeUpdates};
 use crate::types::StepStatus;
+use crate::worktree::Isolation;
 
 /// One step as the model writes it: every field optional (ids default to `s1`, `s2`, …).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
@@ -59,7 +60,7 @@ pub struct AskUserArgs {
     pub candidates: Vec<String>,
 }
 
-/// `spawn_sub_agent {task, tools?}`.
+/// `spawn_sub_agent {task, tools?, isolation?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields = nullable)]
@@ -69,6 +70,13 @@ pub struct SpawnSubAgentArgs {
     /// The tools it may use (a subset of the caller's; default: all registered tools).
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// Where it works: `"none"`, in your workspace; `"worktree"`, in a git worktree
+    /// of its own holding your files as they are, its changes coming back to you as
+    /// a patch for the user to apply or reject. Default: the runtime's configuration.
+    #[serde(default, deserialize_with = "crate::wire::strict::opt")]
+    #[schemars(with = "Option<crate::wire::Known<Isolation>>")]
+    #[ts(optional = nullable, type = "KnownIsolation | null")]
+    pub isolation: Option<Isolation>,
 }
 
 /// The `task_graph` tool's action.

@@ -316,7 +316,7 @@ pub fn kernel_specs() -> Vec<ToolSpec> {
         ),
         row(
             "spawn_sub_agent",
-            "Delegate a self-contained task to a sub-agent with its own conversation. It may use the given tools (a subset of yours; default all of your registered tools) under the same permissions, and returns only a summary of its work.",
+            "Delegate a self-contained task to a sub-agent with its own conversation. It may use the given tools (a subset of yours; default all of your registered tools) under the same permissions, and returns only a summary of its work. With isolation \"worktree\" it works in a git worktree of its own holding your files as they are, never touching yours; its changes come back as a patch (its id and stats in the result) that the user applies or rejects.",
             args_schema::<SpawnSubAgentArgs>(),
             "agent.spawn",
         ),

@@ -30,6 +30,10 @@ use keel_envelope::{ErrorCode, ErrorPayload};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
+mod snapshot;
+
+pub use snapshot::{diff_trees, snapshot, Side, TreeChange};
+
 /// The folder of the records, inside the worktree folder.
 const RECORDS: &str = "records";
 

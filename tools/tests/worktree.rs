@@ -440,3 +440,76 @@ fn overlay_copies_the_uncommitted_changes_of_one_tree_into_another() {
         [".gitignore", "README.md", "src/lib.rs", "src/new.rs"]
     );
 }
+
+#[test]
+fn snapshots_tell_what_changed_in_between_without_touching_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = repo(tmp.path());
+    let folder = tmp.path().join("worktrees");
+    // The starting point holds uncommitted changes of its own.
+    std::fs::write(r.join("src/new.rs"), "new\n").unwrap();
+    std::fs::write(r.join(".gitignore"), "*.log\n").unwrap();
+    let made = wt::create(&folder, &req("sub_s", &r, "keel/sub-s")).unwrap();
+    wt::overlay(&r, &made.path).unwrap();
+    let status_before = git(&made.path, &["status", "--porcelain"]);
+    let start = wt::snapshot(&made.path).unwrap();
+    assert_eq!(wt::snapshot(&made.path).unwrap(), start, "nothing changed");
+    // An edit, a new file in a new folder, a deletion of an uncommitted file, an
+    // ignored file, a binary file, a large file, a mode change alone.
+    std::fs::write(made.path.join("README.md"), "three\n").unwrap();
+    std::fs::create_dir_all(made.path.join("docs")).unwrap();
+    std::fs::write(made.path.join("docs/guide.md"), "guide\n").unwrap();
+    std::fs::remove_file(made.path.join("src/new.rs")).unwrap();
+    std::fs::write(made.path.join("build.log"), "ignored\n").unwrap();
+    std::fs::write(made.path.join("blob.bin"), [0u8, 159, 146, 150]).unwrap();
+    std::fs::write(made.path.join("big.txt"), "x".repeat(100)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        made.path.join("src/lib.rs"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let end = wt::snapshot(&made.path).unwrap();
+    assert_ne!(start, end);
+    // The worktree's own index is as it was.
+    assert_eq!(
+        git(&made.path, &["diff", "--cached", "--name-only"]),
+        "",
+        "nothing staged"
+    );
+    assert_ne!(git(&made.path, &["status", "--porcelain"]), status_before);
+    let changes = wt::diff_trees(&made.path, &start, &end, "", 50).unwrap();
+    let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "README.md",
+            "big.txt",
+            "blob.bin",
+            "docs/guide.md",
+            "src/new.rs"
+        ]
+    );
+    assert_eq!(changes[0].before, wt::Side::File(b"two\n".to_vec()));
+    assert_eq!(changes[0].after, wt::Side::File(b"three\n".to_vec()));
+    assert_eq!(changes[1].before, wt::Side::Absent);
+    assert_eq!(changes[1].after, wt::Side::TooLarge(100));
+    assert_eq!(changes[2].after, wt::Side::File(vec![0, 159, 146, 150]));
+    assert_eq!(changes[4].before, wt::Side::File(b"new\n".to_vec()));
+    assert_eq!(changes[4].after, wt::Side::Absent);
+    // Asked about one folder: its paths, relative to it.
+    let docs = wt::diff_trees(&made.path, &start, &end, "docs", 50).unwrap();
+    assert_eq!(docs.len(), 1);
+    assert_eq!(docs[0].path, "guide.md");
+    // A tree that is not one is a structured error.
+    let e = wt::diff_trees(&made.path, "0123", &end, "", 50).unwrap_err();
+    assert_eq!(e.code, ErrorCode::WorktreeUnavailable);
+    // Outside git.
+    let plain = tempfile::tempdir().unwrap();
+    assert_eq!(
+        wt::snapshot(plain.path()).unwrap_err().code,
+        ErrorCode::WorktreeUnavailable
+    );
+    wt::remove(&folder, "sub_s", true, false).unwrap();
+    assert!(!made.path.exists());
+}

@@ -16,9 +16,11 @@ use keel_envelope::events::{
 };
 use keel_envelope::ext::{PatchStatus, ReviewState};
 use keel_envelope::ids::IdKind;
+use keel_envelope::tools::Decision;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 
 use super::Cx;
+use crate::pipeline::gate;
 use crate::pipeline::task_graph::{graph_op, GraphOp};
 use crate::session::ext::{patch, review};
 use crate::session::Session;
@@ -166,7 +168,42 @@ pub(crate) async fn patch_propose(
     Ok(())
 }
 
-/// `patch.apply`: written through the workspace jail, only without conflicts.
+/// The permission gate on a patch about to be written: each file is decided as a
+/// `write_file` of that path with its new content would be, in the session's mode
+/// and rules. A deny refuses the whole patch; an ask is answered by the host's
+/// `patch.apply` itself (it is the person's decision on the edit).
+fn gate_patch(session: &Session, patch: &keel_envelope::ext::Patch) -> Result<(), ErrorPayload> {
+    let Some(spec) = keel_tools::spec::builtin_spec("write_file") else {
+        return Ok(());
+    };
+    let d = session.data();
+    for f in &patch.files {
+        let raw = serde_json::json!({
+            "path": f.path,
+            "content": f.after.clone().unwrap_or_default(),
+        });
+        let Ok(args) = keel_tools::ToolArgs::decode(spec.analysis, &raw) else {
+            continue;
+        };
+        let v = gate::decide(session, &d, &session.workspace, &spec, &raw, &args);
+        if v.decision() == Decision::Deny {
+            let mut e = v.deny_error(&spec.name);
+            e.message = format!(
+                "patch {} writes `{}`, which the permission gate refuses: {}",
+                patch.patch_id,
+                f.path,
+                v.reason()
+            );
+            return Err(e
+                .with_detail("patchId", patch.patch_id.clone())
+                .with_detail("path", f.path.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// `patch.apply`: past the permission gate, written through the workspace jail,
+/// only without conflicts.
 pub(crate) async fn patch_apply(
     cx: &Cx<'_>,
     session: &Arc<Session>,
@@ -175,7 +212,8 @@ pub(crate) async fn patch_apply(
     let now = session.now();
     // Taken out while it is written, so a second apply cannot race it.
     let taken = session.data().ext.patches.take(&p.patch_id)?;
-    let written = patch::write_patch(&session.workspace, &taken);
+    let written =
+        gate_patch(session, &taken).and_then(|()| patch::write_patch(&session.workspace, &taken));
     let resolved = {
         let mut d = session.data();
         match written {

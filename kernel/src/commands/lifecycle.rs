@@ -270,6 +270,9 @@ pub(crate) async fn reopen(
         answer_resumed(cx, &session, after).await?;
         return Ok(session);
     }
+    // The worktrees of sub-agents that a dead process left running are gone
+    // before the answer.
+    session.cleanups.settle().await;
     let mut g = session.emitter.lock().await;
     // Taken over from a node whose lease ran out: every watcher, here and on the
     // other nodes (the event is logged), learns who serves the session now.

@@ -4,6 +4,8 @@
 //! permission matrix, on the arguments the pipeline decoded; this module only gathers
 //! the session's mode and rules.
 
+use std::path::Path;
+
 use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::policy::{self, DecisionInput, Rules};
 use keel_tools::{ToolArgs, ToolSpec};
@@ -27,21 +29,24 @@ pub(crate) fn rules_of(d: &Data) -> Rules {
 /// Decides one call with the session's current mode and rules, from the tool's row
 /// of the permission matrix (built-in or host-registered).
 /// `args` are the call's arguments decoded once by the pipeline; `raw` the JSON they
-/// came from.
+/// came from; `workspace` the folder the call works in (the session's, or a
+/// sub-agent's own worktree).
 pub(crate) fn decide(
     session: &Session,
     d: &Data,
+    workspace: &Path,
     spec: &ToolSpec,
     raw: &serde_json::Value,
     args: &ToolArgs,
 ) -> GateVerdict {
     let rules = rules_of(d);
+    let workspace = workspace.to_path_buf();
     let input = DecisionInput {
         tool: &spec.name,
         args: raw,
         mode: d.state.mode.clone(),
         rules: &rules,
-        workspace: &session.workspace,
+        workspace: &workspace,
         shell: &session.services.config().shell,
     };
     GateVerdict(policy::decide_decoded(&input, args, Some(spec)))

@@ -5,6 +5,7 @@
 //! between decode and gate and `PostToolUse` after a call ([`crate::pipeline`]). A
 //! hook's failure or timeout is a `warning` (`HOOK_FAILED`) and changes nothing.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -289,10 +290,12 @@ pub(crate) enum PreTool {
 }
 
 /// `PreToolUse`.
+/// `workspace`: the folder the call works in (the hooks' `cwd`).
 pub(crate) async fn pre_tool_use(
     session: &Session,
     rid: &str,
     call: &ToolCallRequest,
+    workspace: &Path,
     cancel: &CancellationToken,
 ) -> PreTool {
     let hooks = hooks_for(session, HookEvent::PreToolUse, Some(&call.name));
@@ -300,6 +303,7 @@ pub(crate) async fn pre_tool_use(
         return PreTool::Continue;
     }
     let mut i = input(session, HookEvent::PreToolUse, Some(rid), cancel);
+    i.cwd = workspace.display().to_string();
     i.tool_name = Some(call.name.clone());
     let mut arguments = call.arguments.clone();
     let mut rewritten = false;
@@ -344,6 +348,7 @@ pub(crate) async fn post_tool_use(
     session: &Session,
     rid: &str,
     call: &ToolCallRequest,
+    workspace: &Path,
     content: (String, bool),
     cancel: &CancellationToken,
 ) -> (String, bool) {
@@ -353,6 +358,7 @@ pub(crate) async fn post_tool_use(
     }
     let (text, is_error) = content;
     let mut i = input(session, HookEvent::PostToolUse, Some(rid), cancel);
+    i.cwd = workspace.display().to_string();
     i.tool_name = Some(call.name.clone());
     i.tool_input = Some(call.arguments.clone());
     i.tool_response = Some(

@@ -52,7 +52,7 @@ use crate::base::model::ToolCallRequest;
 use crate::base::probe::Point;
 use crate::base::trace;
 use crate::pipeline::hooks::PreTool;
-use crate::session::registry::{Args, CallCx, Entry, Handler, Origin};
+use crate::session::registry::{Args, CallCx, CallScope, Entry, Handler, Origin};
 use crate::session::Session;
 
 /// Marker: the request was interrupted.
@@ -84,15 +84,18 @@ impl Told {
 }
 
 /// Runs one tool call through the pipeline. `scope` limits the tools (a sub-agent's
-/// subset); `None` allows every entry. The call is one `execute_tool` span, entered
-/// while it runs: its approval wait, hooks, MCP call and a sub-agent it spawns hang
-/// under it.
+/// subset; `None` allows every entry) and may give the call a folder of its own to
+/// work in (a sub-agent in its own worktree: the gate, the jail, shell commands and
+/// hooks see that folder; no stage takes the call over and the session's workspace
+/// is not checkpointed, since the call cannot change it). The call is one
+/// `execute_tool` span, entered while it runs: its approval wait, hooks, MCP call
+/// and a sub-agent it spawns hang under it.
 pub(crate) async fn run_call(
     session: &Arc<Session>,
     rid: &str,
     call: &ToolCallRequest,
     cancel: &CancellationToken,
-    scope: Option<&[String]>,
+    scope: CallScope<'_>,
 ) -> Result<CallContent, Interrupted> {
     let span = session
         .services
@@ -125,10 +128,12 @@ async fn run_traced(
     rid: &str,
     call: &ToolCallRequest,
     cancel: &CancellationToken,
-    scope: Option<&[String]>,
+    call_scope: CallScope<'_>,
     span: &keel_telemetry::ToolCall,
     told: &mut Told,
 ) -> Result<CallContent, Interrupted> {
+    let scope = call_scope.tools;
+    let workspace = call_scope.workspace.unwrap_or(&session.workspace);
     let tool_call_id = session.services.next_id(IdKind::ToolCall);
     // 1. Decode.
     let (entry, args) = match decode(session, call, scope) {
@@ -149,7 +154,7 @@ async fn run_traced(
     // decoded again and gated like any call's.
     let rewritten;
     let (call, entry, args) =
-        match crate::pipeline::hooks::pre_tool_use(session, rid, call, cancel).await {
+        match crate::pipeline::hooks::pre_tool_use(session, rid, call, workspace, cancel).await {
             PreTool::Continue => (call, entry, args),
             PreTool::Deny(error, text) => {
                 told.set(ToolOutcome::Denied, &error);
@@ -173,7 +178,14 @@ async fn run_traced(
     // 2. Gate.
     let (verdict, mode) = {
         let d = session.data();
-        let v = gate::decide(session, &d, &entry.spec, &call.arguments, args.tool_args());
+        let v = gate::decide(
+            session,
+            &d,
+            workspace,
+            &entry.spec,
+            &call.arguments,
+            args.tool_args(),
+        );
         (v, d.state.mode.clone())
     };
     tracing::debug!(tool = %call.name, tool_call_id = %tool_call_id, decision = ?verdict.decision(), level = ?verdict.level(), risk = ?verdict.risk(), "gate");
@@ -219,8 +231,11 @@ async fn run_traced(
     if cancel.is_cancelled() {
         return Err(Interrupted);
     }
-    // 4. Checkpoint the workspace when the call may change files.
-    if crate::session::checkpoints::may_change_files(verdict.level(), &call.name) {
+    // 4. Checkpoint the workspace when the call may change files (a call working
+    // in a folder of its own cannot).
+    if call_scope.workspace.is_none()
+        && crate::session::checkpoints::may_change_files(verdict.level(), &call.name)
+    {
         let call_point = (tool_call_id.as_str(), call.name.as_str());
         if let Some(w) =
             crate::session::checkpoints::checkpoint(session, rid, call_point, cancel).await
@@ -241,11 +256,13 @@ async fn run_traced(
         cancel: &call_cancel,
         verdict: &verdict,
         scope,
+        workspace,
         mode,
     };
-    let content = run(&cx, &entry, args, told).await?;
+    let own_folder = call_scope.workspace.is_some();
+    let content = run(&cx, &entry, args, own_folder, told).await?;
     // Hooks: PostToolUse may add a note for the model.
-    Ok(crate::pipeline::hooks::post_tool_use(session, rid, call, content, cancel).await)
+    Ok(crate::pipeline::hooks::post_tool_use(session, rid, call, workspace, content, cancel).await)
 }
 
 /// Step 1: the call names a tool in scope, and its arguments are JSON of its shape,
@@ -312,6 +329,7 @@ async fn run(
     cx: &CallCx<'_>,
     entry: &Entry,
     args: Args,
+    own_folder: bool,
     told: &mut Told,
 ) -> Result<CallContent, Interrupted> {
     let session = cx.session;
@@ -337,7 +355,12 @@ async fn run(
     }
     session.probe(Point::ToolRunning, cx.rid).await;
     let (ptx, mut prx) = mpsc::unbounded_channel::<(ProgressStream, String)>();
-    let stage = session.services.registry().stage_for(session, &args);
+    // The stages work in the session's workspace: a call with a folder of its own
+    // runs as it is (an edit is written there; `background: true` is refused).
+    let stage = match own_folder {
+        true => None,
+        false => session.services.registry().stage_for(session, &args),
+    };
     // Results of the kernel's own runners put their `message` before the model.
     let prefer_message = stage.is_some() || matches!(entry.handler, Handler::Kernel(_));
     let started = Instant::now();
@@ -350,7 +373,7 @@ async fn run(
             Handler::Kernel(h) => h.run(cx, args).await,
             Handler::Tool(tool) => {
                 let ctx = ToolContext {
-                    workspace: session.workspace.clone(),
+                    workspace: cx.workspace.to_path_buf(),
                     cancel: cx.cancel.clone(),
                     progress: Arc::new(move |stream, chunk| {
                         let _ = ptx.send((stream, chunk));

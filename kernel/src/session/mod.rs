@@ -96,6 +96,9 @@ pub(crate) struct Session {
     pub(crate) lease: Arc<LeaseCell>,
     /// The session's skills and custom commands.
     pub(crate) skills: skills::SessionSkills,
+    /// Sub-agents' worktrees still being made or removed, waited for before a
+    /// request ends ([`worktree::Cleanups`]).
+    pub(crate) cleanups: worktree::Cleanups,
     data: Mutex<Data>,
 }
 
@@ -114,8 +117,9 @@ impl Session {
             sequencer,
         )
         .with_lease(lease.clone());
-        let ext = ExtState::load(&state.extensions, services.now());
-        Arc::new(Self {
+        let mut ext = ExtState::load(&state.extensions, services.now());
+        let orphaned = std::mem::take(&mut ext.orphaned_trees);
+        let session = Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
             emitter,
@@ -129,6 +133,7 @@ impl Session {
             mcp: Default::default(),
             lease,
             skills: Default::default(),
+            cleanups: Default::default(),
             services,
             data: Mutex::new(Data {
                 state,
@@ -146,7 +151,9 @@ impl Session {
                 compacting: false,
                 host_calls: HashMap::new(),
             }),
-        })
+        });
+        worktree::remove_orphans(&session, orphaned);
+        session
     }
 
     /// Records that a command named the session, or its state changed, now (real

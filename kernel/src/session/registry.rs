@@ -12,6 +12,7 @@
 //! call is run; that is [`crate::pipeline`].
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -69,6 +70,17 @@ pub(crate) fn conflict(name: &str, first: Origin, second: Origin) -> ErrorPayloa
     .with_detail("toolName", name.to_owned())
 }
 
+/// Where a caller's tool calls may act: the tools it may use and the folder they
+/// work in.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallScope<'a> {
+    /// The tools the caller may use (`None`: every entry).
+    pub(crate) tools: Option<&'a [String]>,
+    /// The folder the calls work in, jailed to it, instead of the session's
+    /// workspace (a sub-agent in a worktree of its own); `None`: the workspace.
+    pub(crate) workspace: Option<&'a Path>,
+}
+
 /// What a handler gets for one call.
 #[derive(Debug)]
 pub(crate) struct CallCx<'a> {
@@ -82,6 +94,9 @@ pub(crate) struct CallCx<'a> {
     pub(crate) verdict: &'a GateVerdict,
     /// The tools the caller may use (`None`: every entry).
     pub(crate) scope: Option<&'a [String]>,
+    /// The folder the call works in: the session's workspace, or the caller's own
+    /// ([`CallScope::workspace`]).
+    pub(crate) workspace: &'a Path,
     /// The session's permission mode when the gate decided.
     pub(crate) mode: PermissionMode,
 }

@@ -7,10 +7,12 @@
 //! `Session::workspace`, so nothing else needs to know.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use keel_envelope::worktree::{Isolation, WorktreeInfo};
 use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::worktree::{self as wt, CreateRequest, Created, Removed};
+use tokio::task::JoinHandle;
 
 use crate::base::store::PersistedSession;
 use crate::session::services::Services;
@@ -180,4 +182,220 @@ pub(crate) fn name_of(info: &WorktreeInfo) -> Option<String> {
         .file_name()
         .and_then(|n| n.to_str())
         .map(str::to_owned)
+}
+
+/// Blocking work on sub-agents' worktrees that a request waits for before it ends
+/// (`work::request`): a worktree still being made when an interrupt dropped the call
+/// that asked for it, or being removed after. Nothing of a sub-agent's worktree
+/// outlives the request that spawned it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Cleanups(Arc<Mutex<Vec<JoinHandle<()>>>>);
+
+impl Cleanups {
+    fn jobs(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps `job` to be waited for.
+    pub(crate) fn track(&self, job: JoinHandle<()>) {
+        let mut jobs = self.jobs();
+        jobs.retain(|j| !j.is_finished());
+        jobs.push(job);
+    }
+
+    /// Waits until every job has ended (also those that jobs start meanwhile).
+    pub(crate) async fn settle(&self) {
+        loop {
+            let jobs = std::mem::take(&mut *self.jobs());
+            if jobs.is_empty() {
+                return;
+            }
+            for j in jobs {
+                let _ = j.await;
+            }
+        }
+    }
+}
+
+/// A sub-agent's worktree: made at the commit its parent's tree is on, given the
+/// parent's uncommitted changes, and its starting point recorded as a git tree
+/// ([`wt::snapshot`]). Dropped without [`SubTree::finish`] (an interrupt, a failure
+/// in between), it removes itself on the blocking pool, tracked by the session's
+/// [`Cleanups`].
+#[derive(Debug)]
+pub(crate) struct SubTree {
+    /// The worktree as the protocol shows it.
+    pub(crate) info: WorktreeInfo,
+    /// The sub-agent's workspace in it: the same folder as the parent's workspace is
+    /// in its repository.
+    pub(crate) workspace: PathBuf,
+    /// The worktree's top folder.
+    top: PathBuf,
+    /// The workspace relative to the top (`""`: the top), `/`-separated.
+    under: String,
+    /// The tree of its files at the start.
+    start: String,
+    name: String,
+    folder: PathBuf,
+    keep_branch: bool,
+    cleanups: Cleanups,
+    removed: bool,
+}
+
+impl SubTree {
+    fn remove_now(&mut self) -> Result<Removed, ErrorPayload> {
+        self.removed = true;
+        wt::remove(&self.folder, &self.name, true, self.keep_branch)
+    }
+
+    /// Records what changed in the worktree since it started (files under the
+    /// workspace, each at most `max_bytes` read) and removes it, branch per the
+    /// configuration's `keepBranch` (one with commits of its own is kept). Runs on
+    /// the blocking pool to its end even if the caller is dropped meanwhile.
+    pub(crate) async fn finish(
+        mut self,
+        max_bytes: u64,
+    ) -> (
+        Result<Vec<wt::TreeChange>, ErrorPayload>,
+        Result<Removed, ErrorPayload>,
+    ) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cleanups = self.cleanups.clone();
+        let job = tokio::task::spawn_blocking(move || {
+            let changes = wt::snapshot(&self.top).and_then(|end| {
+                wt::diff_trees(&self.top, &self.start, &end, &self.under, max_bytes)
+            });
+            let removed = self.remove_now();
+            let _ = tx.send((changes, removed));
+        });
+        cleanups.track(job);
+        rx.await.unwrap_or_else(|_| {
+            let e = ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                "the sub-agent's worktree could not be read",
+            );
+            (Err(e.clone()), Err(e))
+        })
+    }
+}
+
+impl Drop for SubTree {
+    fn drop(&mut self) {
+        if self.removed {
+            return;
+        }
+        self.removed = true;
+        let (folder, name, keep) = (self.folder.clone(), self.name.clone(), self.keep_branch);
+        let remove = move || {
+            if let Err(e) = wt::remove(&folder, &name, true, keep) {
+                tracing::warn!(worktree = %name, code = %e.code, message = %e.message, "a sub-agent's worktree was not removed");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => self.cleanups.track(rt.spawn_blocking(remove)),
+            Err(_) => remove(),
+        }
+    }
+}
+
+/// Makes the worktree of sub-agent `name` of `session`: on the blocking pool, to its
+/// end even if the caller is dropped meanwhile (the worktree then removes itself).
+/// Outside git (or with git failing) it is `WORKTREE_UNAVAILABLE` and nothing is
+/// left.
+pub(crate) async fn sub_tree(
+    session: &crate::session::Session,
+    name: &str,
+) -> Result<SubTree, ErrorPayload> {
+    let services = &session.services;
+    let folder = folder(services)?;
+    let keep_branch = services.config().worktrees.keep_branch;
+    let (name, owner) = (name.to_owned(), session.id.clone());
+    let source = session.workspace.clone();
+    let branch = branch_for(&name);
+    let now = services.now();
+    let cleanups = session.cleanups.clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job = tokio::task::spawn_blocking(move || {
+        let made = wt::create(
+            &folder,
+            &CreateRequest {
+                name: &name,
+                session_id: Some(&owner),
+                source: &source,
+                branch: &branch,
+                base_ref: None,
+                now,
+            },
+        );
+        let made = match made {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return;
+            }
+        };
+        let under = made
+            .workspace
+            .strip_prefix(&made.path)
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .unwrap_or_default();
+        let mut tree = SubTree {
+            info: info_of(&made),
+            workspace: made.workspace.clone(),
+            top: made.path.clone(),
+            under,
+            start: String::new(),
+            name,
+            folder,
+            keep_branch,
+            cleanups,
+            removed: false,
+        };
+        // From here on a failure, or a caller gone, takes the worktree away again.
+        match wt::overlay(&source, &tree.top).and_then(|_| wt::snapshot(&tree.top)) {
+            Ok(start) => {
+                tree.start = start;
+                // Refused when the caller is gone: dropped, it removes itself.
+                let _ = tx.send(Ok(tree));
+            }
+            Err(e) => {
+                let _ = tree.remove_now();
+                let _ = tx.send(Err(e));
+            }
+        }
+    });
+    session.cleanups.track(job);
+    rx.await.unwrap_or_else(|_| {
+        Err(ErrorPayload::new(
+            ErrorCode::RuntimeInternalError,
+            "making the sub-agent's worktree failed",
+        ))
+    })
+}
+
+/// Removes the worktrees of sub-agents that were running when the session was last
+/// saved by a process that is gone (recorded as failed on load): on the blocking
+/// pool, tracked by the session's [`Cleanups`], so its next request ends only after.
+pub(crate) fn remove_orphans(session: &crate::session::Session, trees: Vec<WorktreeInfo>) {
+    if trees.is_empty() {
+        return;
+    }
+    let (Ok(folder), Ok(rt)) = (
+        folder(&session.services),
+        tokio::runtime::Handle::try_current(),
+    ) else {
+        return;
+    };
+    let keep = session.services.config().worktrees.keep_branch;
+    let names: Vec<String> = trees.iter().filter_map(name_of).collect();
+    let job = rt.spawn_blocking(move || {
+        for name in names {
+            match wt::remove(&folder, &name, true, keep) {
+                Ok(_) => tracing::info!(worktree = %name, "removed the worktree of a sub-agent cut off by a restart"),
+                Err(e) if e.code == ErrorCode::WorktreeNotFound => {}
+                Err(e) => tracing::warn!(worktree = %name, code = %e.code, message = %e.message, "a sub-agent's worktree was not removed"),
+            }
+        }
+    });
+    session.cleanups.track(job);
 }

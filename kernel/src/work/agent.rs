@@ -305,7 +305,7 @@ pub(crate) async fn run(
                 return Outcome::Budget(hit);
             }
             c.tool_calls += 1;
-            match pipeline::run_call(session, rid, call, cancel, None).await {
+            match pipeline::run_call(session, rid, call, cancel, Default::default()).await {
                 Ok((content, is_error)) => {
                     session.data().state.history.push(Message::Tool {
                         tool_call_id: call.id.clone(),

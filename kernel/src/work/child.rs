@@ -5,13 +5,24 @@
 //! the same host answers them. Only the child's final text returns to the parent. The
 //! child's calls are children of the parent request's cancellation token:
 //! interrupting the parent stops it.
+//!
+//! With `isolation: "worktree"` (or the configuration's `worktrees.subAgents`) the
+//! child works in a git worktree of its own ([`crate::session::worktree::SubTree`]):
+//! made at the commit the parent's tree is on, given the parent's uncommitted
+//! changes, its tool calls jailed to it. When it ends, what it changed there comes
+//! back to the parent as a pending patch (`patch.proposed`), which the host applies
+//! or rejects with `patch.apply` / `patch.reject`, and the worktree is removed. An
+//! interrupt removes it too, and proposes nothing.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use keel_envelope::events::{SubAgentEvent, SubAgentProgress};
-use keel_envelope::ext::{SubAgentInfo, SubAgentStatus};
+use std::path::Path;
+
+use keel_envelope::events::{PatchEvent, SubAgentEvent, SubAgentProgress};
+use keel_envelope::ext::{Patch, SubAgentInfo, SubAgentStatus};
 use keel_envelope::ids::IdKind;
+use keel_envelope::worktree::Isolation;
 use keel_envelope::{ErrorCode, ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +30,9 @@ use crate::base::model::{Message, ModelRequest};
 use crate::base::probe::Point;
 use crate::base::prompt;
 use crate::pipeline::{self, Interrupted};
-use crate::session::registry::{args_mismatch, Args, CallCx, KernelHandler, Origin};
+use crate::session::ext::patch;
+use crate::session::registry::{args_mismatch, Args, CallCx, CallScope, KernelHandler, Origin};
+use crate::session::worktree::{self, SubTree};
 use crate::session::Session;
 use crate::work::turn::{self, Echo, TurnEnd};
 
@@ -86,7 +99,139 @@ async fn progress(session: &Session, rid: &str, id: &str, message: String) {
         .await;
 }
 
-/// `spawn_sub_agent {task, tools?}`.
+/// Where the sub-agent works: the call's `isolation`, else the configuration's.
+fn isolation_of(session: &Session, given: Option<&Isolation>) -> Result<bool, ErrorPayload> {
+    let default = &session.services.config().worktrees.sub_agent_isolation;
+    worktree::isolation(given, default, "isolation")
+        .map(|i| i == Isolation::Worktree)
+        .map_err(|e| {
+            ErrorPayload::new(ErrorCode::ToolArgumentsInvalid, e.message)
+                .with_detail("toolName", crate::base::prompt::SPAWN_SUB_AGENT)
+                .with_detail("field", "isolation")
+        })
+}
+
+/// What came back of a sub-agent's worktree.
+#[derive(Debug, Default)]
+struct Returned {
+    /// The pending patch of its changes (none when it changed nothing).
+    patch: Option<Patch>,
+    /// Changed files a patch cannot carry, with why.
+    skipped: Vec<(String, &'static str)>,
+    /// What went wrong reading its changes, if anything.
+    error: Option<ErrorPayload>,
+}
+
+impl Returned {
+    /// Its part of the tool's result.
+    fn json(&self) -> serde_json::Value {
+        let skipped: Vec<serde_json::Value> = self
+            .skipped
+            .iter()
+            .map(|(path, reason)| serde_json::json!({"path": path, "reason": reason}))
+            .collect();
+        let mut v = serde_json::json!({
+            "patchId": self.patch.as_ref().map(|p| p.patch_id.clone()),
+            "stats": self.patch.as_ref().map(|p| p.stats),
+            "files": self.patch.as_ref().map(|p| p.files.iter().map(|f| f.path.clone()).collect::<Vec<_>>()),
+        });
+        if !skipped.is_empty() {
+            v["skipped"] = serde_json::Value::Array(skipped);
+        }
+        if let Some(e) = &self.error {
+            v["error"] = serde_json::to_value(e).unwrap_or_default();
+        }
+        v
+    }
+
+    /// What the model reads of it.
+    fn text(&self) -> String {
+        let mut out = match &self.patch {
+            Some(p) => format!(
+                "It worked in a git worktree of its own. Its changes ({} file{}, +{} -{}: {}) were NOT written to your workspace: they are proposed as patch {}, pending review by the user, who applies or rejects it.",
+                p.stats.file_count,
+                if p.stats.file_count == 1 { "" } else { "s" },
+                p.stats.added,
+                p.stats.removed,
+                p.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>().join(", "),
+                p.patch_id
+            ),
+            None if self.error.is_none() => {
+                "It worked in a git worktree of its own and changed no files: there is no patch.".to_owned()
+            }
+            None => String::new(),
+        };
+        if !self.skipped.is_empty() {
+            let list: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|(p, r)| format!("{p} ({r})"))
+                .collect();
+            out.push_str(&format!(
+                " Changed files a patch cannot carry were left out: {}.",
+                list.join(", ")
+            ));
+        }
+        if let Some(e) = &self.error {
+            out.push_str(&format!(
+                " Its changes could not be read ({}: {}), so none came back.",
+                e.code, e.message
+            ));
+        }
+        out
+    }
+}
+
+/// Reads what the sub-agent changed in its worktree, removes the worktree, and
+/// proposes the changes to the parent as a pending patch (`patch.proposed`,
+/// persisted like every patch).
+async fn bring_back(session: &Session, rid: &str, id: &str, tree: SubTree) -> Returned {
+    let max = keel_tools::fs::EDIT_MAX_BYTES;
+    let (changes, removed) = tree.finish(max).await;
+    if let Err(e) = removed {
+        let warning = e.severity(keel_envelope::error::Severity::Warning);
+        session.emitter.emit(rid, Event::Warning(warning)).await;
+    }
+    let changes = match changes {
+        Ok(c) => c,
+        Err(error) => {
+            return Returned {
+                error: Some(error),
+                ..Returned::default()
+            }
+        }
+    };
+    let (files, skipped) = patch::from_tree_changes(changes);
+    if files.is_empty() {
+        return Returned {
+            skipped,
+            ..Returned::default()
+        };
+    }
+    let p = patch::new_patch(
+        session.services.next_id(IdKind::Patch),
+        patch::SUB_AGENT_ORIGIN,
+        Some(format!("the changes of sub-agent {id}")),
+        Some(rid.to_owned()),
+        files,
+        session.now(),
+    );
+    {
+        let mut d = session.data();
+        d.ext.patches.propose(p.clone());
+        d.ext.sub_agents.patched(id, &p.patch_id);
+    }
+    session
+        .emit_persist(rid, Event::PatchProposed(PatchEvent { patch: p.clone() }))
+        .await;
+    Returned {
+        patch: Some(p),
+        skipped,
+        error: None,
+    }
+}
+
+/// `spawn_sub_agent {task, tools?, isolation?}`.
 #[derive(Debug)]
 pub(crate) struct SpawnSubAgent;
 
@@ -104,9 +249,16 @@ impl KernelHandler for SpawnSubAgent {
                 "the sub-agent's task is empty",
             ));
         }
+        let isolated = isolation_of(session, a.isolation.as_ref())?;
         let tools = child_tools(session, cx.scope, a.tools)?;
         let task = a.task;
         let id = session.services.next_id(IdKind::SubAgent);
+        // Made before the sub-agent starts: outside git the call fails here, with
+        // nothing started and nothing left.
+        let tree = match isolated {
+            true => Some(worktree::sub_tree(session, &id).await?),
+            false => None,
+        };
         let info = SubAgentInfo {
             sub_agent_id: id.clone(),
             parent_session_id: session.id.clone(),
@@ -120,6 +272,8 @@ impl KernelHandler for SpawnSubAgent {
             turns: 0,
             started_at: session.now(),
             finished_at: None,
+            worktree: tree.as_ref().map(|t| t.info.clone()),
+            patch_id: None,
         };
         session.data().ext.sub_agents.start(info.clone());
         let ev = SubAgentEvent {
@@ -127,7 +281,9 @@ impl KernelHandler for SpawnSubAgent {
             sub_agent_id: id.clone(),
             sub_agent: info,
         };
-        session.emitter.emit(rid, Event::SubAgentStarted(ev)).await;
+        // Saved with it: a process that dies while it runs leaves a record of its
+        // worktree, removed when the session opens again.
+        session.emit_persist(rid, Event::SubAgentStarted(ev)).await;
         // The sub-agent's `invoke_agent` span, under the tool call that spawned it:
         // its model and tool calls hang under it.
         let model = session.data().model.id();
@@ -145,7 +301,8 @@ impl KernelHandler for SpawnSubAgent {
                 parent: keel_telemetry::Parent::Current,
             });
         agent.input_text(&task);
-        let work = run_child(session, rid, &id, &task, &tools, cx.cancel);
+        let place = tree.as_ref().map(|t| t.workspace.as_path());
+        let work = run_child(session, rid, &id, &task, &tools, place, cx.cancel);
         let end = tracing::Instrument::instrument(work, agent.span().clone()).await;
         let usage = session
             .data()
@@ -168,6 +325,14 @@ impl KernelHandler for SpawnSubAgent {
                 ChildEnd::Interrupted => Some("interrupted"),
             },
         });
+        // Its changes come back unless it was interrupted; an interrupted one's
+        // worktree goes (dropped here, removed before the request ends).
+        let returned = match (tree, &end) {
+            (Some(t), ChildEnd::Done(_) | ChildEnd::Failed(_)) if !cx.cancel.is_cancelled() => {
+                Some(bring_back(session, rid, &id, t).await)
+            }
+            _ => None,
+        };
         let outcome = match &end {
             ChildEnd::Done(text) => Ok(text.clone()),
             ChildEnd::Failed(e) => Err(e.clone()),
@@ -193,12 +358,30 @@ impl KernelHandler for SpawnSubAgent {
             };
             session.emitter.emit(rid, event).await;
         }
-        let text = outcome?;
-        Ok(serde_json::json!({
+        let text = match (outcome, &returned) {
+            (Ok(text), _) => text,
+            (Err(mut e), Some(r)) => {
+                // A failed sub-agent's changes still come back.
+                if let Some(p) = &r.patch {
+                    e = e.with_detail("patchId", p.patch_id.clone());
+                }
+                e.message = format!("{} {}", e.message, r.text());
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
+        let mut message = format!("Sub-agent {id} finished. Its summary:\n{text}");
+        let mut result = serde_json::json!({
             "subAgentId": id,
             "summary": text,
-            "message": format!("Sub-agent {id} finished. Its summary:\n{text}"),
-        }))
+        });
+        if let Some(r) = &returned {
+            message.push_str("\n\n");
+            message.push_str(&r.text());
+            result["patch"] = r.json();
+        }
+        result["message"] = serde_json::Value::String(message);
+        Ok(result)
     }
 }
 
@@ -208,6 +391,7 @@ async fn run_child(
     id: &str,
     task: &str,
     tools: &[String],
+    place: Option<&Path>,
     cancel: &CancellationToken,
 ) -> ChildEnd {
     let defs: std::sync::Arc<[crate::base::model::ToolDef]> =
@@ -217,6 +401,11 @@ async fn run_child(
         text: task.to_owned(),
         images: Vec::new(),
     });
+    let workspace = place.unwrap_or(&session.workspace);
+    let scope = CallScope {
+        tools: Some(tools),
+        workspace: place,
+    };
     let max_turns = session.services.config().max_turns.max(1);
     for turn in 1..=max_turns {
         if cancel.is_cancelled() {
@@ -225,7 +414,7 @@ async fn run_child(
         let (model, system) = {
             let d = session.data();
             let (mut system, _) = prompt::system_prompt(
-                &session.workspace,
+                workspace,
                 session.services.config().system_prompt.as_deref(),
                 d.state.mode.clone(),
             );
@@ -233,7 +422,13 @@ async fn run_child(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",
             );
-
+            if place.is_some() {
+                system.push_str(&format!(
+                    "You work in a git worktree of your own at {}, holding the other agent's files as they were when you started. \
+Your edits and commands stay there; when you finish, what you changed is handed back as a patch for the user to review.\n",
+                    workspace.display()
+                ));
+            }
             (d.model.clone(), system)
         };
         let request = ModelRequest {
@@ -273,7 +468,7 @@ then answer with a short summary of what you found or did; only that summary rea
         .await;
         for call in &out.calls {
             let (content, is_error) =
-                match pipeline::run_call(session, rid, call, cancel, Some(tools)).await {
+                match pipeline::run_call(session, rid, call, cancel, scope).await {
                     Ok(r) => r,
                     Err(Interrupted) => return ChildEnd::Interrupted,
                 };

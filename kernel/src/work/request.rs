@@ -174,6 +174,8 @@ async fn run_request<'s>(
     };
     // The request's checkpoint is recorded before its end (unless interrupted).
     crate::session::checkpoints::settle(session, rid, cancel).await;
+    // Its sub-agents' worktrees are gone before its end, interrupted or not.
+    session.cleanups.settle().await;
     if !c.stop_hooks_ran {
         let reason = match &outcome {
             Outcome::Done { stop, .. } => Some(stop.clone()),

@@ -392,6 +392,7 @@ mod sessions;
 mod skills;
 mod stop;
 mod store;
+mod sub_agent_worktrees;
 mod watch;
 mod worktrees;
 

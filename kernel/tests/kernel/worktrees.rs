@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::*;
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(super) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Process::new("git")
         .args([
             "-c",
@@ -47,15 +47,21 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-struct Wt {
-    kernel: Kernel,
-    model: Arc<TestModel>,
-    repo: PathBuf,
-    folder: PathBuf,
-    _tmp: tempfile::TempDir,
+pub(super) struct Wt {
+    pub(super) kernel: Kernel,
+    pub(super) model: Arc<TestModel>,
+    pub(super) repo: PathBuf,
+    pub(super) folder: PathBuf,
+    pub(super) _tmp: tempfile::TempDir,
 }
 
 fn fixture(turns: Vec<Turn>) -> Wt {
+    fixture_with(turns, |_| {})
+}
+
+/// A kernel on a repository with one commit (`a.txt`), in `auto` mode with the
+/// built-in tools, its worktrees under `worktrees/`; `tune` adjusts its configuration.
+pub(super) fn fixture_with(turns: Vec<Turn>, tune: impl FnOnce(&mut KernelConfig)) -> Wt {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
@@ -66,7 +72,7 @@ fn fixture(turns: Vec<Turn>) -> Wt {
     let repo = std::fs::canonicalize(repo).unwrap();
     let folder = tmp.path().join("worktrees");
     let model = TestModel::new(turns);
-    let config = KernelConfig {
+    let mut config = KernelConfig {
         permission_mode: PermissionMode::Auto,
         sandbox: keel_tools::SandboxConfig::off(),
         worktrees: WorktreeConfig {
@@ -75,6 +81,7 @@ fn fixture(turns: Vec<Turn>) -> Wt {
         },
         ..KernelConfig::default()
     };
+    tune(&mut config);
     let kernel = Kernel::builder()
         .config(config)
         .workspace(&repo)
@@ -104,7 +111,7 @@ async fn started(events: &mut EventStream) -> SessionStarted {
 
 /// Runs a kernel command; its answers up to (and with) the first of type `ty`, or
 /// the error.
-async fn kernel_command(
+pub(super) async fn kernel_command(
     w: &Wt,
     payload: CommandPayload,
     ty: &str,
@@ -115,7 +122,7 @@ async fn kernel_command(
     Ok(until(&mut all, ty).await)
 }
 
-async fn listed(w: &Wt) -> Vec<WorktreeInfo> {
+pub(super) async fn listed(w: &Wt) -> Vec<WorktreeInfo> {
     let answers = kernel_command(
         w,
         CommandPayload::WorktreeList(WorktreeListCmd {}),
@@ -129,7 +136,7 @@ async fn listed(w: &Wt) -> Vec<WorktreeInfo> {
     }
 }
 
-fn branch_exists(repo: &Path, branch: &str) -> bool {
+pub(super) fn branch_exists(repo: &Path, branch: &str) -> bool {
     Process::new("git")
         .args([
             "show-ref",

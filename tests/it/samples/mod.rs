@@ -214,6 +214,8 @@ fn sub_agent() -> SubAgentInfo {
         turns: 2,
         started_at: T0,
         finished_at: None,
+        worktree: None,
+        patch_id: None,
     }
 }
 

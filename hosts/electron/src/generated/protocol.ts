@@ -1438,7 +1438,8 @@ patchId: string,
  */
 status: PatchStatus, 
 /**
- * `tool` when a tool proposed it, `host` when the host did.
+ * `tool` when a tool proposed it, `host` when the host did, `sub-agent` when it
+ * brings back the changes of a sub-agent that worked in a worktree of its own.
  */
 origin: string, 
 /**
@@ -3127,7 +3128,7 @@ export type Source = KnownSource | (string & {});
 export type KnownSource = "runtime" | "tool" | "bridge" | "host" | "renderer" | "desktop-main" | "cli-runtime";
 
 /**
- * `spawn_sub_agent {task, tools?}`.
+ * `spawn_sub_agent {task, tools?, isolation?}`.
  */
 export type SpawnSubAgentArgs = { 
 /**
@@ -3137,7 +3138,13 @@ task: string,
 /**
  * The tools it may use (a subset of the caller's; default: all registered tools).
  */
-tools?: Array<string> | null, };
+tools?: Array<string> | null, 
+/**
+ * Where it works: `"none"`, in your workspace; `"worktree"`, in a git worktree
+ * of its own holding your files as they are, its changes coming back to you as
+ * a patch for the user to apply or reject. Default: the runtime's configuration.
+ */
+isolation?: KnownIsolation | null, };
 
 /**
  * The status of a plan step.
@@ -3245,7 +3252,17 @@ startedAt: number,
 /**
  * Finished.
  */
-finishedAt: number | null, };
+finishedAt: number | null, 
+/**
+ * The worktree it works in (`spawn_sub_agent {isolation: "worktree"}`; absent
+ * otherwise). Removed when it ends: a finished sub-agent's is history.
+ */
+worktree?: WorktreeInfo | null, 
+/**
+ * The patch proposing its changes (a sub-agent in a worktree that changed
+ * files; absent otherwise).
+ */
+patchId?: string | null, };
 
 /**
  * `sub-agent.list`.

@@ -59,6 +59,10 @@ pub(crate) struct ExtState {
     pub(crate) processes: HashMap<String, Running>,
     /// Keys whose stored value could not be read; they are left as they are.
     unreadable: Vec<&'static str>,
+    /// The worktrees of sub-agents that were running when the state was saved (a
+    /// process that died meanwhile), to be removed when the session opens; not
+    /// stored.
+    pub(crate) orphaned_trees: Vec<keel_envelope::worktree::WorktreeInfo>,
 }
 
 fn load_key<T: DeserializeOwned>(
@@ -86,7 +90,7 @@ impl ExtState {
         let graph = load_key(map, GRAPH_KEY, &mut unreadable);
         let mut sub_agents: SubAgents =
             load_key(map, SUB_AGENTS_KEY, &mut unreadable).unwrap_or_default();
-        sub_agents.after_restart(now);
+        let orphaned_trees = sub_agents.after_restart(now);
         let mut background: BackgroundBook =
             load_key(map, BACKGROUND_KEY, &mut unreadable).unwrap_or_default();
         background.after_restart(now);
@@ -98,6 +102,7 @@ impl ExtState {
             background,
             processes: HashMap::new(),
             unreadable,
+            orphaned_trees,
         }
     }
 

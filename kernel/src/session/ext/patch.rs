@@ -24,6 +24,39 @@ pub(crate) struct PatchBook {
     pub(crate) history: Vec<Patch>,
 }
 
+/// The `origin` of a patch that brings back a sub-agent's changes.
+pub(crate) const SUB_AGENT_ORIGIN: &str = "sub-agent";
+
+/// The files of a patch from the changes of a sub-agent's worktree
+/// (`keel_tools::worktree::diff_trees`), and the changed paths a patch cannot
+/// carry, with why (patches hold text files only).
+pub(crate) fn from_tree_changes(
+    changes: Vec<keel_tools::worktree::TreeChange>,
+) -> (Vec<PatchFile>, Vec<(String, &'static str)>) {
+    use keel_tools::worktree::Side;
+    fn text(side: Side) -> Result<Option<String>, &'static str> {
+        match side {
+            Side::Absent => Ok(None),
+            Side::File(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| "binary"),
+            Side::TooLarge(_) => Err("too large"),
+            Side::Other => Err("not a regular file"),
+        }
+    }
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for c in changes {
+        match (text(c.before), text(c.after)) {
+            (Ok(None), Ok(None)) => {}
+            (Ok(before), Ok(after)) => {
+                let index = files.len() as u32;
+                files.push(file_change(index, &c.path, before, after));
+            }
+            (Err(why), _) | (_, Err(why)) => skipped.push((c.path, why)),
+        }
+    }
+    (files, skipped)
+}
+
 /// One file change, with its diff and line counts.
 pub(crate) fn file_change(
     index: u32,

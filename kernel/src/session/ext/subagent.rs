@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use keel_envelope::ext::{SubAgentInfo, SubAgentStatus};
 use keel_envelope::types::Usage;
+use keel_envelope::worktree::WorktreeInfo;
 use keel_envelope::{ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +42,13 @@ impl SubAgents {
         a.turns += 1;
         a.usage.add(usage);
         Some(a.clone())
+    }
+
+    /// Records the patch that brings back a running sub-agent's changes.
+    pub(crate) fn patched(&mut self, id: &str, patch_id: &str) {
+        if let Some(a) = self.active.iter_mut().find(|a| a.sub_agent_id == id) {
+            a.patch_id = Some(patch_id.to_owned());
+        }
     }
 
     /// Moves a running sub-agent to the finished ones; returns its final snapshot.
@@ -79,7 +87,14 @@ impl SubAgents {
     }
 
     /// After a restart nothing is running any more: running entries become failed.
-    pub(crate) fn after_restart(&mut self, now: u64) {
+    /// Returns the worktrees they worked in (to be removed: nothing of them can come
+    /// back).
+    pub(crate) fn after_restart(&mut self, now: u64) -> Vec<WorktreeInfo> {
+        let trees = self
+            .active
+            .iter()
+            .filter_map(|a| a.worktree.clone())
+            .collect();
         let ids: Vec<String> = self.active.iter().map(|a| a.sub_agent_id.clone()).collect();
         for id in ids {
             self.finish(
@@ -91,6 +106,7 @@ impl SubAgents {
                 now,
             );
         }
+        trees
     }
 
     /// Whether there is nothing to persist.
@@ -119,6 +135,8 @@ mod tests {
             turns: 0,
             started_at: 0,
             finished_at: None,
+            worktree: None,
+            patch_id: None,
         }
     }
 
