@@ -143,6 +143,7 @@ impl Host {
                     at_request_id: None,
                     files: None,
                     isolation: None,
+                    additional_roots: None,
                 },
                 &servers,
             )

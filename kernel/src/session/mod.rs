@@ -12,6 +12,7 @@ pub(crate) mod open;
 pub(crate) mod overlay;
 pub(crate) mod queue;
 pub(crate) mod registry;
+pub(crate) mod roots;
 pub(crate) mod services;
 pub(crate) mod skills;
 pub(crate) mod worktree;
@@ -63,6 +64,9 @@ pub(crate) struct Data {
     pub(crate) compacting: bool,
     /// Host-tool calls waiting for `host-tool.respond`, by toolCallId.
     pub(crate) host_calls: HashMap<String, HostWaiter>,
+    /// The extra roots ([`roots`]; kept in `state.extensions` too, by
+    /// [`Data::set_roots`]).
+    pub(crate) roots: keel_tools::jail::Roots,
 }
 
 /// One session.
@@ -115,6 +119,7 @@ impl Session {
         )
         .with_lease(lease.clone());
         let ext = ExtState::load(&state.extensions, services.now());
+        let extra = roots::of_state(&state);
         Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
@@ -145,6 +150,7 @@ impl Session {
                 ext,
                 compacting: false,
                 host_calls: HashMap::new(),
+                roots: extra,
             }),
         })
     }
@@ -241,6 +247,7 @@ impl Session {
             model: d.state.model.clone(),
             request_count: crate::base::summary::request_count(&d.state),
             last_message: crate::base::summary::last_message(&d.state.history),
+            additional_roots: roots::wire(&d.roots),
         }
     }
 
@@ -310,6 +317,12 @@ impl Session {
 }
 
 impl Data {
+    /// Sets the extra roots, in the state that is saved too.
+    pub(crate) fn set_roots(&mut self, extra: keel_tools::jail::Roots) {
+        roots::keep_in(&mut self.state, &extra);
+        self.roots = extra;
+    }
+
     /// The session's state as hosts see it.
     pub(crate) fn session_state(&self) -> SessionState {
         if self.state.closed {

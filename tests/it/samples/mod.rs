@@ -51,6 +51,7 @@ pub fn session_info() -> SessionInfo {
         model: s("scripted:demo"),
         request_count: 2,
         last_message: Some(s("The test passes now: the parser kept a stale index.")),
+        additional_roots: None,
     }
 }
 
