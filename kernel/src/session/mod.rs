@@ -12,6 +12,7 @@ pub(crate) mod open;
 pub(crate) mod overlay;
 pub(crate) mod queue;
 pub(crate) mod registry;
+pub(crate) mod root_checkpoints;
 pub(crate) mod roots;
 pub(crate) mod services;
 pub(crate) mod skills;

@@ -403,3 +403,130 @@ async fn bad_roots_are_refused_with_the_entry_named() {
         "no session was made"
     );
 }
+
+async fn rewound(
+    h: &SessionHandle,
+    ev: &mut EventStream,
+    to: &str,
+) -> keel_envelope::events::SessionRewound {
+    h.command(CommandPayload::SessionRewind(
+        keel_envelope::commands::SessionRewind {
+            to_request_id: Some(to.to_owned()),
+            to_tool_call_id: None,
+            files: Some(true),
+            conversation: Some(false),
+        },
+    ))
+    .await
+    .unwrap();
+    match until(ev, "session.rewound").await.pop().unwrap().event {
+        Event::SessionRewound(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn checkpoints_and_rewinds_cover_the_write_roots() {
+    let r = rooted(Vec::new());
+    r.model.push(vec![
+        call(
+            "write_file",
+            json!({"path": abs(&r.lib, "new.rs"), "content": "pub fn two() {}\n"}),
+        ),
+        call(
+            "edit_file",
+            json!({"path": abs(&r.lib, "lib.rs"), "edits": [{"oldText": "one", "newText": "uno"}]}),
+        ),
+        call("write_file", json!({"path": "ws.txt", "content": "ws\n"})),
+        say("first done"),
+        say("second done"),
+    ]);
+    let (h, mut ev) = r
+        .kernel
+        .start_session(SessionStart::new().additional_roots(Some(given(&r))))
+        .await
+        .unwrap();
+    let r1 = h.send("change the library").await.unwrap();
+    until(&mut ev, "session.completed").await;
+    // A change by another program between requests is seen too.
+    std::fs::write(r.lib.join("by-hand.txt"), "hand\n").unwrap();
+    h.send("say something").await.unwrap();
+    until(&mut ev, "session.completed").await;
+    h.command(CommandPayload::CheckpointList(
+        keel_envelope::commands::CheckpointListCmd {},
+    ))
+    .await
+    .unwrap();
+    let Event::CheckpointList(l) = until(&mut ev, "checkpoint.list").await.pop().unwrap().event
+    else {
+        panic!()
+    };
+    assert_eq!(l.disabled_reason, None);
+    let mut changed: Vec<String> = l
+        .checkpoints
+        .iter()
+        .flat_map(|c| c.files_changed.iter().map(|f| f.path.clone()))
+        .collect();
+    changed.sort();
+    let mut want = vec![
+        abs(&r.lib, "by-hand.txt"),
+        abs(&r.lib, "lib.rs"),
+        abs(&r.lib, "new.rs"),
+        "ws.txt".to_owned(),
+    ];
+    want.sort();
+    assert_eq!(
+        changed, want,
+        "workspace paths relative, root paths absolute"
+    );
+    // Back to before the first request: the root's files too, the read root untouched.
+    let rw = rewound(&h, &mut ev, &r1).await;
+    assert!(rw.not_restorable.is_empty(), "{:?}", rw.not_restorable);
+    let mut files: Vec<String> = rw.files.iter().map(|f| f.path.clone()).collect();
+    files.sort();
+    assert_eq!(files, want);
+    assert!(!r.lib.join("new.rs").exists());
+    assert!(!r.lib.join("by-hand.txt").exists());
+    assert!(!r.ws.join("ws.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(r.lib.join("lib.rs")).unwrap(),
+        "pub fn one() {}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(r.docs.join("guide.md")).unwrap(),
+        "the guide\n"
+    );
+    // The rewind is undone everywhere by rewinding to its undo point.
+    let undo = rw.undo_checkpoint_id.expect("an undo point");
+    rewound(&h, &mut ev, &undo).await;
+    assert_eq!(
+        std::fs::read_to_string(r.lib.join("lib.rs")).unwrap(),
+        "pub fn uno() {}\n"
+    );
+    assert!(r.lib.join("new.rs").exists() && r.lib.join("by-hand.txt").exists());
+    assert!(r.ws.join("ws.txt").exists());
+    // A root made writable later has no checkpoint from before: left as it is, named.
+    let now_writable = vec![
+        AdditionalRoot::new(r.lib.display().to_string(), RootAccess::Write),
+        AdditionalRoot::new(r.docs.display().to_string(), RootAccess::Write),
+    ];
+    let (h, mut ev) = r
+        .kernel
+        .resume_session_with(h.id(), None, &[], Some(&now_writable))
+        .await
+        .unwrap();
+    let rw = rewound(&h, &mut ev, &r1).await;
+    let named: Vec<&str> = rw.not_restorable.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(
+        named,
+        [r.docs.display().to_string()],
+        "{:?}",
+        rw.not_restorable
+    );
+    assert!(rw.not_restorable[0].reason.contains("added later"));
+    assert!(!r.lib.join("new.rs").exists(), "the other root is rewound");
+    assert_eq!(
+        std::fs::read_to_string(r.docs.join("guide.md")).unwrap(),
+        "the guide\n"
+    );
+}
