@@ -62,7 +62,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             host_tools: Some(vec![host_samples::open_ticket()]),
             isolation: Some(keel_envelope::worktree::Isolation::Worktree),
             base_ref: Some(s("main")),
-            additional_roots: None,
+            additional_roots: Some(super::extra_roots()),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
