@@ -530,3 +530,53 @@ async fn checkpoints_and_rewinds_cover_the_write_roots() {
         "the guide\n"
     );
 }
+
+#[tokio::test]
+async fn patches_reach_the_write_roots_and_never_the_read_ones() {
+    use keel_envelope::commands::{PatchApply, PatchPropose, ProposedFile};
+    let r = rooted(Vec::new());
+    let (h, mut ev) = r
+        .kernel
+        .start_session(SessionStart::new().additional_roots(Some(given(&r))))
+        .await
+        .unwrap();
+    let propose = |path: String| {
+        CommandPayload::PatchPropose(PatchPropose {
+            files: vec![ProposedFile {
+                path,
+                content: Some("patched\n".into()),
+            }],
+            reason: None,
+        })
+    };
+    h.command(propose(abs(&r.lib, "lib.rs"))).await.unwrap();
+    let Event::PatchProposed(p) = until(&mut ev, "patch.proposed").await.pop().unwrap().event
+    else {
+        panic!()
+    };
+    assert_eq!(
+        p.patch.files[0].path,
+        abs(&r.lib, "lib.rs"),
+        "named absolute"
+    );
+    h.command(CommandPayload::PatchApply(PatchApply {
+        patch_id: p.patch.patch_id.clone(),
+    }))
+    .await
+    .unwrap();
+    until(&mut ev, "patch.applied").await;
+    assert_eq!(
+        std::fs::read_to_string(r.lib.join("lib.rs")).unwrap(),
+        "patched\n"
+    );
+    let e = h
+        .command(propose(abs(&r.docs, "guide.md")))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::PathOutsideWorkspace, "{}", e.message);
+    assert_eq!(e.details["access"], "read");
+    assert_eq!(
+        std::fs::read_to_string(r.docs.join("guide.md")).unwrap(),
+        "the guide\n"
+    );
+}
