@@ -64,6 +64,7 @@ async fn tool_overhead() {
         progress: Arc::new(|_, _| {}),
         elevated: false,
         sandbox: SandboxConfig::default(),
+        roots: keel_tools::jail::Roots::none(),
     };
     let t = Instant::now();
     for _ in 0..N {

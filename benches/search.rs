@@ -75,6 +75,7 @@ fn ctx(root: &Path) -> ToolContext {
         progress: Arc::new(|_, _| {}),
         elevated: false,
         sandbox: SandboxConfig::default(),
+        roots: keel_tools::jail::Roots::none(),
     }
 }
 

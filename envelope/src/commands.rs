@@ -90,7 +90,10 @@ command_payloads! {
         /// With `isolation: "worktree"`: the commit the worktree starts at (default `HEAD`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub base_ref: Option<String>,
-        /// Folders the session may reach beside its workspace, jailed like it.
+        /// Folders the session may reach beside its workspace, jailed like it: each an
+        /// existing directory given by absolute path, none inside another or inside
+        /// the workspace, none holding the workspace. The file tools name paths there
+        /// by absolute path; writes only in `write` roots.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub additional_roots: Option<Vec<AdditionalRoot>>,
     }
@@ -109,6 +112,11 @@ command_payloads! {
         /// the session is opened from the store; an open session keeps its servers).
         #[serde(default)]
         pub mcp_servers: Option<Vec<McpServerSpec>>,
+        /// The session's extra roots from now on, replacing those it kept (checked as
+        /// `session.start`'s; `[]`: none). Left out: it keeps its own. An open
+        /// session's roots change only while it is idle.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub additional_roots: Option<Vec<AdditionalRoot>>,
     }
 
     /// `session.watch`: stream a session's events to this connection (replaying the
@@ -179,6 +187,10 @@ command_payloads! {
         /// `worktree`: the fork works in a worktree of its own (default: the parent's tree).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub isolation: Option<Isolation>,
+        /// The fork's extra roots (checked as `session.start`'s; `[]`: none). Left
+        /// out: the parent's (shared with it, also in a worktree of its own).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub additional_roots: Option<Vec<AdditionalRoot>>,
     }
 
     /// `request.side`: a question answered from the conversation so far, without tools,

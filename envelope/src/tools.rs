@@ -15,7 +15,8 @@ use crate::types::{PermissionLevel, RiskLevel};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[ts(optional_fields = nullable)]
 pub struct ReadFileArgs {
-    /// Path relative to the workspace root (or absolute inside it).
+    /// Path relative to the workspace root, or absolute (inside the workspace or one of
+    /// the session's extra roots, which are named by absolute path).
     pub path: String,
     /// First line to return, 1-based.
     #[serde(default)]
@@ -29,7 +30,8 @@ pub struct ReadFileArgs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadFileResult {
-    /// The path as given, normalised relative to the workspace.
+    /// The path as given, normalised relative to the workspace (absolute in an extra
+    /// root).
     pub path: String,
     /// The text returned.
     pub content: String,
@@ -50,7 +52,8 @@ pub struct ReadFileResult {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[ts(optional_fields = nullable)]
 pub struct ListDirArgs {
-    /// Directory relative to the workspace root; `.` for the root.
+    /// Directory relative to the workspace root (`.` for the root), or absolute (also
+    /// in one of the session's extra roots).
     #[serde(default = "dot")]
     pub path: String,
     /// How deep to go (1 = the directory's own entries).
@@ -80,7 +83,7 @@ crate::wire::wire_enum! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct DirEntry {
-    /// Path relative to the workspace root, `/`-separated.
+    /// Path relative to the workspace root, `/`-separated (absolute in an extra root).
     pub path: String,
     /// What it is.
     pub kind: EntryKind,
@@ -121,7 +124,7 @@ pub enum SearchMode {
 pub struct SearchFilesArgs {
     /// What to look for.
     pub query: String,
-    /// Where to look (default: the workspace root).
+    /// Where to look (default: the workspace root; an extra root by its absolute path).
     #[serde(default)]
     pub path: Option<String>,
     /// Content or name search.
@@ -148,7 +151,7 @@ pub struct SearchFilesArgs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchMatch {
-    /// Path relative to the workspace root.
+    /// Path relative to the workspace root (absolute in an extra root).
     pub path: String,
     /// 1-based line number (content mode; null in name mode).
     pub line: Option<u64>,
@@ -186,7 +189,8 @@ pub struct Edit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EditFileArgs {
-    /// The file to edit.
+    /// The file to edit: relative to the workspace root, or absolute (also in one of the
+    /// session's `write` extra roots).
     pub path: String,
     /// The replacements, applied in order; all or none.
     pub edits: Vec<Edit>,
@@ -222,7 +226,8 @@ pub struct FileChangeResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WriteFileArgs {
-    /// The file to create or overwrite.
+    /// The file to create or overwrite: relative to the workspace root, or absolute
+    /// (also in one of the session's `write` extra roots).
     pub path: String,
     /// The whole new content.
     pub content: String,

@@ -193,6 +193,11 @@ pub struct SessionInfo {
     /// at 120 characters; `None` while the conversation is empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_message: Option<String>,
+    /// The extra roots the session may reach (canonical paths, with their access);
+    /// absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional = nullable)]
+    pub additional_roots: Option<Vec<crate::worktree::AdditionalRoot>>,
 }
 
 /// A model a host may offer (seed 000 §4.1 `availableLLMs`).

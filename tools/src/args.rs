@@ -147,6 +147,7 @@ mod tests {
                     mode: mode.clone(),
                     rules: &rules,
                     workspace: &root,
+                    roots: crate::jail::Roots::none(),
                     shell: &shell,
                 };
                 let row = spec
@@ -168,6 +169,7 @@ mod tests {
             mode: PermissionMode::Auto,
             rules: &rules,
             workspace: &root,
+            roots: crate::jail::Roots::none(),
             shell: &shell,
         };
         let v = decide_decoded(&input, &ToolArgs::Untyped, None);

@@ -240,6 +240,7 @@ impl RunShell {
         let cwd = jail::resolve_cwd(&ctx.workspace, a.cwd.as_deref())?;
         let shell = ShellCommand {
             workspace: jail::canonical_root(&ctx.workspace),
+            writable: ctx.roots.writable(),
             cwd,
             command: a.command.clone(),
             network: ctx.sandbox.network || ctx.elevated,

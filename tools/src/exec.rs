@@ -104,6 +104,9 @@ pub struct ExecSpec {
 pub struct ShellCommand {
     /// The workspace root (canonical): writable inside the sandbox.
     pub workspace: PathBuf,
+    /// Other folders writable inside the sandbox (canonical): the session's `write`
+    /// extra roots.
+    pub writable: Vec<PathBuf>,
     /// The working directory (absolute, inside the workspace).
     pub cwd: PathBuf,
     /// The command line, run by `/bin/sh -c`.
@@ -195,7 +198,13 @@ pub fn spawn_shell(
         Choice::Bubblewrap(bwrap) => {
             let mut inner = vec!["/bin/sh".to_owned()];
             inner.extend(wrapped);
-            let args = sandbox::bwrap_args(&shell.workspace, &shell.cwd, &inner, shell.network);
+            let args = sandbox::bwrap_args(
+                &shell.workspace,
+                &shell.writable,
+                &shell.cwd,
+                &inner,
+                shell.network,
+            );
             // bubblewrap is not armed: see `sandbox::bwrap_args`.
             let tie = Tie {
                 no_death_signal: true,
@@ -204,8 +213,9 @@ pub fn spawn_shell(
             (bwrap.to_string_lossy().into_owned(), args, tie, None)
         }
         Choice::Landlock(_) => {
-            let ruleset = sandbox::landlock_ruleset(&shell.workspace, shell.network)
-                .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))?;
+            let ruleset =
+                sandbox::landlock_ruleset(&shell.workspace, &shell.writable, shell.network)
+                    .map_err(|e| ErrorPayload::new(ErrorCode::SandboxUnavailable, e))?;
             let tie = Tie {
                 subreaper: true,
                 landlock: Some(ruleset),

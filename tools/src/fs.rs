@@ -50,28 +50,63 @@ fn exec_failed(message: impl Into<String>, path: &str) -> ErrorPayload {
     ErrorPayload::new(ErrorCode::ToolExecutionFailed, message).with_detail("path", path)
 }
 
-/// Resolves a path the call reads: outside the workspace only with an elevated call.
+/// Resolves a path the call reads: in the workspace or one of the session's extra
+/// roots, elsewhere only with an elevated call.
 pub fn resolve_read(ctx: &ToolContext, raw: &str) -> Result<ResolvedPath, ErrorPayload> {
-    let r = jail::resolve(&ctx.workspace, raw)?;
+    let r = jail::resolve_in(&ctx.workspace, &ctx.roots, raw)?;
     if !r.inside && !ctx.elevated {
         return Err(ErrorPayload::new(
             ErrorCode::PathOutsideWorkspace,
-            format!("`{raw}` is outside the workspace; reading it needs an elevated approval"),
+            format!(
+                "`{raw}` is outside the workspace{}; reading it needs an elevated approval",
+                roots_note(ctx)
+            ),
         )
         .with_detail("path", raw));
     }
     Ok(r)
 }
 
-/// Resolves a path the call writes: always inside the workspace.
-pub fn resolve_write(ctx: &ToolContext, raw: &str) -> Result<ResolvedPath, ErrorPayload> {
-    let r = jail::resolve(&ctx.workspace, raw)?;
-    if !r.inside {
-        return Err(ErrorPayload::new(
+/// ` and its extra roots` when the session has some.
+fn roots_note(ctx: &ToolContext) -> &'static str {
+    if ctx.roots.is_empty() {
+        ""
+    } else {
+        " and its extra roots"
+    }
+}
+
+/// The refusal of a write to `r`, which is not [`ResolvedPath::writable`]: outside
+/// every root, or in a `read` extra root. Both are `PATH_OUTSIDE_WORKSPACE`.
+pub fn write_refused(ctx: &ToolContext, r: &ResolvedPath, raw: &str) -> ErrorPayload {
+    match &r.extra {
+        Some(root) if !root.writable => ErrorPayload::new(
             ErrorCode::PathOutsideWorkspace,
-            format!("`{raw}` is outside the workspace; writes outside it are not allowed"),
+            format!(
+                "`{raw}` is in the extra root `{}`, which the session may only read; writes there are not allowed",
+                root.path.display()
+            ),
         )
-        .with_detail("path", raw));
+        .with_detail("path", raw)
+        .with_detail("root", root.path.display().to_string())
+        .with_detail("access", "read"),
+        _ => ErrorPayload::new(
+            ErrorCode::PathOutsideWorkspace,
+            format!(
+                "`{raw}` is outside the workspace{}; writes outside it are not allowed",
+                roots_note(ctx)
+            ),
+        )
+        .with_detail("path", raw),
+    }
+}
+
+/// Resolves a path the call writes: always inside the workspace or a `write` extra
+/// root.
+pub fn resolve_write(ctx: &ToolContext, raw: &str) -> Result<ResolvedPath, ErrorPayload> {
+    let r = jail::resolve_in(&ctx.workspace, &ctx.roots, raw)?;
+    if !r.writable() {
+        return Err(write_refused(ctx, &r, raw));
     }
     Ok(r)
 }
@@ -339,13 +374,16 @@ pub fn edit_file(args: EditFileArgs, ctx: &ToolContext) -> Result<FileChangeResu
 }
 
 /// Re-resolves the parent directory of `r` and checks it is still inside the
-/// workspace; returns the path to write.
+/// workspace (or the `write` extra root it was in); returns the path to write.
 fn recheck_parent(
     ctx: &ToolContext,
     r: &ResolvedPath,
     raw: &str,
 ) -> Result<std::path::PathBuf, ErrorPayload> {
-    let root = jail::canonical_root(&ctx.workspace);
+    let root = match &r.extra {
+        Some(extra) => extra.path.clone(),
+        None => jail::canonical_root(&ctx.workspace),
+    };
     let parent = r
         .abs
         .parent()
@@ -359,7 +397,10 @@ fn recheck_parent(
     if !real_parent.starts_with(&root) {
         return Err(ErrorPayload::new(
             ErrorCode::PathOutsideWorkspace,
-            format!("`{raw}` is outside the workspace; writes outside it are not allowed"),
+            format!(
+                "`{raw}` is outside the workspace{}; writes outside it are not allowed",
+                roots_note(ctx)
+            ),
         )
         .with_detail("path", raw));
     }
@@ -367,13 +408,13 @@ fn recheck_parent(
     if let Ok(md) = std::fs::symlink_metadata(&target) {
         if md.file_type().is_symlink() {
             // The name became a symlink after resolution; resolve again.
-            let again = jail::resolve(&ctx.workspace, &target.to_string_lossy())?;
-            if !again.inside {
-                return Err(ErrorPayload::new(
-                    ErrorCode::PathOutsideWorkspace,
-                    format!("`{raw}` now points outside the workspace"),
-                )
-                .with_detail("path", raw));
+            let again = jail::resolve_in(&ctx.workspace, &ctx.roots, &target.to_string_lossy())?;
+            if !again.writable() {
+                let mut e = write_refused(ctx, &again, raw);
+                if again.extra.is_none() {
+                    e.message = format!("`{raw}` now points outside the workspace");
+                }
+                return Err(e);
             }
             return Ok(again.abs);
         }
@@ -396,7 +437,7 @@ pub fn plan_write(
             &args.path,
         ));
     }
-    if r.display == "." {
+    if r.display == "." || r.extra.as_ref().is_some_and(|x| x.path == r.abs) {
         return Err(exec_failed("the workspace root is not a file", &args.path));
     }
     let old = if r.exists {
@@ -424,7 +465,8 @@ pub fn write_file(
     let (r, old) = plan_write(&args, ctx)?;
     if let Some(parent) = r.abs.parent() {
         if !parent.exists() {
-            // Parent folders are created only inside the workspace (checked by resolve).
+            // Parent folders are created only inside the workspace or a `write` root
+            // (checked by resolve).
             std::fs::create_dir_all(parent).map_err(|e| {
                 exec_failed(
                     format!("cannot create the folder for `{}`: {e}", args.path),

@@ -11,8 +11,20 @@
 //! NUL bytes and device or special files (fifos, sockets, character and block
 //! devices) are refused outright; paths outside the root are reported as such so the
 //! permission gate can ask (reads) or deny (writes).
+//!
+//! **Extra roots.** A session may reach folders beside its workspace
+//! ([`Roots`], `session.start {additionalRoots}`). A path is resolved the same way
+//! whatever root it lands in; the real path decides where it is: in the workspace, in
+//! one extra root (`inside`, with [`ResolvedPath::extra`] naming that root), or
+//! outside all of them. Paths in an extra root are named by their absolute path (a
+//! relative path is always relative to the workspace), and they are displayed
+//! absolute. Roots never overlap: none is inside another or inside the workspace, and
+//! none holds the workspace ([`extra_roots`] refuses such a list), so a real path is in
+//! at most one of them. Writes are allowed in the workspace and in the `write` roots
+//! only ([`ResolvedPath::writable`]).
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use keel_envelope::{ErrorCode, ErrorPayload};
 
@@ -27,12 +39,147 @@ pub struct ResolvedPath {
     /// Workspace-relative, `/`-separated path (`.` for the root) when inside; the
     /// absolute path otherwise.
     pub display: String,
-    /// Whether the real path is inside the workspace root.
+    /// Whether the real path is inside the workspace root, or inside one of the extra
+    /// roots it was resolved with (then `extra` names that root).
     pub inside: bool,
     /// Whether the path exists.
     pub exists: bool,
     /// Whether it exists and is a directory.
     pub is_dir: bool,
+    /// The extra root the real path is in (`display` is then absolute); `None` in
+    /// the workspace or outside every root.
+    pub extra: Option<ExtraRoot>,
+}
+
+impl ResolvedPath {
+    /// Whether a write may go there: inside the workspace, or inside a `write` root.
+    pub fn writable(&self) -> bool {
+        self.inside && self.extra.as_ref().is_none_or(|r| r.writable)
+    }
+}
+
+/// A folder a session may reach beside its workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ExtraRoot {
+    /// Its canonical absolute path.
+    pub path: PathBuf,
+    /// Whether files may be written there (`access: "write"`); otherwise read only.
+    pub writable: bool,
+}
+
+/// The extra roots of a session: canonical, none inside another or inside the
+/// workspace, none holding the workspace (see [`extra_roots`]). Cheap to clone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Roots(Arc<[ExtraRoot]>);
+
+impl Roots {
+    /// No extra roots.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// These roots, as they are (the caller checked them, e.g. with [`extra_roots`]).
+    pub fn new(roots: Vec<ExtraRoot>) -> Self {
+        Self(roots.into())
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The roots, in the order given.
+    pub fn iter(&self) -> impl Iterator<Item = &ExtraRoot> {
+        self.0.iter()
+    }
+
+    /// The root holding the real path `abs`, if any.
+    pub fn holding(&self, abs: &Path) -> Option<&ExtraRoot> {
+        self.0.iter().find(|r| abs.starts_with(&r.path))
+    }
+
+    /// The `write` roots' paths.
+    pub fn writable(&self) -> Vec<PathBuf> {
+        self.0
+            .iter()
+            .filter(|r| r.writable)
+            .map(|r| r.path.clone())
+            .collect()
+    }
+}
+
+/// Why a list of extra roots was refused: the index of the first bad entry and what
+/// is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootRefused {
+    /// The entry's index in the list given.
+    pub index: usize,
+    /// Why, in one sentence naming the path.
+    pub message: String,
+}
+
+/// Checks the extra roots of a session whose workspace is `workspace` (`(path,
+/// writable)` pairs, in order) and canonicalises them. Each path must be absolute
+/// and name an existing directory (a symlink to one is followed: the root is its
+/// target); no root may be the workspace, be inside it or hold it, and no two roots
+/// may be the same folder or be inside one another.
+pub fn extra_roots(workspace: &Path, given: &[(&str, bool)]) -> Result<Roots, RootRefused> {
+    let ws = canonical_root(workspace);
+    let mut out: Vec<ExtraRoot> = Vec::with_capacity(given.len());
+    for (index, (raw, writable)) in given.iter().enumerate() {
+        let refuse = |message: String| RootRefused { index, message };
+        if raw.is_empty() {
+            return Err(refuse("the path is empty".to_owned()));
+        }
+        if raw.contains('\0') {
+            return Err(refuse("the path contains a NUL byte".to_owned()));
+        }
+        let p = Path::new(raw);
+        if !p.is_absolute() {
+            return Err(refuse(format!(
+                "`{raw}` is not an absolute path; extra roots are given by absolute path"
+            )));
+        }
+        let canon = std::fs::canonicalize(p)
+            .map_err(|e| refuse(format!("`{raw}` cannot be used as a root: {e}")))?;
+        if !canon.is_dir() {
+            return Err(refuse(format!("`{raw}` is not a directory")));
+        }
+        if canon == ws {
+            return Err(refuse(format!("`{raw}` is the workspace itself")));
+        }
+        if canon.starts_with(&ws) {
+            return Err(refuse(format!(
+                "`{raw}` is inside the workspace `{}`, which the session reaches already",
+                ws.display()
+            )));
+        }
+        if ws.starts_with(&canon) {
+            return Err(refuse(format!(
+                "`{raw}` holds the workspace `{}`; an extra root may not contain it",
+                ws.display()
+            )));
+        }
+        for other in &out {
+            if other.path == canon {
+                return Err(refuse(format!(
+                    "`{raw}` is given twice (as `{}`)",
+                    other.path.display()
+                )));
+            }
+            if canon.starts_with(&other.path) || other.path.starts_with(&canon) {
+                return Err(refuse(format!(
+                    "`{raw}` overlaps the extra root `{}`; roots may not be inside one another",
+                    other.path.display()
+                )));
+            }
+        }
+        out.push(ExtraRoot {
+            path: canon,
+            writable: *writable,
+        });
+    }
+    Ok(Roots::new(out))
 }
 
 /// Returns the canonical form of a workspace root (the root itself when it cannot be
@@ -76,6 +223,23 @@ fn refused(message: impl Into<String>, raw: &str) -> ErrorPayload {
 /// is not an error here: the result says `inside: false`.
 pub fn resolve(workspace: &Path, raw: &str) -> Result<ResolvedPath, ErrorPayload> {
     resolve_from(workspace, workspace, raw)
+}
+
+/// Like [`resolve`], with the session's extra roots: a real path inside one of them
+/// is `inside` too, with `extra` naming the root and an absolute `display`.
+pub fn resolve_in(
+    workspace: &Path,
+    roots: &Roots,
+    raw: &str,
+) -> Result<ResolvedPath, ErrorPayload> {
+    let mut r = resolve_from(workspace, workspace, raw)?;
+    if !r.inside {
+        if let Some(root) = roots.holding(&r.abs) {
+            r.inside = true;
+            r.extra = Some(root.clone());
+        }
+    }
+    Ok(r)
 }
 
 /// Like [`resolve`], but a relative `raw` is taken relative to `base` (an absolute
@@ -154,6 +318,7 @@ pub fn resolve_from(
         inside,
         exists,
         is_dir,
+        extra: None,
     })
 }
 

@@ -92,6 +92,10 @@ pub struct ToolContext {
     /// Sandbox settings, including `require_sandbox` (refuse shell commands when no
     /// sandbox can run), which the kernel sets per call.
     pub sandbox: SandboxConfig,
+    /// The session's extra roots: the file tools reach them (by absolute path) like
+    /// the workspace, writes only in the `write` ones; shell commands may write in the
+    /// `write` ones inside the sandbox.
+    pub roots: jail::Roots,
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -100,6 +104,7 @@ impl std::fmt::Debug for ToolContext {
             .field("workspace", &self.workspace)
             .field("elevated", &self.elevated)
             .field("sandbox", &self.sandbox)
+            .field("roots", &self.roots)
             .finish_non_exhaustive()
     }
 }

@@ -40,6 +40,9 @@ pub struct DecisionInput<'a> {
     pub rules: &'a Rules,
     /// The workspace root (canonical).
     pub workspace: &'a PathBuf,
+    /// The session's extra roots: the file tools' paths in them are judged like paths
+    /// in the workspace (writes only in `write` roots).
+    pub roots: Roots,
     /// Shell policy.
     pub shell: &'a ShellPolicy,
 }
@@ -70,7 +73,7 @@ use keel_envelope::ErrorPayload;
 
 use crate::args::ToolArgs;
 use crate::git::{self, GitClass};
-use crate::jail::{self, ResolvedPath};
+use crate::jail::{self, ResolvedPath, Roots};
 use crate::shell::{self, ShellAnalysis};
 use crate::spec::{self, Analysis, ApprovalRequirement, PlanBehavior, ToolSpec};
 
@@ -110,6 +113,10 @@ A rule is a tool name (`edit_file`, `run_shell`) or a tool with a pattern:
 - `read_file(GLOB)`, `list_dir(GLOB)`, `search_files(GLOB)`, `edit_file(GLOB)`, `write_file(GLOB)`: a glob on the workspace-relative path (`src/**/*.rs`). File rules, including bare tool names, never cover paths outside the workspace; only a session approval of that exact path does.
 
 Deny rules use the same syntax and the same canonical form as allow rules, so `run_shell(rm x)` catches `rm x`, `rm  x`, `rm 'x'`, `FOO=1 rm x`, `env rm x`, `timeout 5 rm x` and `bash -c 'rm x'` alike. A word computed at run time may be anything, so a deny rule matches from the first computed word on: `run_shell(rm *)` catches `rm "$f"`, and a command whose program name is computed (`$CMD x`) is caught by every run_shell deny rule. Deny rules come from the host: `alwaysDenyGlobal` and `alwaysDenyProject` (kept with the always-allow rules in `ApprovalRules`) and `deny`, which holds for the session only (`session.set_rules`).
+
+## Extra roots
+
+A session may have extra roots beside its workspace (`session.start {additionalRoots}`, each `read` or `write`). The file tools (`read_file`, `list_dir`, `search_files`, `edit_file`, `write_file`) name paths in them by absolute path (a relative path is always the workspace's) and are judged there as in the workspace: the same jail (component-wise resolution, symlinks followed, `..`, NUL bytes and special files refused), reads allowed without asking (also in plan mode), edits and writes asking as in the workspace (allowed in `auto-edit`; `.git` high risk) — but only in `write` roots: a write in a `read` root is default-denied with `PATH_OUTSIDE_WORKSPACE`, like a write outside. The real path decides: a link in a root that leads out of every root is outside, one that leads into the workspace or another root is judged there. Scopes say where: `filesystem:root:read`, `filesystem:root:write`. A file rule's glob is matched against the absolute path there (`edit_file(/srv/shared/**)`); a bare rule (`edit_file`) covers the roots as it covers the workspace. Shell commands are not widened: the shell analysis rates a path in an extra root like any path outside the workspace, a `cwd` must be in the workspace, and the sandbox lets commands write in `write` roots only (see Sandbox).
 
 ## Canonical keys
 
@@ -186,9 +193,9 @@ enum Target {
     Shell(Box<ShellAnalysis>),
     /// A git invocation's words.
     Git(Vec<String>),
-    /// A path inside the workspace (relative).
+    /// A path inside the workspace (relative), or inside an extra root (absolute).
     Path(String),
-    /// A path outside the workspace: no rule matches.
+    /// A path outside the workspace and its extra roots: no rule matches.
     Outside,
     /// Nothing to match (custom tools): bare rules only.
     Bare,
@@ -273,6 +280,7 @@ pub fn canonical_key(tool: &str, args: &serde_json::Value, workspace: &Path) -> 
         mode: PermissionMode::Ask,
         rules: &rules,
         workspace: &ws,
+        roots: Roots::none(),
         shell: &shell,
     };
     assess(&input, None).key

@@ -43,24 +43,33 @@ says what ran: `sandbox` is `bubblewrap`, `landlock` or `none` (and `sandboxed` 
 `sandbox != "none"`). `keel_tools::sandbox_report()` gives hosts the same answer before
 any command runs, with the reason and the Landlock features in force.
 
-**bubblewrap.** Everything is mounted read-only except the workspace (its `.git`
-stays read-only) and a private `/tmp`; `/dev` is a minimal device set and `/proc` is the
+**bubblewrap.** Everything is mounted read-only except the workspace and the
+session's `write` extra roots (their `.git` stays read-only) and a private `/tmp`; `/dev` is a minimal device set and `/proc` is the
 sandbox's own. The command gets its own PID namespace and its own session (no
 controlling terminal). Without network it also gets its own network namespace, with
 only a loopback device of its own.
 
 **Landlock.** Used when bubblewrap is missing or cannot start (for example without
 user namespaces). The command is restricted by the kernel before it starts: it reads
-and executes everywhere, but writes only beneath the workspace, the temp directory
+and executes everywhere, but writes only beneath the workspace, the session's `write`
+extra roots, the temp directory
 (`$TMPDIR` or `/tmp`, shared with the rest of the machine), `/dev/shm`, and to
 `/dev/null`, `/dev/zero`, `/dev/full`, `/dev/random` and `/dev/urandom`. Landlock only
-grants rights beneath a directory, so the workspace's `.git` is writable here. What
+grants rights beneath a directory, so the `.git` of the workspace (and of a `write`
+root) is writable here. What
 else holds depends on the kernel's Landlock ABI: links and renames across directories
 (ABI 2), truncation (ABI 3), TCP `bind` and `connect` (ABI 4: denied without network;
 UDP and pathname UNIX sockets are not covered), ioctl on devices such as terminals
 (ABI 5), and from ABI 6 no signals to processes outside the sandbox and no connections
 to abstract UNIX sockets created outside it. `sandbox_report()` lists the features in
 force.
+
+**Extra roots.** A session's extra roots (`session.start {additionalRoots}`) are
+readable in both sandboxes, as everything is; `write` roots are writable like the
+workspace, `read` roots are not. The command's working directory is always in the
+workspace (a `cwd` in an extra root is refused), and the shell analysis rates a
+path in an extra root like any path outside the workspace (a read or write there
+asks): the file tools are the way to reach the extra roots without asking.
 
 **Network.** Off inside the sandbox by default. It is on for one call when that call
 was approved at the `elevated` level, and for every call when the configuration says
@@ -419,14 +428,20 @@ pub fn probe_bubblewrap(bwrap: &Path) -> Result<PathBuf, String> {
 }
 
 /// The bubblewrap arguments that run `command` (a program and its arguments) with the
-/// workspace writable, a private `/tmp`, everything else read-only, `.git` read-only,
+/// workspace and the `extra` writable folders (a session's `write` roots) writable, a
+/// private `/tmp`, everything else read-only, each writable folder's `.git` read-only,
 /// a PID namespace and session of its own, and the network cut unless `network` is
 /// true. No `--die-with-parent`: it arms bubblewrap's first process while its child is
 /// still waiting to be released by it, and a parent killed in that moment leaves the
 /// child blocked for ever; the sandbox dies with this process through the lifeline
 /// instead (see `wrap`).
-pub fn bwrap_args(workspace: &Path, cwd: &Path, command: &[String], network: bool) -> Vec<String> {
-    let ws = workspace.to_string_lossy().into_owned();
+pub fn bwrap_args(
+    workspace: &Path,
+    extra: &[PathBuf],
+    cwd: &Path,
+    command: &[String],
+    network: bool,
+) -> Vec<String> {
     let mut a: Vec<String> = [
         "--ro-bind",
         "/",
@@ -441,11 +456,14 @@ pub fn bwrap_args(workspace: &Path, cwd: &Path, command: &[String], network: boo
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    a.extend(["--bind".to_owned(), ws.clone(), ws]);
-    let git = workspace.join(".git");
-    if git.is_dir() {
-        let g = git.to_string_lossy().into_owned();
-        a.extend(["--ro-bind".to_owned(), g.clone(), g]);
+    for dir in std::iter::once(workspace).chain(extra.iter().map(PathBuf::as_path)) {
+        let d = dir.to_string_lossy().into_owned();
+        a.extend(["--bind".to_owned(), d.clone(), d]);
+        let git = dir.join(".git");
+        if git.is_dir() {
+            let g = git.to_string_lossy().into_owned();
+            a.extend(["--ro-bind".to_owned(), g.clone(), g]);
+        }
     }
     if !network {
         a.push("--unshare-net".to_owned());
@@ -542,9 +560,14 @@ const WRITABLE_DEVICES: [&str; 5] = [
 
 /// The Landlock ruleset of a command (enforced by the command's process alone, before
 /// its `exec`: see [`crate::spawn::Tie`]): read and execute everywhere, write beneath
-/// `workspace`, the temp directory and `/dev/shm` and to a few devices, TCP only with
-/// `network`, signals and abstract sockets scoped.
-pub(crate) fn landlock_ruleset(workspace: &Path, network: bool) -> Result<OwnedFd, String> {
+/// `workspace`, the `extra` writable folders (a session's `write` roots), the temp
+/// directory and `/dev/shm` and to a few devices, TCP only with `network`, signals and
+/// abstract sockets scoped.
+pub(crate) fn landlock_ruleset(
+    workspace: &Path,
+    extra: &[PathBuf],
+    network: bool,
+) -> Result<OwnedFd, String> {
     let abi = TARGET_ABI;
     let err = |e: landlock::RulesetError| format!("cannot set up Landlock: {e}");
     let path = |p: &Path| {
@@ -570,6 +593,11 @@ pub(crate) fn landlock_ruleset(workspace: &Path, network: bool) -> Result<OwnedF
         .map_err(err)?
         .add_rule(PathBeneath::new(path(workspace)?, AccessFs::from_all(abi)))
         .map_err(err)?;
+    for dir in extra {
+        created = created
+            .add_rule(PathBeneath::new(path(dir)?, AccessFs::from_all(abi)))
+            .map_err(err)?;
+    }
     let mut writable = vec![std::env::temp_dir()];
     if Path::new("/dev/shm").is_dir() {
         writable.push(PathBuf::from("/dev/shm"));

@@ -17,6 +17,7 @@ fn ctx(root: &Path) -> ToolContext {
         progress: Arc::new(|_, _| {}),
         elevated: false,
         sandbox: SandboxConfig::off(),
+        roots: keel_tools::jail::Roots::none(),
     }
 }
 

@@ -61,6 +61,7 @@ fn decide(row: &ToolSpec, args: &Value, mode: PermissionMode, ws: &PathBuf) -> V
             mode,
             rules: &rules,
             workspace: ws,
+            roots: keel_tools::jail::Roots::none(),
             shell: &shell,
         },
         Some(row),

@@ -43,6 +43,7 @@ fn d(ws: &PathBuf, tool: &str, args: Value, mode: PermissionMode, rules: &Rules)
         mode,
         rules,
         workspace: ws,
+        roots: keel_tools::jail::Roots::none(),
         shell: &shell,
     })
 }
@@ -574,6 +575,7 @@ fn bad_arguments_and_unknown_tools() {
                 mode: mode.clone(),
                 rules: &r,
                 workspace: &ws,
+                roots: keel_tools::jail::Roots::none(),
                 shell: &shell,
             },
             Some(&spec),
@@ -595,6 +597,7 @@ fn bad_arguments_and_unknown_tools() {
             mode: Ask,
             rules: &r,
             workspace: &ws,
+            roots: keel_tools::jail::Roots::none(),
             shell: &shell,
         },
         Some(&spec),
@@ -610,6 +613,7 @@ fn bad_arguments_and_unknown_tools() {
             mode: Auto,
             rules: &r,
             workspace: &ws,
+            roots: keel_tools::jail::Roots::none(),
             shell: &shell,
         },
         Some(&spec),

@@ -67,6 +67,7 @@ fn ctx_config(root: &Path, sandbox: SandboxConfig, elevated: bool) -> (ToolConte
         }),
         elevated,
         sandbox,
+        roots: keel_tools::jail::Roots::none(),
     };
     (ctx, chunks)
 }

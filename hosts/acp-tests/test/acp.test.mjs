@@ -14,7 +14,7 @@ test("initialize answers protocol version 1 with loadSession and Keel's session 
     const init = await agent.initialize();
     assert.equal(init.protocolVersion, 1);
     assert.equal(init.agentCapabilities.loadSession, true);
-    assert.deepEqual(init.agentCapabilities.sessionCapabilities, { list: {}, delete: {}, close: {}, resume: {}, fork: {} });
+    assert.deepEqual(init.agentCapabilities.sessionCapabilities, { list: {}, delete: {}, close: {}, resume: {}, fork: {}, additionalDirectories: {} });
     assert.equal(init.agentCapabilities.promptCapabilities.image, false);
     assert.equal(init.agentInfo.name, "keel");
     await agent.finish();

@@ -9,15 +9,17 @@ use agent_client_protocol::v1::schema::{
     DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse, Implementation,
     InitializeResponse, ListSessionsRequest, ListSessionsResponse, LoadSessionResponse,
     McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOptionValue,
-    SessionDeleteCapabilities, SessionForkCapabilities, SessionInfo, SessionListCapabilities,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
-    SetSessionModeRequest, SetSessionModeResponse,
+    ResumeSessionResponse, SessionAdditionalDirectoriesCapabilities, SessionCapabilities,
+    SessionCloseCapabilities, SessionConfigOptionValue, SessionDeleteCapabilities,
+    SessionForkCapabilities, SessionInfo, SessionListCapabilities, SessionResumeCapabilities,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, SetSessionModeRequest,
+    SetSessionModeResponse,
 };
 use agent_client_protocol::Error;
 use keel_envelope::commands::SessionStart;
 use keel_envelope::host::{McpServerSpec, NameValue};
 use keel_envelope::types::PermissionMode;
+use keel_envelope::worktree::{AdditionalRoot, RootAccess};
 use serde_json::{json, Value};
 
 use crate::config::{model_choices, modes_state, MODEL_OPTION, MODE_OPTION};
@@ -32,7 +34,8 @@ fn initialize_response() -> InitializeResponse {
         .delete(SessionDeleteCapabilities::new())
         .close(SessionCloseCapabilities::new())
         .resume(SessionResumeCapabilities::new())
-        .fork(SessionForkCapabilities::new());
+        .fork(SessionForkCapabilities::new())
+        .additional_directories(SessionAdditionalDirectoriesCapabilities::new());
     let capabilities = AgentCapabilities::new()
         .load_session(true)
         .prompt_capabilities(
@@ -63,8 +66,10 @@ impl Host {
             ClientRequest::NewSessionRequest(p) => self.new_session(p).await,
             ClientRequest::LoadSessionRequest(p) => {
                 let mcp = mcp_specs(&p.mcp_servers)?;
-                let (sess_modes, options) =
-                    self.load(&p.session_id.0, Some(&p.cwd), &mcp, true).await?;
+                let roots = roots_of(&p.additional_directories);
+                let (sess_modes, options) = self
+                    .load(&p.session_id.0, Some(&p.cwd), &mcp, &roots, true)
+                    .await?;
                 to_value(
                     LoadSessionResponse::new()
                         .modes(sess_modes)
@@ -73,8 +78,9 @@ impl Host {
             }
             ClientRequest::ResumeSessionRequest(p) => {
                 let mcp = mcp_specs(&p.mcp_servers)?;
+                let roots = roots_of(&p.additional_directories);
                 let (sess_modes, options) = self
-                    .load(&p.session_id.0, Some(&p.cwd), &mcp, false)
+                    .load(&p.session_id.0, Some(&p.cwd), &mcp, &roots, false)
                     .await?;
                 to_value(
                     ResumeSessionResponse::new()
@@ -115,6 +121,7 @@ impl Host {
             .start_session(SessionStart {
                 workspace_path: Some(p.cwd.display().to_string()),
                 mcp_servers: (!mcp.is_empty()).then_some(mcp),
+                additional_roots: Some(roots_of(&p.additional_directories)),
                 ..SessionStart::default()
             })
             .await
@@ -130,7 +137,8 @@ impl Host {
 
     /// `session/fork`: Keel's `session.fork` of the whole conversation (same mode, model,
     /// rules, plan, task graph, review, host tools and MCP servers, with the request's
-    /// `mcpServers` added), attached as a new session. The parent must be open in this
+    /// `mcpServers` added; the request's `additionalDirectories` as its extra roots),
+    /// attached as a new session. The parent must be open in this
     /// process (`session/load` it first).
     async fn fork(self: &Arc<Self>, p: ForkSessionRequest) -> Result<Value, Error> {
         let parent = p.session_id.0.to_string();
@@ -143,6 +151,7 @@ impl Host {
                     at_request_id: None,
                     files: None,
                     isolation: None,
+                    additional_roots: Some(roots_of(&p.additional_directories)),
                 },
                 &servers,
             )
@@ -165,12 +174,15 @@ impl Host {
     }
 
     /// `session/load` (with `replay`) and `session/resume`: restores the session, sends
-    /// its stored events as updates when replaying, then answers.
+    /// its stored events as updates when replaying, then answers. `roots` (the
+    /// request's `additionalDirectories`) is the session's whole list of extra roots
+    /// from now on, as ACP says: empty, none.
     async fn load(
         self: &Arc<Self>,
         id: &str,
         cwd: Option<&PathBuf>,
         mcp_servers: &[McpServerSpec],
+        roots: &[AdditionalRoot],
         replay: bool,
     ) -> Result<
         (
@@ -182,7 +194,7 @@ impl Host {
         self.forget(id);
         let (handle, stream) = self
             .kernel
-            .resume_session_with_mcp(id, None, mcp_servers)
+            .resume_session_with(id, None, mcp_servers, Some(roots))
             .await
             .map_err(from_keel)?;
         if let Some(c) = cwd {
@@ -219,7 +231,14 @@ impl Host {
                     "keel".into(),
                     json!({"state": s.state, "permissionMode": s.permission_mode, "model": s.model}),
                 );
+                let dirs = s
+                    .additional_roots
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| PathBuf::from(r.path))
+                    .collect();
                 SessionInfo::new(s.session_id, s.workspace)
+                    .additional_directories(dirs)
                     .updated_at(iso8601(s.updated_at))
                     .title(s.title)
                     .meta(meta)
@@ -277,6 +296,15 @@ impl Host {
             sess.config_options(&self.kernel),
         ))
     }
+}
+
+/// ACP's `additionalDirectories` as Keel's extra roots: each one `write` (ACP's
+/// additional roots widen the session's file scope like its `cwd`; Keel checks them:
+/// absolute, existing directories, none inside another or the `cwd`).
+fn roots_of(dirs: &[PathBuf]) -> Vec<AdditionalRoot> {
+    dirs.iter()
+        .map(|d| AdditionalRoot::new(d.display().to_string(), RootAccess::Write))
+        .collect()
 }
 
 fn parse_mode(id: &str) -> Result<PermissionMode, Error> {

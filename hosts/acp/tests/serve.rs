@@ -119,7 +119,7 @@ async fn framing_errors_are_answered_and_reading_goes_on() {
     let caps = &init["result"]["agentCapabilities"]["sessionCapabilities"];
     assert_eq!(
         caps,
-        &json!({"list": {}, "delete": {}, "close": {}, "resume": {}, "fork": {}})
+        &json!({"list": {}, "delete": {}, "close": {}, "resume": {}, "fork": {}, "additionalDirectories": {}})
     );
     drop(c);
     tokio::time::timeout(GUARD, server)

@@ -338,6 +338,7 @@ where
                 session_id: id.clone(),
                 after_sequence: None::<Cursor>,
                 mcp_servers: None,
+                additional_roots: None,
             }),
         );
         let _ = kernel.execute(cmd).await;

@@ -128,6 +128,7 @@ pub fn run(args: PolicyArgs) -> i32 {
         mode: call.mode,
         rules: &rules,
         workspace: &call.workspace,
+        roots: keel_tools::jail::Roots::none(),
         shell: &shell,
     });
     match serde_json::to_string(&v.verdict) {

@@ -28,6 +28,7 @@ pub fn run(args: ToolArgs) -> i32 {
         mode: PermissionMode::Ask,
         rules: &rules,
         workspace: &call.workspace,
+        roots: keel_tools::jail::Roots::none(),
         shell: &shell,
     });
     match &v.verdict.decision {
@@ -93,6 +94,7 @@ pub fn run(args: ToolArgs) -> i32 {
         progress: Arc::new(|_, _| {}),
         elevated: v.elevated,
         sandbox: SandboxConfig::default(),
+        roots: keel_tools::jail::Roots::none(),
     };
     let cancel = ctx.cancel.clone();
     let outcome = runtime.block_on(async move {

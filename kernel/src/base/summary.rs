@@ -4,10 +4,15 @@
 //! whole conversations.
 
 use keel_envelope::types::{PermissionMode, SessionInfo, SessionState};
+use keel_envelope::worktree::AdditionalRoot;
 use serde::{Deserialize, Serialize};
 
 use crate::base::model::Message;
 use crate::base::store::PersistedSession;
+
+/// The key of a session's extra roots in its stored `extensions` (the session
+/// layer keeps them there).
+pub const ROOTS_KEY: &str = "additionalRoots";
 
 /// The longest `lastMessage`, in characters.
 pub const LAST_MESSAGE_CHARS: usize = 120;
@@ -39,6 +44,9 @@ pub struct SessionSummary {
     /// The first line of the last message.
     #[serde(default)]
     pub last_message: Option<String>,
+    /// The extra roots (`extensions.additionalRoots` of the state); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_roots: Option<Vec<AdditionalRoot>>,
 }
 
 impl SessionSummary {
@@ -55,6 +63,11 @@ impl SessionSummary {
             closed: state.closed,
             request_count: request_count(state),
             last_message: last_message(&state.history),
+            additional_roots: state
+                .extensions
+                .get(ROOTS_KEY)
+                .and_then(|v| serde_json::from_value::<Vec<AdditionalRoot>>(v.clone()).ok())
+                .filter(|v| !v.is_empty()),
         }
     }
 
@@ -75,6 +88,7 @@ impl SessionSummary {
             model: self.model.clone(),
             request_count: self.request_count,
             last_message: self.last_message.clone(),
+            additional_roots: self.additional_roots.clone(),
         }
     }
 }

@@ -125,8 +125,9 @@ pub(crate) async fn patch_propose(
         .with_detail("field", "payload.files"));
     }
     let mut files = Vec::with_capacity(p.files.len());
+    let roots = session.data().roots.clone();
     for (i, f) in p.files.iter().enumerate() {
-        let (display, _, before) = patch::read_current(&session.workspace, &f.path)
+        let (display, _, before) = patch::read_current(&session.workspace, &roots, &f.path)
             .map_err(|e| e.with_detail("field", format!("payload.files[{i}].path")))?;
         if files
             .iter()
@@ -212,8 +213,9 @@ pub(crate) async fn patch_apply(
     let now = session.now();
     // Taken out while it is written, so a second apply cannot race it.
     let taken = session.data().ext.patches.take(&p.patch_id)?;
-    let written =
-        gate_patch(session, &taken).and_then(|()| patch::write_patch(&session.workspace, &taken));
+    let roots = session.data().roots.clone();
+    let written = gate_patch(session, &taken)
+        .and_then(|()| patch::write_patch(&session.workspace, &roots, &taken));
     let resolved = {
         let mut d = session.data();
         match written {

@@ -1,11 +1,11 @@
 //! `session.fork`: a new session with the parent's history up to a request (and, with
 //! `files`, the workspace put back to that point, undoably, in the parent's
 //! checkpoints), the parent's review, patches, task graph, budget limits, host tools
-//! and MCP servers. Its answer names the open sessions whose folder it shares. With
+//! and MCP servers, and its extra roots (or those given). Its answer names the open sessions whose folder it shares. With
 //! `isolation: "worktree"` the fork works in a worktree of its own, starting with the
 //! parent's files as they are, and shares no folder.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_envelope::commands::SessionFork;
@@ -20,11 +20,12 @@ use super::{invalid, refuse_while_running, Cx};
 use crate::base::limits::{fork_extension, EXT_KEY};
 use crate::base::mcp_config::from_specs;
 use crate::session::checkpoints::{marks, restore_files, shared_with};
+use crate::session::roots;
 use crate::session::worktree;
 use crate::session::{closed, Data, Session};
 
 /// Extension keys a fork copies (the plan, rules and mode are in the state itself).
-const FORK_COPIES: &[&str] = &["review", "patches", "taskGraph"];
+const FORK_COPIES: &[&str] = &["review", "patches", "taskGraph", roots::EXT_KEY];
 
 /// `session.fork`.
 pub(crate) async fn fork(
@@ -68,6 +69,11 @@ pub(crate) async fn open_fork(
     }
     if parent.data().state.closed {
         return Err(closed());
+    }
+    const ROOTS_FIELD: &str = "payload.additionalRoots";
+    if let Some(given) = p.additional_roots.as_deref() {
+        // Checked before anything is done (again against a worktree of its own).
+        roots::check(&parent.workspace, given, ROOTS_FIELD)?;
     }
     // The point of the cut: before `atRequestId`, or before the running request.
     let running = parent.data().active.as_ref().map(|a| a.id.clone());
@@ -136,6 +142,18 @@ pub(crate) async fn open_fork(
     if let Some((info, ws)) = &tree {
         state.workspace = ws.display().to_string();
         worktree::keep_in(&mut state, info);
+    }
+    if let Some(given) = p.additional_roots.as_deref() {
+        match roots::check(Path::new(&state.workspace), given, ROOTS_FIELD) {
+            Ok(checked) => roots::keep_in(&mut state, &checked),
+            Err(e) => {
+                if tree.is_some() {
+                    let _ = worktree::remove(services, &id, true).await;
+                }
+                let _ = services.store().unclaim(&id);
+                return Err(e);
+            }
+        }
     }
     if let Err(e) = services.store().save_state(&state) {
         if tree.is_some() {

@@ -5,7 +5,7 @@
 //! `session.watch` and `session.resume` read the session's log with its emitter held:
 //! no event slips between the log that was read and the live stream that follows.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_envelope::commands::{
@@ -18,7 +18,7 @@ use keel_envelope::events::{
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
 use keel_envelope::types::Cursor;
-use keel_envelope::worktree::Isolation;
+use keel_envelope::worktree::{AdditionalRoot, Isolation};
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event, Sequencer};
 
 use super::{invalid, Cx};
@@ -33,9 +33,13 @@ use crate::session::mcp::{McpServers, ServerOrigin};
 use crate::session::open::Sessions;
 use crate::session::overlay::Overlay;
 use crate::session::queue::Queued;
+use crate::session::roots;
 use crate::session::services::Services;
 use crate::session::worktree;
 use crate::session::Session;
+
+/// Where `session.start` and `session.resume` take the extra roots.
+const ROOTS_FIELD: &str = "payload.additionalRoots";
 
 /// `session.start`.
 pub(crate) async fn start(cx: &Cx<'_>, p: &SessionStart) -> Result<(), ErrorPayload> {
@@ -75,16 +79,8 @@ pub(crate) async fn open_new(
             "payload.baseRef",
         ));
     }
-    if opts
-        .additional_roots
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        return Err(invalid(
-            "`additionalRoots` is not supported by this runtime yet",
-            "payload.additionalRoots",
-        ));
-    }
+    let given_roots = opts.additional_roots.as_deref().unwrap_or_default();
+    let extra = roots::check(&workspace, given_roots, ROOTS_FIELD)?;
     // The worktree is made last, once everything else was accepted.
     let made = match isolation {
         Isolation::Worktree => {
@@ -93,6 +89,15 @@ pub(crate) async fn open_new(
         _ => None,
     };
     let workspace = made.as_ref().map_or(workspace, |m| m.workspace.clone());
+    // The roots again, against the worktree the session works in (none may hold it).
+    let extra = match (&made, roots::check(&workspace, given_roots, ROOTS_FIELD)) {
+        (None, _) => extra,
+        (Some(_), Ok(again)) => again,
+        (Some(_), Err(e)) => {
+            let _ = worktree::remove(services, &id, true).await;
+            return Err(e);
+        }
+    };
     let now = services.now();
     let mut state = PersistedSession {
         session_id: id.clone(),
@@ -117,6 +122,7 @@ pub(crate) async fn open_new(
     if let Some(m) = &made {
         worktree::keep_in(&mut state, &worktree::info_of(m));
     }
+    roots::keep_in(&mut state, &extra);
     let claimed =
         services
             .claim(&id)
@@ -185,7 +191,7 @@ async fn emit_started(session: &Session, request_id: &str) {
             title: d.state.title.clone(),
             created_at: d.state.created_at,
             worktree: worktree::of_state(&d.state),
-            additional_roots: None,
+            additional_roots: roots::wire(&d.roots),
         }
     };
     session
@@ -210,21 +216,32 @@ pub(crate) fn start_mcp(cx: &Cx<'_>, session: &Arc<Session>, given: Vec<McpServe
 /// `session.resume`.
 pub(crate) async fn resume(cx: &Cx<'_>, p: &SessionResume) -> Result<(), ErrorPayload> {
     let mcp = p.mcp_servers.as_deref().unwrap_or_default();
-    reopen(cx, &p.session_id, p.after_sequence.as_ref(), mcp)
-        .await
-        .map(|_| ())
+    reopen(
+        cx,
+        &p.session_id,
+        p.after_sequence.as_ref(),
+        mcp,
+        p.additional_roots.as_deref(),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Opens stored session `id` (or answers from it when it is open already) and
-/// replays the events after `after`.
+/// replays the events after `after`. `extra`, when given, replaces the session's
+/// extra roots (of an open session only while it is idle).
 pub(crate) async fn reopen(
     cx: &Cx<'_>,
     id: &str,
     after: Option<&Cursor>,
     mcp_servers: &[McpServerSpec],
+    extra: Option<&[AdditionalRoot]>,
 ) -> Result<Arc<Session>, ErrorPayload> {
     let (services, rid) = (cx.services, cx.rid);
     if let Some(live) = cx.open.get(id) {
+        if let Some(given) = extra {
+            replace_roots(&live, given, rid).await?;
+        }
         // Already open: answer with its state and replay what the host missed.
         answer_resumed(cx, &live, after).await?;
         return Ok(live);
@@ -244,7 +261,11 @@ pub(crate) async fn reopen(
     // Ours before anything is read: what the previous owner wrote is all there.
     let (lease, previous_owner) = services.claim(id)?;
     let loaded = (|| {
-        let state = services.store().load_state(id)?.ok_or_else(not_found)?;
+        let mut state = services.store().load_state(id)?.ok_or_else(not_found)?;
+        if let Some(given) = extra {
+            let checked = roots::check(Path::new(&state.workspace), given, ROOTS_FIELD)?;
+            roots::keep_in(&mut state, &checked);
+        }
         let log = services.store().load_events(id)?;
         let model = services.model_or_default(&state.model)?;
         Ok::<_, ErrorPayload>((state, log, model))
@@ -325,6 +346,30 @@ pub(crate) async fn reopen(
     spawn_session_start(&session, rid, "resume");
     start_mcp(cx, &session, mcp);
     Ok(session)
+}
+
+/// Replaces the extra roots of open session `session` with `given` (checked), if
+/// they differ, while it is idle (else `SESSION_BUSY`), and saves them.
+async fn replace_roots(
+    session: &Session,
+    given: &[AdditionalRoot],
+    rid: &str,
+) -> Result<(), ErrorPayload> {
+    let checked = roots::check(&session.workspace, given, ROOTS_FIELD)?;
+    if session.data().roots == checked {
+        return Ok(());
+    }
+    if session.is_busy() {
+        return Err(ErrorPayload::new(
+            ErrorCode::SessionBusy,
+            "the extra roots of an open session can only be replaced while it is idle",
+        )
+        .retryable(true)
+        .with_detail("field", ROOTS_FIELD));
+    }
+    session.data().set_roots(checked);
+    session.persist(rid).await;
+    Ok(())
 }
 
 /// Answers the resume of an open session: its state and the replay, with its

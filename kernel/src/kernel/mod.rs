@@ -260,10 +260,25 @@ impl Kernel {
         after: Option<Cursor>,
         mcp_servers: &[McpServerSpec],
     ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        self.resume_session_with(id, after, mcp_servers, None).await
+    }
+
+    /// [`Kernel::resume_session_with_mcp`], and, when `additional_roots` is given,
+    /// the session's extra roots from now on (`session.resume {additionalRoots}`:
+    /// checked as `session.start`'s, replacing those it kept; those of an open
+    /// session only while it is idle).
+    pub async fn resume_session_with(
+        &self,
+        id: &str,
+        after: Option<Cursor>,
+        mcp_servers: &[McpServerSpec],
+        additional_roots: Option<&[keel_envelope::worktree::AdditionalRoot]>,
+    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
         let request_id = self.new_request_id();
         let stream = self.stream(Some(id));
         let cx = self.cx(&request_id);
-        let session = lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers).await?;
+        let session =
+            lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers, additional_roots).await?;
         Ok((self.handle(session), stream))
     }
 

@@ -47,6 +47,7 @@ pub(crate) fn decide(
         mode: d.state.mode.clone(),
         rules: &rules,
         workspace: &workspace,
+        roots: d.roots.clone(),
         shell: &session.services.config().shell,
     };
     GateVerdict(policy::decide_decoded(&input, args, Some(spec)))

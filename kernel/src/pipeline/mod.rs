@@ -386,6 +386,7 @@ async fn run(
                         .sandbox
                         .clone()
                         .required(cx.mode == PermissionMode::Auto),
+                    roots: session.data().roots.clone(),
                 };
                 tool.run_decoded(args.into_tool_args(), &cx.call.arguments, ctx)
                     .await

@@ -31,6 +31,7 @@ fn propose_from_call(
         progress: Arc::new(|_, _| {}),
         elevated: false,
         sandbox: session.services.config().sandbox.clone(),
+        roots: session.data().roots.clone(),
     };
     let file = match args {
         ToolArgs::EditFile(a) => {

@@ -17,7 +17,9 @@
 //! Checkpoints live in the workspace's store under
 //! [`crate::KernelConfig::checkpoint_dir`] (else under the session's store directory);
 //! a session whose store keeps no files, or whose workspace is over the file limit,
-//! takes none and says why in `checkpoint.list`.
+//! takes none and says why in `checkpoint.list`. The session's `write` extra roots
+//! are recorded and restored beside the workspace, under the same ids
+//! ([`crate::session::root_checkpoints`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,6 +67,8 @@ struct Slot {
     tried: bool,
     /// Opening failed and no checkpoint has told it yet: (why, the disk is full).
     untold: Option<(String, bool)>,
+    /// The engines of the session's `write` extra roots.
+    extras: crate::session::root_checkpoints::Extras,
 }
 
 /// The checkpoint of a request being taken beside its first model call: what it
@@ -219,6 +223,7 @@ async fn with_slot<T: Send + 'static>(
     let workspace = session.workspace.clone();
     let dir = store_dir(session);
     let id = session.id.clone();
+    let writable = session.data().roots.writable();
     // Never closed, so it always gives a permit.
     let permit = RUNNING.acquire().await.map_err(internal)?;
     tokio::task::spawn_blocking(move || {
@@ -226,6 +231,7 @@ async fn with_slot<T: Send + 'static>(
         let _permit = permit;
         let mut guard = lock(&book.slot);
         let slot = &mut *guard;
+        slot.extras.sync(&writable, &id, dir.as_deref());
         slot.open(&workspace, &id, dir);
         if slot.engine.is_some() {
             touch(&book.slot);
@@ -362,13 +368,25 @@ async fn record(
     cancel: Option<&CancellationToken>,
 ) -> Option<ErrorPayload> {
     let work = with_slot(session, move |slot| {
+        // The write roots first, with the same id and record.
+        let roots_failed = slot.extras.record(&id, &value);
+        let in_roots = move || {
+            roots_failed
+                .into_iter()
+                .next()
+                .map(|(why, full)| (why, false, full))
+        };
         let Some(engine) = slot.engine.as_mut() else {
             // The store could not be opened: told once.
-            return slot.untold.take().map(|(why, full)| (why, false, full));
+            return slot
+                .untold
+                .take()
+                .map(|(why, full)| (why, false, full))
+                .or_else(in_roots);
         };
         let disabled = &mut slot.disabled;
         match engine.checkpoint(&id, value) {
-            Ok(_) | Err(CheckpointError::DuplicateId(_)) => None,
+            Ok(_) | Err(CheckpointError::DuplicateId(_)) => in_roots(),
             Err(e @ CheckpointError::TooManyFiles { .. }) => {
                 let text = e.to_string();
                 *disabled = Some(text.clone());
@@ -444,7 +462,9 @@ fn entry(info: &CheckpointInfo, after: &[FileChange]) -> CheckpointEntry {
 /// `checkpoint.list`.
 pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, ErrorPayload> {
     let enabled = session.services.config().checkpoints;
-    with_book(session, move |engine, disabled| {
+    with_slot(session, move |slot| {
+        let roots_after = slot.extras.changes_after();
+        let (engine, disabled) = (slot.engine.as_mut(), &mut slot.disabled);
         let Some(engine) = engine.filter(|_| enabled) else {
             return Ok(CheckpointList {
                 checkpoints: Vec::new(),
@@ -466,7 +486,14 @@ pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, Error
             .enumerate()
             .map(|(i, info)| {
                 let after = infos.get(i + 1).map_or(&pending[..], |n| &n.changed[..]);
-                entry(info, after)
+                match roots_after.get(&info.id) {
+                    Some(more) if !more.is_empty() => {
+                        let mut all = after.to_vec();
+                        all.extend(more.iter().cloned());
+                        entry(info, &all)
+                    }
+                    _ => entry(info, after),
+                }
             })
             .collect();
         Ok(CheckpointList {
@@ -531,8 +558,9 @@ pub(crate) async fn restore_files(
         before_rewind: Some(id.clone()),
     };
     let undo_meta = serde_json::to_value(&undo_meta).map_err(internal)?;
-    with_book(session, move |engine, disabled| {
-        let Some(engine) = engine else {
+    with_slot(session, move |slot| {
+        let (extras, disabled) = (&mut slot.extras, &slot.disabled);
+        let Some(engine) = slot.engine.as_mut() else {
             let why = disabled.clone().unwrap_or_default();
             return Err(not_found(&id).with_detail("reason", why));
         };
@@ -541,23 +569,41 @@ pub(crate) async fn restore_files(
             return Err(not_found(&id));
         };
         let meta: Meta = serde_json::from_value(info.meta).map_err(internal)?;
-        let others = engine.changed_by_others_since(&id).unwrap_or_default();
-        let (report, undo) = engine
-            .restore_undoable(&id, &undo_id, undo_meta)
-            .map_err(|e| match e {
-                CheckpointError::UnknownCheckpoint(id) => not_found(&id),
-                other => ErrorPayload::new(
-                    ErrorCode::SessionPersistenceFailed,
-                    format!(
-                        "the files as they are now could not be saved first, so nothing was rewound: {other}"
-                    ),
-                )
-                .with_detail("reason", if other.is_disk_full() { "disk_full" } else { "io" }),
-            })?;
+        let mut others = engine.changed_by_others_since(&id).unwrap_or_default();
+        others.extend(extras.changed_by_others_since(&id));
+        let unsaved = |other: CheckpointError| {
+            ErrorPayload::new(
+                ErrorCode::SessionPersistenceFailed,
+                format!(
+                    "the files as they are now could not be saved first, so nothing was rewound: {other}"
+                ),
+            )
+            .with_detail("reason", if other.is_disk_full() { "disk_full" } else { "io" })
+        };
+        // The state it replaces is recorded everywhere first (the workspace, then
+        // each write root under the same undo point), then everything is restored.
+        let changed = !engine.pending_changes().map_err(unsaved)?.is_empty();
+        let undo = match engine.list().last() {
+            Some(last) if !changed => last.id.clone(),
+            _ => {
+                engine
+                    .checkpoint(&undo_id, undo_meta.clone())
+                    .map_err(unsaved)?
+                    .id
+            }
+        };
+        extras
+            .record_undo(&id, &undo, &undo_meta)
+            .map_err(unsaved)?;
+        let mut report = engine.restore(&id).map_err(|e| match e {
+            CheckpointError::UnknownCheckpoint(id) => not_found(&id),
+            other => checkpoint_error(other),
+        })?;
+        extras.restore(&id, &mut report);
         Ok(Restored {
             report,
             history_len: meta.history_len,
-            undo: undo.checkpoint_id,
+            undo,
             changed_by_others: foreign(others),
         })
     })

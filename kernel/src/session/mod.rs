@@ -12,6 +12,8 @@ pub(crate) mod open;
 pub(crate) mod overlay;
 pub(crate) mod queue;
 pub(crate) mod registry;
+pub(crate) mod root_checkpoints;
+pub(crate) mod roots;
 pub(crate) mod services;
 pub(crate) mod skills;
 pub(crate) mod worktree;
@@ -63,6 +65,9 @@ pub(crate) struct Data {
     pub(crate) compacting: bool,
     /// Host-tool calls waiting for `host-tool.respond`, by toolCallId.
     pub(crate) host_calls: HashMap<String, HostWaiter>,
+    /// The extra roots ([`roots`]; kept in `state.extensions` too, by
+    /// [`Data::set_roots`]).
+    pub(crate) roots: keel_tools::jail::Roots,
 }
 
 /// One session.
@@ -119,6 +124,7 @@ impl Session {
         .with_lease(lease.clone());
         let mut ext = ExtState::load(&state.extensions, services.now());
         let orphaned = std::mem::take(&mut ext.orphaned_trees);
+        let extra = roots::of_state(&state);
         let session = Arc::new(Self {
             id: state.session_id.clone(),
             workspace: PathBuf::from(&state.workspace),
@@ -150,6 +156,7 @@ impl Session {
                 ext,
                 compacting: false,
                 host_calls: HashMap::new(),
+                roots: extra,
             }),
         });
         worktree::remove_orphans(&session, orphaned);
@@ -248,6 +255,7 @@ impl Session {
             model: d.state.model.clone(),
             request_count: crate::base::summary::request_count(&d.state),
             last_message: crate::base::summary::last_message(&d.state.history),
+            additional_roots: roots::wire(&d.roots),
         }
     }
 
@@ -317,6 +325,12 @@ impl Session {
 }
 
 impl Data {
+    /// Sets the extra roots, in the state that is saved too.
+    pub(crate) fn set_roots(&mut self, extra: keel_tools::jail::Roots) {
+        roots::keep_in(&mut self.state, &extra);
+        self.roots = extra;
+    }
+
     /// The session's state as hosts see it.
     pub(crate) fn session_state(&self) -> SessionState {
         if self.state.closed {

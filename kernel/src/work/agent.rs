@@ -183,6 +183,7 @@ pub(crate) async fn run(
                 session.services.config().system_prompt.as_deref(),
                 d.state.mode.clone(),
             );
+            system.push_str(&crate::session::roots::prompt_section(&d.roots));
             system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             if let Some(block) = session.skills.prompt_block() {
                 system.push('\n');

@@ -418,6 +418,7 @@ async fn run_child(
                 session.services.config().system_prompt.as_deref(),
                 d.state.mode.clone(),
             );
+            system.push_str(&crate::session::roots::prompt_section(&d.roots));
             system.push_str(
                 "\nYou are a sub-agent: another agent gave you the task below. Do it with the tools you have, \
 then answer with a short summary of what you found or did; only that summary reaches the other agent.\n",

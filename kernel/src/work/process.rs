@@ -94,6 +94,7 @@ fn start(
         .required(mode == PermissionMode::Auto);
     let shell = ShellCommand {
         workspace: jail::canonical_root(&session.workspace),
+        writable: session.data().roots.writable(),
         cwd,
         command: args.command.clone(),
         network: sandbox.network || elevated,

@@ -219,6 +219,7 @@ async fn unloaded_sessions_count_against_the_limit_and_host_tools_keep_a_session
         at_request_id: None,
         files: None,
         isolation: None,
+        additional_roots: None,
     });
     let err = b.command(fork.clone()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::SessionLimitReached);

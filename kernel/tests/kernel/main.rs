@@ -388,6 +388,7 @@ mod plans;
 mod registry;
 mod requests;
 mod rewind;
+mod roots;
 mod sessions;
 mod skills;
 mod stop;

@@ -325,6 +325,7 @@ async fn a_fork_copies_the_history_up_to_a_request_and_leaves_the_parent_alone()
         at_request_id: Some(r2.clone()),
         files: Some(true),
         isolation: None,
+        additional_roots: None,
     }))
     .await
     .unwrap();
@@ -355,6 +356,7 @@ async fn a_fork_copies_the_history_up_to_a_request_and_leaves_the_parent_alone()
             at_request_id: at.map(str::to_owned),
             files: Some(files),
             isolation: None,
+            additional_roots: None,
         })
     };
     assert_eq!(
@@ -493,6 +495,7 @@ async fn the_plan_survives_compaction_and_forks() {
         at_request_id: None,
         files: None,
         isolation: None,
+        additional_roots: None,
     }))
     .await
     .unwrap();

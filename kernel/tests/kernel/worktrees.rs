@@ -280,6 +280,7 @@ async fn a_fork_in_its_own_worktree_never_touches_its_parents_files() {
             at_request_id: None,
             files: None,
             isolation: Some(Isolation::Worktree),
+            additional_roots: None,
         }))
         .await
         .unwrap();
@@ -349,6 +350,7 @@ async fn a_fork_in_its_own_worktree_never_touches_its_parents_files() {
             at_request_id: Some("req_x".into()),
             files: Some(true),
             isolation: Some(Isolation::Worktree),
+            additional_roots: None,
         }))
         .await
         .unwrap_err();
@@ -416,14 +418,15 @@ async fn bad_input_is_refused_with_a_structured_error() {
         code_field(e),
         (ErrorCode::RequestInvalid, "payload.baseRef".into())
     );
-    let roots = vec![AdditionalRoot::new(
-        plain.path().display().to_string(),
-        RootAccess::Read,
-    )];
-    let e = start(SessionStart::new().additional_roots(Some(roots))).await;
+    // Bad extra roots refuse an isolated start before its worktree is made.
+    let roots = vec![AdditionalRoot::new("relative/dir", RootAccess::Read)];
+    let e = start(isolated().additional_roots(Some(roots))).await;
     assert_eq!(
         code_field(e),
-        (ErrorCode::RequestInvalid, "payload.additionalRoots".into())
+        (
+            ErrorCode::RequestInvalid,
+            "payload.additionalRoots[0].path".into()
+        )
     );
     assert!(listed(&w).await.is_empty(), "no refusal left a worktree");
     let remove = |path: Option<&str>, session: Option<&str>| {

@@ -62,7 +62,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             host_tools: Some(vec![host_samples::open_ticket()]),
             isolation: Some(keel_envelope::worktree::Isolation::Worktree),
             base_ref: Some(s("main")),
-            additional_roots: None,
+            additional_roots: Some(super::extra_roots()),
         }),
         CommandType::SessionResume => CommandPayload::SessionResume(c::SessionResume {
             session_id: s(SESSION),
@@ -71,6 +71,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 sequence: 12,
             }),
             mcp_servers: None,
+            additional_roots: None,
         }),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
@@ -86,6 +87,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             at_request_id: Some(s("req_0002")),
             files: Some(false),
             isolation: None,
+            additional_roots: None,
         }),
         CommandType::RequestSide => CommandPayload::RequestSide(c::RequestSide {
             message: s("Which file holds the parser?"),

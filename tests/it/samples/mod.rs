@@ -51,7 +51,17 @@ pub fn session_info() -> SessionInfo {
         model: s("scripted:demo"),
         request_count: 2,
         last_message: Some(s("The test passes now: the parser kept a stale index.")),
+        additional_roots: Some(extra_roots()),
     }
+}
+
+/// A session's extra roots: a library it may change, documentation it only reads.
+pub fn extra_roots() -> Vec<keel_envelope::worktree::AdditionalRoot> {
+    use keel_envelope::worktree::{AdditionalRoot, RootAccess};
+    vec![
+        AdditionalRoot::new("/home/dev/shared-lib", RootAccess::Write),
+        AdditionalRoot::new("/home/dev/docs", RootAccess::Read),
+    ]
 }
 
 fn steps() -> Vec<PlanStep> {
@@ -294,7 +304,7 @@ pub fn sample_event(t: EventType) -> Event {
             title: None,
             created_at: T0,
             worktree: Some(rewind_samples::worktree()),
-            additional_roots: None,
+            additional_roots: Some(extra_roots()),
         }),
         EventType::SessionResumed => Event::SessionResumed(ev::SessionResumed {
             session: session_info(),

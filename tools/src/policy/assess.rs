@@ -28,8 +28,14 @@ pub(super) fn path_key(tool: &str, r: &ResolvedPath) -> String {
     format!("{tool}:{}", r.display)
 }
 
-pub(super) fn assess_read(tool: &str, action: &str, raw: &str, ws: &Path) -> Assessment {
-    match jail::resolve(ws, raw) {
+pub(super) fn assess_read(
+    tool: &str,
+    action: &str,
+    raw: &str,
+    ws: &Path,
+    roots: &Roots,
+) -> Assessment {
+    match jail::resolve_in(ws, roots, raw) {
         Err(e) => Assessment::denied(
             e.code,
             PermissionLevel::Read,
@@ -38,12 +44,22 @@ pub(super) fn assess_read(tool: &str, action: &str, raw: &str, ws: &Path) -> Ass
             format!("{tool}:{raw}"),
         ),
         Ok(r) if r.inside => {
+            let (where_, scope) = match &r.extra {
+                None => (
+                    "inside the workspace".to_owned(),
+                    "filesystem:workspace:read",
+                ),
+                Some(root) => (
+                    format!("in the extra root `{}`", root.path.display()),
+                    "filesystem:root:read",
+                ),
+            };
             let mut a = Assessment::new(
                 PermissionLevel::Read,
                 RiskLevel::Low,
-                format!("reads `{}` inside the workspace", r.display),
+                format!("reads `{}` {where_}", r.display),
                 action,
-                &["filesystem:workspace:read"],
+                &[scope],
                 path_key(tool, &r),
             );
             a.safe = true;
@@ -56,8 +72,13 @@ pub(super) fn assess_read(tool: &str, action: &str, raw: &str, ws: &Path) -> Ass
                 PermissionLevel::Elevated,
                 RiskLevel::High,
                 format!(
-                    "reads `{}`, outside the workspace; this needs an elevated approval",
-                    r.display
+                    "reads `{}`, outside the workspace{}; this needs an elevated approval",
+                    r.display,
+                    if roots.is_empty() {
+                        ""
+                    } else {
+                        " and its extra roots"
+                    }
                 ),
                 action,
                 &["filesystem:outside:read"],
@@ -76,13 +97,28 @@ pub(super) fn write_target(
     tool: &str,
     raw: &str,
     ws: &Path,
+    roots: &Roots,
 ) -> Result<ResolvedPath, Box<Assessment>> {
-    match jail::resolve(ws, raw) {
+    match jail::resolve_in(ws, roots, raw) {
         Err(e) => Err(Box::new(Assessment::denied(e.code, PermissionLevel::Write, e.message, "file.write", format!("{tool}:{raw}")))),
         Ok(r) if !r.inside => Err(Box::new(Assessment::denied(
             ErrorCode::PathOutsideWorkspace,
             PermissionLevel::Write,
-            format!("`{raw}` resolves to `{}`, outside the workspace; writes outside the workspace are denied", r.display),
+            format!(
+                "`{raw}` resolves to `{}`, outside the workspace{}; writes outside the workspace are denied",
+                r.display,
+                if roots.is_empty() { "" } else { " and its extra roots" }
+            ),
+            "file.write",
+            path_key(tool, &r),
+        ))),
+        Ok(r) if !r.writable() => Err(Box::new(Assessment::denied(
+            ErrorCode::PathOutsideWorkspace,
+            PermissionLevel::Write,
+            format!(
+                "`{raw}` is in the extra root `{}`, which the session may only read; writes there are denied",
+                r.extra.as_ref().map(|x| x.path.display().to_string()).unwrap_or_default()
+            ),
             "file.write",
             path_key(tool, &r),
         ))),
@@ -91,34 +127,52 @@ pub(super) fn write_target(
     }
 }
 
+/// Where a write lands, for the reason: the workspace or the extra root.
+fn write_place(r: &ResolvedPath) -> String {
+    match &r.extra {
+        None => "inside the workspace".to_owned(),
+        Some(root) => format!("in the extra root `{}`", root.path.display()),
+    }
+}
+
+/// The scope of a write.
+fn write_scope(r: &ResolvedPath) -> &'static str {
+    if r.extra.is_some() {
+        "filesystem:root:write"
+    } else {
+        "filesystem:workspace:write"
+    }
+}
+
 pub(super) fn in_git_dir(rel: &str) -> bool {
     rel == ".git" || rel.starts_with(".git/") || rel.contains("/.git/")
 }
 
-pub(super) fn ctx_for(ws: &Path) -> crate::ToolContext {
+pub(super) fn ctx_for(ws: &Path, roots: &Roots) -> crate::ToolContext {
     crate::ToolContext {
         workspace: ws.to_path_buf(),
         cancel: tokio_util::sync::CancellationToken::new(),
         progress: std::sync::Arc::new(|_, _| {}),
         elevated: false,
         sandbox: crate::SandboxConfig::default(),
+        roots: roots.clone(),
     }
 }
 
-pub(super) fn assess_edit(args: &EditFileArgs, ws: &Path) -> Assessment {
-    let r = match write_target("edit_file", &args.path, ws) {
+pub(super) fn assess_edit(args: &EditFileArgs, ws: &Path, roots: &Roots) -> Assessment {
+    let r = match write_target("edit_file", &args.path, ws, roots) {
         Ok(r) => r,
         Err(a) => return *a,
     };
     let mut a = Assessment::new(
         PermissionLevel::Write,
         RiskLevel::Medium,
-        format!("edits `{}` inside the workspace", r.display),
+        format!("edits `{}` {}", r.display, write_place(&r)),
         "file.edit",
-        &["filesystem:workspace:write"],
+        &[write_scope(&r)],
         path_key("edit_file", &r),
     );
-    a.preview = match crate::fs::plan_edit(args, &ctx_for(ws)) {
+    a.preview = match crate::fs::plan_edit(args, &ctx_for(ws, roots)) {
         Ok((_, old, new, _)) => crate::edit::unified_diff(&r.display, &old, &new).0,
         Err(e) => format!("(the edit cannot be applied: {})", e.message),
     };
@@ -131,8 +185,8 @@ pub(super) fn assess_edit(args: &EditFileArgs, ws: &Path) -> Assessment {
     a
 }
 
-pub(super) fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
-    let r = match write_target("write_file", &args.path, ws) {
+pub(super) fn assess_write(args: &WriteFileArgs, ws: &Path, roots: &Roots) -> Assessment {
+    let r = match write_target("write_file", &args.path, ws, roots) {
         Ok(r) => r,
         Err(a) => return *a,
     };
@@ -142,7 +196,7 @@ pub(super) fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
             RiskLevel::High,
             format!("overwrites the existing file `{}`", r.display),
             "file.overwrite",
-            &["filesystem:workspace:write"],
+            &[write_scope(&r)],
             path_key("write_file", &r),
         );
         // The diff of what it replaces; a file too large (or unreadable) for one is
@@ -162,9 +216,9 @@ pub(super) fn assess_write(args: &WriteFileArgs, ws: &Path) -> Assessment {
         let mut a = Assessment::new(
             PermissionLevel::Write,
             RiskLevel::Medium,
-            format!("creates `{}` inside the workspace", r.display),
+            format!("creates `{}` {}", r.display, write_place(&r)),
             "file.write",
-            &["filesystem:workspace:write"],
+            &[write_scope(&r)],
             path_key("write_file", &r),
         );
         a.preview = crate::edit::unified_diff(&r.display, "", &args.content).0;
@@ -502,15 +556,18 @@ pub(super) fn analyse(input: &DecisionInput<'_>, row: &ToolSpec) -> Assessment {
 /// What the decoded arguments of a call touch, by the row's analysis.
 fn analyse_decoded(input: &DecisionInput<'_>, row: &ToolSpec, args: &ToolArgs) -> Assessment {
     let ws = input.workspace.as_path();
+    let roots = &input.roots;
     let tool = row.name.as_str();
     let action = row.action_type.as_str();
     match args {
         ToolArgs::Untyped => assess_custom(row, input.args),
-        ToolArgs::ReadFile(a) => assess_read(tool, action, &a.path, ws),
-        ToolArgs::ListDir(a) => assess_read(tool, action, &a.path, ws),
-        ToolArgs::SearchFiles(a) => assess_read(tool, action, a.path.as_deref().unwrap_or("."), ws),
-        ToolArgs::EditFile(a) => assess_edit(a, ws),
-        ToolArgs::WriteFile(a) => assess_write(a, ws),
+        ToolArgs::ReadFile(a) => assess_read(tool, action, &a.path, ws, roots),
+        ToolArgs::ListDir(a) => assess_read(tool, action, &a.path, ws, roots),
+        ToolArgs::SearchFiles(a) => {
+            assess_read(tool, action, a.path.as_deref().unwrap_or("."), ws, roots)
+        }
+        ToolArgs::EditFile(a) => assess_edit(a, ws, roots),
+        ToolArgs::WriteFile(a) => assess_write(a, ws, roots),
         ToolArgs::RunShell(a) => assess_shell(a, ws, input.shell),
         ToolArgs::Git(a) => assess_git(a),
     }

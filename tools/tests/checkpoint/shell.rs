@@ -174,6 +174,7 @@ fn a_sandboxed_shell_command_is_seen_by_the_watcher() {
         progress: Arc::new(|_, _| {}),
         elevated: false,
         sandbox: config,
+        roots: keel_tools::jail::Roots::none(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

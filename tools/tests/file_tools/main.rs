@@ -46,6 +46,7 @@ fn ctx(root: &Path, elevated: bool) -> ToolContext {
         progress: Arc::new(|_, _| {}),
         elevated,
         sandbox: SandboxConfig::default(),
+        roots: keel_tools::jail::Roots::none(),
     }
 }
 
@@ -74,4 +75,5 @@ fn code(r: Result<Value, ErrorPayload>) -> ErrorCode {
 
 mod edit;
 mod read;
+mod roots;
 mod search;

@@ -257,3 +257,70 @@ async fn progress_keeps_characters_split_between_reads() {
     assert!(!streamed.contains('\u{fffd}'), "a character was split");
     assert_eq!(streamed, text);
 }
+
+/// Under each sandbox, a session's `write` extra root is writable, its `read` root is
+/// readable but not writable, and the command still runs in the workspace.
+#[tokio::test]
+async fn extra_roots_in_the_sandbox() {
+    let w = ws_outside_tmp();
+    let base = w.root.parent().expect("base").to_path_buf();
+    let (wr, rd) = (base.join("write-root"), base.join("read-root"));
+    for d in [&wr, &rd] {
+        std::fs::create_dir_all(d.join(".git")).expect("mkdir");
+    }
+    std::fs::write(rd.join("data.txt"), "readable\n").expect("write");
+    let roots = keel_tools::jail::extra_roots(
+        &w.root,
+        &[
+            (wr.to_str().expect("utf-8"), true),
+            (rd.to_str().expect("utf-8"), false),
+        ],
+    )
+    .expect("roots");
+    let cmd = format!(
+        "pwd; cat {rd}/data.txt; echo w > {wr}/made.txt && echo wrote; echo r > {rd}/made.txt || echo refused; echo g > {wr}/.git/x || echo git-refused",
+        rd = rd.display(),
+        wr = wr.display()
+    );
+    let mut modes = vec![SandboxMode::Bubblewrap];
+    match landlock_missing() {
+        None => modes.push(SandboxMode::Landlock),
+        Some(why) => println!("Landlock part skipped: {why}"),
+    }
+    for mode in modes {
+        let _ = std::fs::remove_file(wr.join("made.txt"));
+        let (mut ctx, _) = ctx_config(&w.root, SandboxConfig::new(mode), false);
+        ctx.roots = roots.clone();
+        let r: RunShellResult = serde_json::from_value(
+            tool("run_shell")
+                .run(json!({"command": cmd}), ctx)
+                .await
+                .expect("ran"),
+        )
+        .expect("shape");
+        assert!(r.sandboxed, "{mode:?}: {r:?}");
+        let mut lines = r.stdout.lines();
+        assert_eq!(
+            lines.next(),
+            Some(&*w.root.to_string_lossy()),
+            "{mode:?}: cwd"
+        );
+        assert_eq!(lines.next(), Some("readable"), "{mode:?}: {}", r.stdout);
+        assert_eq!(lines.next(), Some("wrote"), "{mode:?}: {}", r.stderr);
+        assert_eq!(lines.next(), Some("refused"), "{mode:?}: {}", r.stdout);
+        assert_eq!(
+            std::fs::read_to_string(wr.join("made.txt")).expect("written"),
+            "w\n",
+            "{mode:?}"
+        );
+        assert!(
+            !rd.join("made.txt").exists(),
+            "{mode:?}: a read root was written"
+        );
+        if mode == SandboxMode::Bubblewrap {
+            // bubblewrap keeps a write root's `.git` read-only, like the workspace's.
+            assert_eq!(lines.next(), Some("git-refused"), "{mode:?}: {}", r.stdout);
+            assert!(!wr.join(".git/x").exists());
+        }
+    }
+}

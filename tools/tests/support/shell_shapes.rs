@@ -283,6 +283,7 @@ pub fn verdict(ws: &Path, command: &str, mode: PermissionMode) -> Verdict {
         mode,
         rules: &rules,
         workspace: &ws,
+        roots: keel_tools::jail::Roots::none(),
         shell: &shell,
     })
 }

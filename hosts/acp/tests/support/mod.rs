@@ -82,7 +82,12 @@ pub fn start_with(
     std::fs::write(ws.join("README.md"), "hello\n").expect("write");
     let options = prepare(dir.path(), &ws);
     let path = dir.path().join("script.json");
-    std::fs::write(&path, script.to_string()).expect("write");
+    // `{dir}` in the script stands for the test's folder (its real path).
+    let real = std::fs::canonicalize(dir.path()).expect("canonical");
+    let text = script
+        .to_string()
+        .replace("{dir}", &real.display().to_string());
+    std::fs::write(&path, text).expect("write");
     let model =
         build_model(&format!("scripted:{}", path.display()), &Config::default()).expect("model");
     let kernel = Kernel::builder()

@@ -179,6 +179,7 @@ impl Backend {
                             session_id: id.to_owned(),
                             after_sequence: None,
                             mcp_servers: None,
+                            additional_roots: None,
                         });
                         let env = r.client.request(None, resume).await?;
                         let Event::SessionResumed(p) = env.event else {
@@ -461,6 +462,7 @@ fn placeholder(id: &str) -> SessionStateSnapshot {
             model: String::new(),
             request_count: 0,
             last_message: None,
+            additional_roots: None,
         },
         active_request_id: None,
         queued_request_ids: Vec::new(),

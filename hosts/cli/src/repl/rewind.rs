@@ -231,6 +231,7 @@ impl Repl {
             at_request_id,
             files: Some(false),
             isolation: None,
+            additional_roots: None,
         });
         let super::link::Backend::Local(kernel) = &self.kernel else {
             self.fork_remote(payload);

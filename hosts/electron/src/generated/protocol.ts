@@ -738,7 +738,7 @@ removed: number, };
  */
 export type DirEntry = { 
 /**
- * Path relative to the workspace root, `/`-separated.
+ * Path relative to the workspace root, `/`-separated (absolute in an extra root).
  */
 path: string, 
 /**
@@ -776,7 +776,8 @@ replaceAll?: boolean | null, };
  */
 export type EditFileArgs = { 
 /**
- * The file to edit.
+ * The file to edit: relative to the workspace root, or absolute (also in one of the
+ * session's `write` extra roots).
  */
 path: string, 
 /**
@@ -1129,7 +1130,8 @@ export type KnownIsolation = "none" | "worktree";
  */
 export type ListDirArgs = { 
 /**
- * Directory relative to the workspace root; `.` for the root.
+ * Directory relative to the workspace root (`.` for the root), or absolute (also
+ * in one of the session's extra roots).
  */
 path: string, 
 /**
@@ -1843,7 +1845,8 @@ content?: string | null, };
  */
 export type ReadFileArgs = { 
 /**
- * Path relative to the workspace root (or absolute inside it).
+ * Path relative to the workspace root, or absolute (inside the workspace or one of
+ * the session's extra roots, which are named by absolute path).
  */
 path: string, 
 /**
@@ -1860,7 +1863,8 @@ limit?: number | null, };
  */
 export type ReadFileResult = { 
 /**
- * The path as given, normalised relative to the workspace.
+ * The path as given, normalised relative to the workspace (absolute in an extra
+ * root).
  */
 path: string, 
 /**
@@ -2316,7 +2320,7 @@ export type SearchFilesArgs = {
  */
 query: string, 
 /**
- * Where to look (default: the workspace root).
+ * Where to look (default: the workspace root; an extra root by its absolute path).
  */
 path?: string | null, 
 /**
@@ -2366,7 +2370,7 @@ filesSearched: number, };
  */
 export type SearchMatch = { 
 /**
- * Path relative to the workspace root.
+ * Path relative to the workspace root (absolute in an extra root).
  */
 path: string, 
 /**
@@ -2482,7 +2486,12 @@ files?: boolean | null,
 /**
  * `worktree`: the fork works in a worktree of its own (default: the parent's tree).
  */
-isolation?: Isolation | null, };
+isolation?: Isolation | null, 
+/**
+ * The fork's extra roots (checked as `session.start`'s; `[]`: none). Left
+ * out: the parent's (shared with it, also in a worktree of its own).
+ */
+additionalRoots?: Array<AdditionalRoot> | null, };
 
 /**
  * `session.forked`: the answer to `session.fork`, first event of the new session's
@@ -2574,7 +2583,12 @@ requestCount: number,
  * The first line of the conversation's last message (user or assistant text), cut
  * at 120 characters; `None` while the conversation is empty.
  */
-lastMessage?: string | null, };
+lastMessage?: string | null, 
+/**
+ * The extra roots the session may reach (canonical paths, with their access);
+ * absent when it has none.
+ */
+additionalRoots?: Array<AdditionalRoot> | null, };
 
 /**
  * `session.interrupted`: the request was cancelled, or the interrupt found nothing to do.
@@ -2668,7 +2682,13 @@ afterSequence?: Cursor | null,
  * MCP servers of the session, on top of the configured ones (started when
  * the session is opened from the store; an open session keeps its servers).
  */
-mcpServers?: Array<McpServerSpec> | null, };
+mcpServers?: Array<McpServerSpec> | null, 
+/**
+ * The session's extra roots from now on, replacing those it kept (checked as
+ * `session.start`'s; `[]`: none). Left out: it keeps its own. An open
+ * session's roots change only while it is idle.
+ */
+additionalRoots?: Array<AdditionalRoot> | null, };
 
 /**
  * `session.resumed`.
@@ -2826,7 +2846,10 @@ isolation?: Isolation | null,
  */
 baseRef?: string | null, 
 /**
- * Folders the session may reach beside its workspace, jailed like it.
+ * Folders the session may reach beside its workspace, jailed like it: each an
+ * existing directory given by absolute path, none inside another or inside
+ * the workspace, none holding the workspace. The file tools name paths there
+ * by absolute path; writes only in `write` roots.
  */
 additionalRoots?: Array<AdditionalRoot> | null, };
 
@@ -3870,7 +3893,8 @@ export type KnownWorktreeState = "ready" | "creating" | "missing";
  */
 export type WriteFileArgs = { 
 /**
- * The file to create or overwrite.
+ * The file to create or overwrite: relative to the workspace root, or absolute
+ * (also in one of the session's `write` extra roots).
  */
 path: string, 
 /**

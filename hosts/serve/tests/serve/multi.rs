@@ -384,6 +384,7 @@ async fn the_connection_that_forks_a_session_watches_the_fork_and_the_others_do_
                 at_request_id: None,
                 files: None,
                 isolation: None,
+                additional_roots: None,
             }),
         )
         .await

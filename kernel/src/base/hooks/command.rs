@@ -129,6 +129,7 @@ impl CommandHook {
             progress: Arc::new(|_, _| {}),
             elevated: false,
             sandbox: keel_tools::SandboxConfig::default(),
+            roots: keel_tools::jail::Roots::none(),
         };
         let r = exec::run(spec, &ctx).await.map_err(|e| HookError {
             reason: if e.code == ErrorCode::Interrupted {

@@ -207,17 +207,30 @@ fn outside(raw: &str) -> ErrorPayload {
     .with_detail("path", raw)
 }
 
-/// Resolves `raw` inside the workspace: its display path, its real path, and its
-/// current text (`None` when it does not exist).
+/// Resolves `raw` inside the workspace or one of the `write` extra roots: its
+/// display path, its real path, and its current text (`None` when it does not exist).
 pub(crate) fn read_current(
     workspace: &Path,
+    roots: &jail::Roots,
     raw: &str,
 ) -> Result<(String, std::path::PathBuf, Option<String>), ErrorPayload> {
-    let r = jail::resolve(workspace, raw)?;
+    let r = jail::resolve_in(workspace, roots, raw)?;
     if !r.inside {
         return Err(outside(raw));
     }
-    if r.is_dir || r.display == "." {
+    if let Some(root) = r.extra.as_ref().filter(|x| !x.writable) {
+        return Err(ErrorPayload::new(
+            ErrorCode::PathOutsideWorkspace,
+            format!(
+                "`{raw}` is in the extra root `{}`, which the session may only read; patches cannot touch it",
+                root.path.display()
+            ),
+        )
+        .with_detail("path", raw)
+        .with_detail("root", root.path.display().to_string())
+        .with_detail("access", "read"));
+    }
+    if r.is_dir || r.display == "." || r.extra.as_ref().is_some_and(|x| x.path == r.abs) {
         return Err(ErrorPayload::new(
             ErrorCode::RequestInvalid,
             format!("`{raw}` is a directory"),
@@ -248,10 +261,14 @@ pub(crate) fn read_current(
 /// Writes a patch: every file is checked against its `before` first (a changed file
 /// refuses the whole patch with `PATCH_CONFLICT`), then each file is replaced
 /// atomically (temporary file + rename) or deleted.
-pub(crate) fn write_patch(workspace: &Path, patch: &Patch) -> Result<(), ErrorPayload> {
+pub(crate) fn write_patch(
+    workspace: &Path,
+    roots: &jail::Roots,
+    patch: &Patch,
+) -> Result<(), ErrorPayload> {
     let mut targets = Vec::with_capacity(patch.files.len());
     for f in &patch.files {
-        let (_, abs, now) = read_current(workspace, &f.path)?;
+        let (_, abs, now) = read_current(workspace, roots, &f.path)?;
         if now != f.before {
             return Err(ErrorPayload::new(
                 ErrorCode::PatchConflict,
@@ -282,7 +299,10 @@ pub(crate) fn write_patch(workspace: &Path, patch: &Patch) -> Result<(), ErrorPa
                     }
                     // The parent may have been swapped for a link since resolution.
                     let real = std::fs::canonicalize(parent).map_err(fail)?;
-                    if !real.starts_with(&root) {
+                    let in_root = roots
+                        .holding(&real)
+                        .is_some_and(|r| r.writable && abs.starts_with(&r.path));
+                    if !real.starts_with(&root) && !in_root {
                         return Err(outside(&f.path));
                     }
                 }
@@ -326,17 +346,21 @@ mod tests {
         let p = new_patch("patch_1".into(), "host", None, None, vec![f], 1);
         std::fs::write(dir.path().join("a.txt"), "changed\n").unwrap();
         assert_eq!(
-            write_patch(dir.path(), &p).unwrap_err().code,
+            write_patch(dir.path(), &jail::Roots::none(), &p)
+                .unwrap_err()
+                .code,
             ErrorCode::PatchConflict
         );
         std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
-        write_patch(dir.path(), &p).unwrap();
+        write_patch(dir.path(), &jail::Roots::none(), &p).unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.path().join("a.txt")).unwrap(),
             "two\n"
         );
         assert_eq!(
-            read_current(dir.path(), "../x").unwrap_err().code,
+            read_current(dir.path(), &jail::Roots::none(), "../x")
+                .unwrap_err()
+                .code,
             ErrorCode::PathOutsideWorkspace
         );
     }
