@@ -3,6 +3,8 @@
 //! already in the database when it arrives, the stream keeps its order and sequences,
 //! and the log holds exactly what was delivered.
 
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 use std::time::Duration;
 
