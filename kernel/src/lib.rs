@@ -35,7 +35,7 @@ pub mod mcp {
 pub use keel_telemetry as telemetry;
 
 pub use base::config::{KernelConfig, SkillsConfig};
-pub use base::emit::WatchEnd;
+pub use base::hub::WatchEnd;
 pub use base::options::SessionOptions;
 /// Agent Skills and custom commands (the `keel-skills` crate).
 pub use keel_skills as skills;

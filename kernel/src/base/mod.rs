@@ -7,6 +7,7 @@ pub(crate) mod emit;
 pub mod history;
 pub(crate) mod history_import;
 pub mod hooks;
+pub(crate) mod hub;
 pub(crate) mod limits;
 pub mod mcp_config;
 pub mod model;

@@ -8,7 +8,8 @@ use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_tools::Tool;
 
 use crate::base::config::KernelConfig;
-use crate::base::emit::{EmitCtx, Hub};
+use crate::base::emit::EmitCtx;
+use crate::base::hub::Hub;
 use crate::base::model::Model;
 use crate::base::probe::Probe;
 use crate::base::store::{FileStore, FileStoreOptions, MemoryStore, Store};

@@ -10,7 +10,7 @@ use keel_envelope::commands::{CommandPayload, RequestSend};
 use keel_envelope::{Command, Envelope, ErrorPayload};
 use tokio::sync::mpsc;
 
-use crate::base::emit::{WatchEnd, WatchItem, WatchShared};
+use crate::base::hub::{WatchEnd, WatchItem, WatchShared};
 use crate::kernel::Kernel;
 use crate::session::Session;
 

@@ -16,8 +16,9 @@ use keel_envelope::{ErrorCode, ErrorPayload};
 use tokio_util::sync::CancellationToken;
 
 use crate::base::config::KernelConfig;
-use crate::base::emit::{EmitCtx, Emitter, Hub};
+use crate::base::emit::{EmitCtx, Emitter};
 use crate::base::hooks::{Hooks, Starting};
+use crate::base::hub::Hub;
 use crate::base::model::Model;
 use crate::base::ownership::{owned_elsewhere, Claim, LeaseCell};
 use crate::base::probe::{Point, Probe};

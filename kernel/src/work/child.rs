@@ -302,7 +302,11 @@ impl KernelHandler for SpawnSubAgent {
             });
         agent.input_text(&task);
         let place = tree.as_ref().map(|t| t.workspace.as_path());
-        let work = run_child(session, rid, &id, &task, &tools, place, cx.cancel);
+        // On the heap: a sub-agent's calls run the whole pipeline again, inside the
+        // parent's call, and a debug build's futures are large.
+        let work = Box::pin(run_child(
+            session, rid, &id, &task, &tools, place, cx.cancel,
+        ));
         let end = tracing::Instrument::instrument(work, agent.span().clone()).await;
         let usage = session
             .data()
@@ -469,7 +473,7 @@ Your edits and commands stay there; when you finish, what you changed is handed 
         .await;
         for call in &out.calls {
             let (content, is_error) =
-                match pipeline::run_call(session, rid, call, cancel, scope).await {
+                match Box::pin(pipeline::run_call(session, rid, call, cancel, scope)).await {
                     Ok(r) => r,
                     Err(Interrupted) => return ChildEnd::Interrupted,
                 };
