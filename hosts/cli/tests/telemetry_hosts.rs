@@ -62,9 +62,7 @@ fn request_spans(receiver: &Receiver, session: Option<&str>) -> (ReceivedSpan, R
         s.name == "invoke_agent keel"
             && session.is_none_or(|id| s.str("gen_ai.conversation.id") == Some(id))
     };
-    let got = receiver.wait_until(Duration::from_secs(20), |r| {
-        r.spans().iter().any(|s| is_root(s))
-    });
+    let got = receiver.wait_until(Duration::from_secs(20), |r| r.spans().iter().any(is_root));
     assert!(got, "no request span: {:#?}", receiver.spans());
     let spans = receiver.spans();
     let root = spans.iter().find(|s| is_root(s)).unwrap().clone();
