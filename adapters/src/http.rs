@@ -40,12 +40,22 @@ impl HttpOptions {
     /// An HTTP client for `base_url`. System proxies (`HTTPS_PROXY`, …) are used,
     /// except for loopback addresses, which are always reached directly.
     pub(crate) fn client(&self, base_url: &str) -> Result<reqwest::Client, reqwest::Error> {
+        install_crypto_provider();
         let mut builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
         if is_loopback(base_url) {
             builder = builder.no_proxy();
         }
         builder.build()
     }
+}
+
+/// The HTTP client's TLS needs one process-wide crypto provider.
+fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Another part of the process may have installed one already: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 fn is_loopback(base_url: &str) -> bool {
