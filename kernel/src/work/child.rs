@@ -301,13 +301,32 @@ impl KernelHandler for SpawnSubAgent {
                 parent: keel_telemetry::Parent::Current,
             });
         agent.input_text(&task);
-        let place = tree.as_ref().map(|t| t.workspace.as_path());
-        // On the heap: a sub-agent's calls run the whole pipeline again, inside the
-        // parent's call, and a debug build's futures are large.
-        let work = Box::pin(run_child(
-            session, rid, &id, &task, &tools, place, cx.cancel,
-        ));
-        let end = tracing::Instrument::instrument(work, agent.span().clone()).await;
+        // A task of its own: a sub-agent's calls run the whole pipeline again, and
+        // polled inside the parent's call their frames would stack on the parent's
+        // (a debug build overflowed the stack). Aborted with the call if the call is
+        // dropped, as the child was when it ran inline.
+        let work = {
+            let (session, rid, id) = (session.clone(), rid.to_owned(), id.clone());
+            let (task, tools, cancel) = (task.clone(), tools.clone(), cx.cancel.clone());
+            let place = tree.as_ref().map(|t| t.workspace.clone());
+            let run = async move {
+                run_child(
+                    &session,
+                    &rid,
+                    &id,
+                    &task,
+                    &tools,
+                    place.as_deref(),
+                    &cancel,
+                )
+                .await
+            };
+            ChildTask(tokio::spawn(tracing::Instrument::instrument(
+                run,
+                agent.span().clone(),
+            )))
+        };
+        let end = work.end().await;
         let usage = session
             .data()
             .ext
@@ -386,6 +405,27 @@ impl KernelHandler for SpawnSubAgent {
         }
         result["message"] = serde_json::Value::String(message);
         Ok(result)
+    }
+}
+
+/// A sub-agent's run on a task of its own, aborted when dropped.
+struct ChildTask(tokio::task::JoinHandle<ChildEnd>);
+
+impl ChildTask {
+    async fn end(mut self) -> ChildEnd {
+        match (&mut self.0).await {
+            Ok(end) => end,
+            Err(e) => ChildEnd::Failed(ErrorPayload::new(
+                ErrorCode::RuntimeInternalError,
+                format!("the sub-agent's run failed: {e}"),
+            )),
+        }
+    }
+}
+
+impl Drop for ChildTask {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
