@@ -338,6 +338,7 @@ where
                 session_id: id.clone(),
                 after_sequence: None::<Cursor>,
                 mcp_servers: None,
+                materialize_to: None,
             }),
         );
         let _ = kernel.execute(cmd).await;

@@ -298,6 +298,7 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
             session_id: sid.clone(),
             after_sequence: Some(cursor),
             mcp_servers: None,
+            materialize_to: None,
         }),
     ))
     .await

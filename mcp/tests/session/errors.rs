@@ -177,6 +177,7 @@ async fn a_bad_resume_entry_is_refused_too() {
                 session_id: id,
                 after_sequence: None,
                 mcp_servers: Some(vec![spec("nothing")]),
+                materialize_to: None,
             }),
         ))
         .await
@@ -206,6 +207,7 @@ async fn a_resumed_session_starts_its_servers_again() {
                 session_id: id.clone(),
                 after_sequence: None,
                 mcp_servers: Some(vec![stdio_spec("again", &journal, None)]),
+                materialize_to: None,
             }),
         ))
         .await

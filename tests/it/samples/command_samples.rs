@@ -71,6 +71,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 sequence: 12,
             }),
             mcp_servers: None,
+            materialize_to: None,
         }),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),
