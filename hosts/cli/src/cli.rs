@@ -277,6 +277,35 @@ pub enum SessionsCommand {
         #[command(flatten)]
         socket: SocketArg,
     },
+    /// Export a session to one file: its state, conversation, event log and checkpoints (a gzip-compressed tar, read from the configured store).
+    Export {
+        /// The session's id (as `keel sessions list` shows it).
+        #[arg(value_name = "ID")]
+        session_id: String,
+        /// The file to write (replaced whole).
+        #[arg(value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+        file: PathBuf,
+        #[command(flatten)]
+        json: JsonArg,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Import a session exported by `keel sessions export` into the configured store, its checkpoints into the checkpoint store of its workspace here.
+    Import {
+        /// The export file.
+        #[arg(value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+        file: PathBuf,
+        /// The session's workspace on this machine (default: the path it had); a folder that does not exist or is empty is made from the newest checkpoint, one with files is used as it is.
+        #[arg(short = 'w', long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+        workspace: Option<PathBuf>,
+        /// Give the session a new id (without it, an id the store has already is refused).
+        #[arg(long)]
+        as_new: bool,
+        #[command(flatten)]
+        json: JsonArg,
+        #[command(flatten)]
+        store: StoreArg,
+    },
     /// Prune checkpoints: those older than the age limit go, then the oldest beyond checkpoints.maxBytes (closed sessions' first), and what only they used is freed. Sessions some process holds open keep theirs; sessions' logs stay.
     Prune {
         /// Drop the checkpoints older than D: a number with `d` (days), `h` or `m`, or a plain number of days (default: checkpoints.maxAgeDays).

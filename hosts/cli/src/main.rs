@@ -17,6 +17,7 @@ mod interrupt;
 mod logging;
 mod markdown;
 mod policy_cmd;
+mod portable_cmd;
 mod render;
 mod repl;
 mod serve_cmd;

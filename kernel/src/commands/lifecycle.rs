@@ -5,15 +5,15 @@
 //! `session.watch` and `session.resume` read the session's log with its emitter held:
 //! no event slips between the log that was read and the live stream that follows.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_envelope::commands::{
     SessionClose, SessionResume, SessionStart, SessionUnwatch, SessionWatch,
 };
 use keel_envelope::events::{
-    RequestCancelled, SessionClosed, SessionInterrupted, SessionOwnerChanged, SessionResumed,
-    SessionStarted, SessionUnwatched, SessionWatched,
+    MaterializedWorkspace, RequestCancelled, SessionClosed, SessionInterrupted,
+    SessionOwnerChanged, SessionResumed, SessionStarted, SessionUnwatched, SessionWatched,
 };
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
@@ -29,6 +29,7 @@ use crate::base::model::Message;
 use crate::base::replay::{after_cursor, last_cursor, pending_prompts, unfinished_requests};
 use crate::base::store::PersistedSession;
 use crate::pipeline::hooks::spawn_session_start;
+use crate::session::materialize;
 use crate::session::mcp::{McpServers, ServerOrigin};
 use crate::session::open::Sessions;
 use crate::session::overlay::Overlay;
@@ -210,18 +211,22 @@ pub(crate) fn start_mcp(cx: &Cx<'_>, session: &Arc<Session>, given: Vec<McpServe
 /// `session.resume`.
 pub(crate) async fn resume(cx: &Cx<'_>, p: &SessionResume) -> Result<(), ErrorPayload> {
     let mcp = p.mcp_servers.as_deref().unwrap_or_default();
-    reopen(cx, &p.session_id, p.after_sequence.as_ref(), mcp)
+    let to = p.materialize_to.as_deref();
+    reopen(cx, &p.session_id, p.after_sequence.as_ref(), mcp, to)
         .await
         .map(|_| ())
 }
 
 /// Opens stored session `id` (or answers from it when it is open already) and
-/// replays the events after `after`.
+/// replays the events after `after`. A workspace that does not exist on this node is
+/// made in `materialize_to` from the session's newest checkpoint, else refused with
+/// `WORKSPACE_MISSING`.
 pub(crate) async fn reopen(
     cx: &Cx<'_>,
     id: &str,
     after: Option<&Cursor>,
     mcp_servers: &[McpServerSpec],
+    materialize_to: Option<&str>,
 ) -> Result<Arc<Session>, ErrorPayload> {
     let (services, rid) = (cx.services, cx.rid);
     if let Some(live) = cx.open.get(id) {
@@ -254,6 +259,30 @@ pub(crate) async fn reopen(
         Err(e) => {
             let _ = services.store().unclaim(id);
             return Err(e);
+        }
+    };
+    let materialized = if Path::new(&state.workspace).is_dir() {
+        None
+    } else {
+        let made = match materialize_to {
+            None => Err(materialize::missing(services, id, &state.workspace)),
+            Some(raw) => match materialize::prepare(raw, "payload.materializeTo") {
+                Ok((to, created)) => {
+                    materialize::materialize(services, id, &state.workspace, to, created).await
+                }
+                Err(e) => Err(e),
+            },
+        };
+        let saved = made.and_then(|m| {
+            materialize::moved(&mut state, &m.workspace);
+            services.store().save_state(&state).map(|()| m)
+        });
+        match saved {
+            Ok(m) => Some(m),
+            Err(e) => {
+                let _ = services.store().unclaim(id);
+                return Err(e);
+            }
         }
     };
     let mut seq = Sequencer::new();
@@ -298,7 +327,7 @@ pub(crate) async fn reopen(
         )
         .await;
     }
-    emit_resumed(&session, &mut g, rid, &log.events, after).await?;
+    emit_resumed(&session, &mut g, rid, &log.events, after, materialized).await?;
     // A request the previous process never finished (it died or was killed) gets
     // its terminal event now, so a host following that stream sees it end.
     for unfinished in unfinished_requests(&log.events) {
@@ -333,7 +362,7 @@ async fn answer_resumed(
 ) -> Result<(), ErrorPayload> {
     let mut g = session.emitter.lock().await;
     let log = cx.services.store().load_events(&session.id)?;
-    emit_resumed(session, &mut g, cx.rid, &log.events, after).await
+    emit_resumed(session, &mut g, cx.rid, &log.events, after, None).await
 }
 
 /// Emits `session.resumed` and the replay under `g`, the session's emitter held,
@@ -344,6 +373,7 @@ async fn emit_resumed(
     request_id: &str,
     log: &[Envelope],
     after: Option<&Cursor>,
+    materialized: Option<MaterializedWorkspace>,
 ) -> Result<(), ErrorPayload> {
     let replay = after_cursor(log, after)?;
     let payload = {
@@ -367,6 +397,7 @@ async fn emit_resumed(
             rules: d.state.rules.clone(),
             last_cursor: last_cursor(log),
             replayed: replay.len() as u32,
+            materialized,
         }
     };
     g.emit(request_id, Event::SessionResumed(payload)).await;

@@ -7,6 +7,7 @@ pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
 pub(crate) mod leases;
+pub(crate) mod portable;
 pub(crate) mod prune;
 
 use std::path::PathBuf;
@@ -166,6 +167,29 @@ impl Kernel {
         prune::run_now(&self.inner, older_than, dry_run).await
     }
 
+    /// Writes session `id` as the kernel's store holds it (state, conversation, event
+    /// log) with its checkpoints to `file`, one gzip-compressed tar (docs/cli.md,
+    /// `keel sessions export`); `file` is replaced whole or left as it was.
+    pub async fn export_session(
+        &self,
+        id: &str,
+        file: &std::path::Path,
+    ) -> Result<portable::ExportReport, ErrorPayload> {
+        portable::export(&self.inner, id, file).await
+    }
+
+    /// Takes a session exported by [`Kernel::export_session`] into the kernel's store,
+    /// and its checkpoints into the checkpoint store of its workspace on this machine
+    /// (see [`portable::ImportOptions`]). A file that is not a whole export of a
+    /// version this kernel reads is `REQUEST_INVALID` with `details.reason`.
+    pub async fn import_session(
+        &self,
+        file: &std::path::Path,
+        options: portable::ImportOptions,
+    ) -> Result<portable::ImportReport, ErrorPayload> {
+        portable::import(&self.inner, file, options).await
+    }
+
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
     pub async fn execute(&self, mut cmd: Command) -> Result<(), ErrorPayload> {
@@ -263,7 +287,7 @@ impl Kernel {
         let request_id = self.new_request_id();
         let stream = self.stream(Some(id));
         let cx = self.cx(&request_id);
-        let session = lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers).await?;
+        let session = lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers, None).await?;
         Ok((self.handle(session), stream))
     }
 
