@@ -7,12 +7,11 @@ use keel_tools::checkpoint::{BundleError, BundleItem, CheckpointHome};
 use super::safety::git;
 use super::*;
 
+/// Objects (hash → bytes) and records (number, body) of an export.
+type Exported = (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>);
+
 /// Every item a session's export hands out: objects (hash → bytes) and records.
-fn export(
-    home: &CheckpointHome,
-    ws: &Path,
-    id: &str,
-) -> (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>) {
+fn export(home: &CheckpointHome, ws: &Path, id: &str) -> Exported {
     let mut objects = BTreeMap::new();
     let mut records = Vec::new();
     let summary = home
