@@ -301,6 +301,9 @@ pub enum SessionsCommand {
         /// Give the session a new id (without it, an id the store has already is refused).
         #[arg(long)]
         as_new: bool,
+        /// Take in only the checkpoints, for a session the store has already (a node of a shared database that lacks them), into the checkpoint store of the workspace the store names.
+        #[arg(long, conflicts_with_all = ["as_new", "workspace"])]
+        checkpoints_only: bool,
         #[command(flatten)]
         json: JsonArg,
         #[command(flatten)]

@@ -84,6 +84,7 @@ pub async fn import(file: &Path, options: ImportOptions, json: bool, store: Stor
         Ok(r) => r,
         Err(e) => return fail("import", &e, json),
     };
+    let checkpoints_only = options.checkpoints_only;
     let result = runtime.kernel.import_session(file, options).await;
     runtime.kernel.shutdown("exit").await;
     let r = match result {
@@ -94,6 +95,13 @@ pub async fn import(file: &Path, options: ImportOptions, json: bool, store: Stor
         let mut v = serde_json::to_value(&r).unwrap_or_default();
         v["ok"] = true.into();
         println!("{v}");
+        return 0;
+    }
+    if checkpoints_only {
+        println!(
+            "took in {} checkpoint(s) of session {}; workspace {}",
+            r.checkpoints, r.session_id, r.workspace
+        );
         return 0;
     }
     let renamed = if r.session_id == r.exported_session_id {

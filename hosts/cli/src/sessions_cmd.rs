@@ -65,10 +65,15 @@ pub fn run(args: SessionsArgs) -> i32 {
                 file,
                 workspace,
                 as_new,
+                checkpoints_only,
                 json,
                 store,
             } => {
-                let options = keel_kernel::ImportOptions { workspace, as_new };
+                let options = keel_kernel::ImportOptions {
+                    workspace,
+                    as_new,
+                    checkpoints_only,
+                };
                 crate::portable_cmd::import(&file, options, json.json, store).await
             }
         }

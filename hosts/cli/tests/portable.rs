@@ -415,6 +415,47 @@ fn import_makes_the_workspace_and_refuses_an_id_the_store_has() {
     assert!(!log.contains(&sid), "{log}");
     assert!(log.contains(&new_id));
 
+    // A node that has the session but not its checkpoints takes in only those.
+    let home3 = home_with_config(&root.join("home3"));
+    let (code, e) = keel_json(
+        &home3,
+        &[
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+            "--checkpoints-only",
+        ],
+    );
+    assert_eq!(code, 1, "{e}");
+    assert_eq!(e["error"]["code"], "SESSION_NOT_FOUND", "{e}");
+    let (code, _) = keel_json(&home3, &["sessions", "import", file.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    std::fs::remove_dir_all(home3.join("checkpoints")).unwrap();
+    let (code, r) = keel_json(
+        &home3,
+        &[
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+            "--checkpoints-only",
+        ],
+    );
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["checkpoints"], 5, "{r}");
+    assert_eq!(r["events"], 0, "{r}");
+    assert_eq!(r["workspace"], ws1.to_str().unwrap(), "{r}");
+    let out = keel(
+        &home3,
+        &[
+            "sessions",
+            "import",
+            file.to_str().unwrap(),
+            "--checkpoints-only",
+            "--as-new",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+
     // An unknown session cannot be exported.
     let (code, e) = keel_json(
         &home2,

@@ -60,6 +60,11 @@ pub struct ImportOptions {
     /// Give the session a new id. Without it the session keeps its id, and a store
     /// that has a session of that id refuses the import.
     pub as_new: bool,
+    /// Take in the checkpoints only, for a session the store has already (a node of
+    /// a shared database that lacks them): into the checkpoint store of the workspace
+    /// the store names, replacing those this machine had of the session. The store is
+    /// not written. Not with `workspace` or `as_new`.
+    pub checkpoints_only: bool,
 }
 
 /// What [`crate::Kernel::import_session`] did.
@@ -314,7 +319,18 @@ fn read_blocking(
             if !valid_id(&h.session_id) {
                 return Err(damaged(format!("{:?} is not a session id", h.session_id)));
             }
-            if new_id.is_none() && store.load_state(&h.session_id)?.is_some() {
+            let stored = store.load_state(&h.session_id)?;
+            if options.checkpoints_only && stored.is_none() {
+                return Err(ErrorPayload::new(
+                    ErrorCode::SessionNotFound,
+                    format!(
+                        "no session {} in this store to take the checkpoints of: import it whole (without --checkpoints-only)",
+                        h.session_id
+                    ),
+                )
+                .with_detail("sessionId", h.session_id.clone()));
+            }
+            if !options.checkpoints_only && new_id.is_none() && stored.is_some() {
                 return Err(ErrorPayload::new(
                     ErrorCode::RequestInvalid,
                     format!(
@@ -326,12 +342,13 @@ fn read_blocking(
                 .with_detail("sessionId", h.session_id.clone()));
             }
             let id = new_id.clone().unwrap_or_else(|| h.session_id.clone());
-            let (workspace, created, empty) = match &options.workspace {
-                Some(dir) => {
+            let (workspace, created, empty) = match (&options.workspace, stored) {
+                (Some(dir), _) => {
                     let (p, created, empty) = target_folder(dir)?;
                     (p.display().to_string(), created, empty)
                 }
-                None => (h.workspace.clone(), false, false),
+                (None, Some(st)) if options.checkpoints_only => (st.workspace, false, false),
+                (None, _) => (h.workspace.clone(), false, false),
             };
             let mut r = Read {
                 header: h.clone(),
@@ -450,6 +467,13 @@ pub(crate) async fn import(
     options: ImportOptions,
 ) -> Result<ImportReport, ErrorPayload> {
     let services = inner.services.clone();
+    if options.checkpoints_only && (options.as_new || options.workspace.is_some()) {
+        return Err(ErrorPayload::new(
+            ErrorCode::RequestInvalid,
+            "taking in the checkpoints only goes with neither a new id nor another workspace",
+        )
+        .with_detail("field", "checkpointsOnly"));
+    }
     let new_id = options.as_new.then(|| services.next_id(IdKind::Session));
     let (s, f, o) = (services.clone(), file.to_path_buf(), options.clone());
     let mut r = tokio::task::spawn_blocking(move || read_blocking(&s, &f, &o, new_id))
@@ -469,6 +493,19 @@ pub(crate) async fn import(
         }
     };
     let old = r.header.session_id.clone();
+    if options.checkpoints_only {
+        tracing::info!(session_id = %r.id, workspace = %r.workspace, checkpoints, "checkpoints of a session imported");
+        return Ok(ImportReport {
+            session_id: r.id.clone(),
+            exported_session_id: old,
+            workspace: r.workspace.clone(),
+            events: 0,
+            messages: 0,
+            checkpoints,
+            materialized: None,
+            workspace_missing: !Path::new(&r.workspace).is_dir(),
+        });
+    }
     let mut state = r.state.take().ok_or_else(|| damaged("no session state"))?;
     let mut events = std::mem::take(&mut r.events);
     if r.id != old {
