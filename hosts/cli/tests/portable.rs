@@ -200,13 +200,13 @@ fn a_session_moves_to_another_machine_and_resumes_in_a_materialised_workspace() 
         "{p}"
     );
     // A folder that is not empty, or a relative path, is refused.
+    std::fs::write(other.join("x"), "x").unwrap();
     b.send(&command(
         "session.resume",
         "r2",
         None,
         json!({"sessionId": sid, "materializeTo": other.to_str().unwrap()}),
     ));
-    std::fs::write(other.join("x"), "x").unwrap();
     b.send(&command(
         "session.resume",
         "r3",

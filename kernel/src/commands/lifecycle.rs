@@ -243,8 +243,20 @@ pub(crate) async fn reopen(
         )
         .with_detail("sessionId", id)
     };
-    if services.store().load_state(id)?.is_none() {
+    let Some(stored) = services.store().load_state(id)? else {
         return Err(not_found());
+    };
+    // A workspace missing here, and no folder to make it in: refused before the
+    // lease is claimed (a takeover stays for the resume that can make it), unless
+    // another node serves the session (then that is the answer).
+    if materialize_to.is_none() && !Path::new(&stored.workspace).is_dir() {
+        let elsewhere = services
+            .store()
+            .owner_of(id)?
+            .is_some_and(|o| o.live && o.owner != services.node());
+        if !elsewhere {
+            return Err(materialize::missing(services, id, &stored.workspace));
+        }
     }
     // Ours before anything is read: what the previous owner wrote is all there.
     let (lease, previous_owner) = services.claim(id)?;
