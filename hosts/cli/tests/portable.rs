@@ -339,7 +339,9 @@ fn import_makes_the_workspace_and_refuses_an_id_the_store_has() {
     let ws1 = root.join("ws1");
     std::fs::create_dir_all(&ws1).unwrap();
     let sid = make_session(&home1, &ws1, &root);
-    let file = root.join("s.keel");
+    // Written into the workspace itself: the checkpoint the export takes does not
+    // hold the file (nor its temporary).
+    let file = ws1.join("s.keel");
     let out = keel(
         &home1,
         &["sessions", "export", &sid, file.to_str().unwrap()],
@@ -369,6 +371,8 @@ fn import_makes_the_workspace_and_refuses_an_id_the_store_has() {
     assert_eq!(read(&ws, "a.txt").as_deref(), Some("2\n"));
     assert_eq!(read(&ws, "d/y.txt").as_deref(), Some("y\n"));
     assert_eq!(read(&ws, "b.bin"), None);
+    let names: Vec<String> = files(&ws).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(names, vec!["a.txt", "d/y.txt", "keep.txt"], "{names:?}");
 
     // The same id again: refused, nothing changed.
     let (code, e) = keel_json(&home2, &["sessions", "import", file.to_str().unwrap()]);

@@ -134,6 +134,23 @@ fn export_blocking(
         .load_state(id)?
         .ok_or_else(|| not_found(id))?;
     let log = services.store().load_events(id)?.events;
+    // Before the output exists: it may be in the workspace.
+    let home = checkpoint_home(services, id);
+    let mut recorded = None;
+    if let Some(home) = home.as_ref().filter(|_| services.config().checkpoints) {
+        let cid = services.next_id(IdKind::Checkpoint);
+        let ws = Path::new(&state.workspace);
+        match record_for_export(home, ws, id, &cid, &state) {
+            Ok(true) => recorded = Some(cid),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(ErrorPayload::new(
+                    ErrorCode::SessionPersistenceFailed,
+                    format!("cannot record the workspace of session {id} as it is now: {e}"),
+                ))
+            }
+        }
+    }
     let dir = match file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -171,22 +188,6 @@ fn export_blocking(
     }
     out.entry("session/events.jsonl", &lines).map_err(w)?;
     drop(lines);
-    let home = checkpoint_home(services, id);
-    let mut recorded = None;
-    if let Some(home) = home.as_ref().filter(|_| services.config().checkpoints) {
-        let cid = services.next_id(IdKind::Checkpoint);
-        let ws = Path::new(&state.workspace);
-        match record_for_export(home, ws, id, &cid, &state) {
-            Ok(true) => recorded = Some(cid),
-            Ok(false) => {}
-            Err(e) => {
-                return Err(ErrorPayload::new(
-                    ErrorCode::SessionPersistenceFailed,
-                    format!("cannot record the workspace of session {id} as it is now: {e}"),
-                ))
-            }
-        }
-    }
     let summary = match home {
         None => Default::default(),
         Some(home) => CheckpointHome::new(home)
@@ -550,7 +551,14 @@ pub(crate) async fn import(
     tracing::info!(session_id = %r.id, exported_as = %old, workspace = %r.workspace, events = events.len(), checkpoints, "session imported");
     let materialized = if options.workspace.is_some() && r.empty && checkpoints > 0 {
         let to = PathBuf::from(&r.workspace);
-        Some(materialize::materialize(&services, &r.id, &r.workspace, to, false).await?)
+        let made = materialize::materialize(&services, &r.id, &r.workspace, to, false).await;
+        Some(made.map_err(|mut e| {
+            e.message = format!(
+                "session {} was imported, but its workspace could not be made: {}",
+                r.id, e.message
+            );
+            e
+        })?)
     } else {
         None
     };
