@@ -247,6 +247,9 @@ pub struct ResumeArgs {
     /// recent session).
     #[arg(value_name = "SESSION_ID")]
     pub session_id: Option<String>,
+    /// When the session's workspace does not exist on this machine: make it in DIR (absent or empty) from the session's newest checkpoint, and work there.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub materialize_to: Option<PathBuf>,
     #[command(flatten)]
     pub session: SessionArgs,
 }

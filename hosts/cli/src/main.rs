@@ -84,7 +84,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
         Some(Command::Exec(a)) => exec_cmd::run(a),
         Some(Command::Resume(a)) => repl::run(
             a.session,
-            repl::Open::Stored(a.session_id),
+            repl::Open::Stored(a.session_id, a.materialize_to),
             Default::default(),
         ),
         Some(Command::Demo) => demo_cmd::run(),
@@ -101,7 +101,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
             cli.repl.session,
             cli.repl
                 .resume
-                .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id))),
+                .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id), None)),
             cli.repl.isolation,
         ),
     }

@@ -460,6 +460,50 @@ fn import_makes_the_workspace_and_refuses_an_id_the_store_has() {
     );
     assert_eq!(out.status.code(), Some(2));
 
+    // From the command line: `keel resume` says the workspace is missing, and
+    // `--materialize-to` makes it.
+    let gone = root.join("ws1-gone");
+    std::fs::rename(&ws1, &gone).unwrap();
+    let file = gone.join("s.keel");
+    let home4 = home_with_config(&root.join("home4"));
+    let (code, r) = keel_json(&home4, &["sessions", "import", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["workspaceMissing"], true, "{r}");
+    let resume = |extra: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_keel"))
+            .args(["resume", &sid])
+            .args(extra)
+            .current_dir(&home4)
+            .env("KEEL_HOME", &home4)
+            .env("NO_COLOR", "1")
+            .env_remove("KEEL_MODEL")
+            .env_remove("KEEL_STORE")
+            .env("KEEL_SOCKET", home4.join("no-daemon.sock"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"/status\n").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = resume(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("does not exist on this node"), "{err}");
+    let into = root.join("resumed-here");
+    let out = resume(&["--materialize-to", into.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read(&into, "a.txt").as_deref(), Some("2\n"));
+    let (_, listed) = keel_json(&home4, &["sessions", "list"]);
+    assert_eq!(listed[0]["workspace"], into.to_str().unwrap(), "{listed}");
+
     // An unknown session cannot be exported.
     let (code, e) = keel_json(
         &home2,

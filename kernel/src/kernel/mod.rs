@@ -275,6 +275,23 @@ impl Kernel {
         self.resume_session_with_mcp(id, after, &[]).await
     }
 
+    /// [`Kernel::resume_session`] of a session whose workspace may not exist on this
+    /// machine: it is then made in `dir` (an absolute path, absent or empty) from the
+    /// session's newest checkpoint (`session.resume {materializeTo}`).
+    pub async fn resume_session_into(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+        let request_id = self.new_request_id();
+        let stream = self.stream(Some(id));
+        let cx = self.cx(&request_id);
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let to = dir.display().to_string();
+        let session = lifecycle::reopen(&cx, id, None, &[], Some(&to)).await?;
+        Ok((self.handle(session), stream))
+    }
+
     /// [`Kernel::resume_session`] with the MCP servers the host gives the session
     /// (`mcpServers` of `session.resume`); ignored when the session is already open,
     /// which keeps its servers.

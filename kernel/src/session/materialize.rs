@@ -39,7 +39,7 @@ pub(crate) fn missing(services: &Services, id: &str, workspace: &str) -> ErrorPa
         .unwrap_or(0);
     let how = if checkpoints > 0 {
         format!(
-            "resume it with `materializeTo` (an absolute path, absent or empty) to make it again from its newest checkpoint ({checkpoints} on this node)"
+            "resume it with `materializeTo` (an absolute path, absent or empty; from the command line `keel resume {id} --materialize-to DIR`) to make it again from its newest checkpoint ({checkpoints} on this node)"
         )
     } else {
         "this node has none of its checkpoints to make it again from: import the session here (`keel sessions import FILE --workspace DIR`), or give the node the workspace (a shared filesystem)".to_owned()
