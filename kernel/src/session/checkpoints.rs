@@ -91,14 +91,7 @@ fn lock<T>(slot: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn store_dir(session: &Session) -> Option<PathBuf> {
-    match &session.services.config().checkpoint_dir {
-        Some(dir) => Some(dir.clone()),
-        None => session
-            .services
-            .store()
-            .session_dir(&session.id)
-            .map(|d| d.join("checkpoints")),
-    }
+    crate::session::materialize::checkpoint_home(&session.services, &session.id)
 }
 
 impl Slot {
