@@ -374,3 +374,109 @@ pub(crate) fn read(
     io::copy(&mut gz, &mut io::sink()).map_err(|e| read_error(&e, true))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            format: FORMAT.into(),
+            version: VERSION,
+            session_id: "sess_1".into(),
+            workspace: "/w".into(),
+            exported_at: 1_700_000_000_000,
+            keel_version: "0".into(),
+        }
+    }
+
+    fn sample() -> Vec<u8> {
+        let mut w = Writer::new(Vec::new(), &header()).expect("writer");
+        w.entry("session/state.json", br#"{"a":1}"#).expect("state");
+        w.entry("session/events.jsonl", b"{}\n{}\n")
+            .expect("events");
+        let obj = b"content";
+        let h = object_name(obj);
+        w.entry(&format!("objects/{h}"), obj).expect("object");
+        w.entry("checkpoints/00000001.json", b"{}").expect("record");
+        w.finish().expect("finish")
+    }
+
+    fn object_name(bytes: &[u8]) -> String {
+        use std::fmt::Write as _;
+        // SHA-256 is not a dependency of the kernel: any 64 hex digits name an object
+        // for the reader, which leaves checking contents to the checkpoint importer.
+        let mut s = String::new();
+        for b in bytes.iter().cycle().take(32) {
+            let _ = write!(s, "{b:02x}");
+        }
+        s
+    }
+
+    /// Reads `bytes` as a file; the entries seen, or the error.
+    fn read_bytes(bytes: &[u8]) -> Result<Vec<String>, ErrorPayload> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.keel");
+        std::fs::write(&path, bytes).expect("write");
+        let mut seen = Vec::new();
+        let seen_ref = std::cell::RefCell::new(&mut seen);
+        read(&path, &mut |_| Ok(()), &mut |item| {
+            let name = match item {
+                Item::State(_) => "state".to_owned(),
+                Item::History(_) => "history".to_owned(),
+                Item::Events(_) => "events".to_owned(),
+                Item::Object { hash, .. } => format!("object {hash}"),
+                Item::Record { seq, .. } => format!("record {seq}"),
+            };
+            seen_ref.borrow_mut().push(name);
+            Ok(())
+        })?;
+        Ok(seen)
+    }
+
+    #[test]
+    fn a_whole_file_reads_back_in_order() {
+        let seen = read_bytes(&sample()).expect("read");
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert_eq!(seen[0], "state");
+        assert_eq!(seen[3], "record 1");
+    }
+
+    #[test]
+    fn every_cut_is_refused_as_cut_short_or_not_an_export() {
+        let whole = sample();
+        for n in 0..whole.len() {
+            let e = read_bytes(&whole[..n]).expect_err("a cut file");
+            assert_eq!(e.code, ErrorCode::RequestInvalid);
+            let reason = e.details["reason"].as_str().expect("reason").to_owned();
+            assert!(
+                ["truncated", "not_an_export", "damaged"].contains(&reason.as_str()),
+                "cut at {n}: {reason}: {}",
+                e.message
+            );
+            if n >= 16 {
+                assert_eq!(reason, "truncated", "cut at {n}: {}", e.message);
+            }
+        }
+    }
+
+    #[test]
+    fn a_changed_byte_anywhere_never_panics_and_is_refused_when_it_matters() {
+        let whole = sample();
+        for i in 0..whole.len() {
+            for flip in [0x01u8, 0x80] {
+                let mut b = whole.clone();
+                b[i] ^= flip;
+                match read_bytes(&b) {
+                    // Bytes the gzip header does not check (its time, its flags for
+                    // the operating system) change nothing read.
+                    Ok(seen) => assert_eq!(seen.len(), 4, "byte {i}"),
+                    Err(e) => {
+                        assert_eq!(e.code, ErrorCode::RequestInvalid, "byte {i}");
+                        assert!(e.details.get("reason").is_some(), "byte {i}");
+                    }
+                }
+            }
+        }
+    }
+}
