@@ -92,6 +92,25 @@ pub enum Open {
     Stored(Option<String>, Option<std::path::PathBuf>),
 }
 
+/// Says on stderr where a missing workspace was made, and what it lacks.
+fn tell_materialized(m: &keel_envelope::events::MaterializedWorkspace) {
+    eprintln!(
+        "keel: the workspace {} does not exist here; made {} from checkpoint {} ({} file(s){})",
+        m.previous_workspace,
+        m.workspace,
+        m.checkpoint_id,
+        m.restored,
+        if m.missing.is_empty() {
+            String::new()
+        } else {
+            format!(", {} missing", m.missing.len())
+        }
+    );
+    for f in &m.missing {
+        eprintln!("keel:   missing {}: {}", f.path, f.reason);
+    }
+}
+
 /// The stored session `given` names (an id, or a unique start of one), or the most
 /// recently active session of `workspace` when none is given.
 fn stored_session(
@@ -159,7 +178,15 @@ pub fn run(common: SessionArgs, open: Open, isolation: WorktreeArg) -> i32 {
             let resumed =
                 match stored_session(&runtime.kernel, &runtime.workspace, given.as_deref()) {
                     Ok(id) => match into {
-                        Some(dir) => runtime.kernel.resume_session_into(&id, dir).await,
+                        Some(dir) => match runtime.kernel.resume_session_into(&id, dir).await {
+                            Ok((session, events, made)) => {
+                                if let Some(m) = made {
+                                    tell_materialized(&m);
+                                }
+                                Ok((session, events))
+                            }
+                            Err(e) => Err(e),
+                        },
                         None => runtime.kernel.resume_session(&id, None).await,
                     },
                     Err(e) => Err(e),

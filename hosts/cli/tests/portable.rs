@@ -501,6 +501,11 @@ fn import_makes_the_workspace_and_refuses_an_id_the_store_has() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(read(&into, "a.txt").as_deref(), Some("2\n"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("missing b.bin: not saved: a binary file"),
+        "{err}"
+    );
     let (_, listed) = keel_json(&home4, &["sessions", "list"]);
     assert_eq!(listed[0]["workspace"], into.to_str().unwrap(), "{listed}");
 

@@ -219,20 +219,20 @@ pub(crate) async fn resume(cx: &Cx<'_>, p: &SessionResume) -> Result<(), ErrorPa
 
 /// Opens stored session `id` (or answers from it when it is open already) and
 /// replays the events after `after`. A workspace that does not exist on this node is
-/// made in `materialize_to` from the session's newest checkpoint, else refused with
-/// `WORKSPACE_MISSING`.
+/// made in `materialize_to` from the session's newest checkpoint (what was made comes
+/// back with the session), else refused with `WORKSPACE_MISSING`.
 pub(crate) async fn reopen(
     cx: &Cx<'_>,
     id: &str,
     after: Option<&Cursor>,
     mcp_servers: &[McpServerSpec],
     materialize_to: Option<&str>,
-) -> Result<Arc<Session>, ErrorPayload> {
+) -> Result<(Arc<Session>, Option<MaterializedWorkspace>), ErrorPayload> {
     let (services, rid) = (cx.services, cx.rid);
     if let Some(live) = cx.open.get(id) {
         // Already open: answer with its state and replay what the host missed.
         answer_resumed(cx, &live, after).await?;
-        return Ok(live);
+        return Ok((live, None));
     }
     let admission = cx.open.admit()?;
     let mcp = from_specs(mcp_servers)?;
@@ -309,7 +309,7 @@ pub(crate) async fn reopen(
     if !Arc::ptr_eq(&session, &fresh) {
         // Another resume of the same session won the race: answer from it.
         answer_resumed(cx, &session, after).await?;
-        return Ok(session);
+        return Ok((session, None));
     }
     let mut g = session.emitter.lock().await;
     // Taken over from a node whose lease ran out: every watcher, here and on the
@@ -339,7 +339,15 @@ pub(crate) async fn reopen(
         )
         .await;
     }
-    emit_resumed(&session, &mut g, rid, &log.events, after, materialized).await?;
+    emit_resumed(
+        &session,
+        &mut g,
+        rid,
+        &log.events,
+        after,
+        materialized.clone(),
+    )
+    .await?;
     // A request the previous process never finished (it died or was killed) gets
     // its terminal event now, so a host following that stream sees it end.
     for unfinished in unfinished_requests(&log.events) {
@@ -362,7 +370,7 @@ pub(crate) async fn reopen(
     crate::pipeline::skills::load(&session, rid).await;
     spawn_session_start(&session, rid, "resume");
     start_mcp(cx, &session, mcp);
-    Ok(session)
+    Ok((session, materialized))
 }
 
 /// Answers the resume of an open session: its state and the replay, with its

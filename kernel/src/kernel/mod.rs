@@ -277,19 +277,27 @@ impl Kernel {
 
     /// [`Kernel::resume_session`] of a session whose workspace may not exist on this
     /// machine: it is then made in `dir` (an absolute path, absent or empty) from the
-    /// session's newest checkpoint (`session.resume {materializeTo}`).
+    /// session's newest checkpoint (`session.resume {materializeTo}`); what was made
+    /// comes back too (`None`: the workspace existed).
     pub async fn resume_session_into(
         &self,
         id: &str,
         dir: &std::path::Path,
-    ) -> Result<(SessionHandle, EventStream), ErrorPayload> {
+    ) -> Result<
+        (
+            SessionHandle,
+            EventStream,
+            Option<keel_envelope::events::MaterializedWorkspace>,
+        ),
+        ErrorPayload,
+    > {
         let request_id = self.new_request_id();
         let stream = self.stream(Some(id));
         let cx = self.cx(&request_id);
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         let to = dir.display().to_string();
-        let session = lifecycle::reopen(&cx, id, None, &[], Some(&to)).await?;
-        Ok((self.handle(session), stream))
+        let (session, made) = lifecycle::reopen(&cx, id, None, &[], Some(&to)).await?;
+        Ok((self.handle(session), stream, made))
     }
 
     /// [`Kernel::resume_session`] with the MCP servers the host gives the session
@@ -304,7 +312,7 @@ impl Kernel {
         let request_id = self.new_request_id();
         let stream = self.stream(Some(id));
         let cx = self.cx(&request_id);
-        let session = lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers, None).await?;
+        let (session, _) = lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers, None).await?;
         Ok((self.handle(session), stream))
     }
 
