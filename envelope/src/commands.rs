@@ -117,6 +117,14 @@ command_payloads! {
         /// session's roots change only while it is idle.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub additional_roots: Option<Vec<AdditionalRoot>>,
+        /// When the session's workspace does not exist on this node: an absolute path
+        /// (absent, or an empty directory) to make it in from the session's newest
+        /// checkpoint; the session then works there (`session.resumed` says what was
+        /// made in `materialized`). Ignored when the workspace exists. Without it, a
+        /// missing workspace is refused with `WORKSPACE_MISSING`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub materialize_to: Option<String>,
     }
 
     /// `session.watch`: stream a session's events to this connection (replaying the

@@ -128,6 +128,11 @@ crate::wire::wire_enum! {
         /// The worktree has uncommitted changes and the removal was not forced
         /// (`details.changes` names some of them).
         WorktreeDirty = "WORKTREE_DIRTY",
+        /// The session's workspace does not exist on this node (`details.workspace`): it
+        /// was made on another machine, or removed. `session.resume {materializeTo}`
+        /// makes it again from the session's newest checkpoint
+        /// (`details.checkpoints`: how many this node has of the session).
+        WorkspaceMissing = "WORKSPACE_MISSING",
     }
 }
 

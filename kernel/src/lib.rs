@@ -41,6 +41,7 @@ pub use base::options::SessionOptions;
 pub use keel_skills as skills;
 pub use kernel::builder::{default_store_dir, KernelBuilder};
 pub use kernel::handle::{EventStream, SessionHandle, WatchStream, Watcher};
+pub use kernel::portable::{ExportReport, ImportOptions, ImportReport};
 pub use kernel::{Kernel, ModelFactory};
 
 /// Test seams: a probe that pauses a request at the points of its life.

@@ -74,6 +74,26 @@ payloads! {
         pub last_cursor: Option<Cursor>,
         /// Events replayed after this one (with `afterSequence`).
         pub replayed: u32,
+        /// The workspace was made from the session's newest checkpoint
+        /// (`session.resume {materializeTo}`): where, from what, and what is missing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub materialized: Option<MaterializedWorkspace>,
+    }
+
+    /// What `session.resume {materializeTo}` made of a workspace missing on this node.
+    pub struct MaterializedWorkspace {
+        /// The session's workspace now (canonical).
+        pub workspace: String,
+        /// The workspace the session had, which does not exist on this node.
+        pub previous_workspace: String,
+        /// The checkpoint the files come from (the session's newest).
+        pub checkpoint_id: String,
+        /// Files and links written.
+        pub restored: u32,
+        /// Files the checkpoints did not keep (binary, larger than the size limit,
+        /// unreadable when taken, or content no longer available), which are not there.
+        pub missing: Vec<NotRestorableFile>,
     }
 
     /// `session.watched`: the answer to `session.watch`; the connection now receives the

@@ -339,6 +339,7 @@ where
                 after_sequence: None::<Cursor>,
                 mcp_servers: None,
                 additional_roots: None,
+                materialize_to: None,
             }),
         );
         let _ = kernel.execute(cmd).await;

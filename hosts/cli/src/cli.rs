@@ -247,6 +247,9 @@ pub struct ResumeArgs {
     /// recent session).
     #[arg(value_name = "SESSION_ID")]
     pub session_id: Option<String>,
+    /// When the session's workspace does not exist on this machine: make it in DIR (absent or empty) from the session's newest checkpoint, and work there.
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub materialize_to: Option<PathBuf>,
     #[command(flatten)]
     pub session: SessionArgs,
 }
@@ -276,6 +279,38 @@ pub enum SessionsCommand {
         session_id: String,
         #[command(flatten)]
         socket: SocketArg,
+    },
+    /// Export a session to one file: its state, conversation, event log and checkpoints (a gzip-compressed tar, read from the configured store).
+    Export {
+        /// The session's id (as `keel sessions list` shows it).
+        #[arg(value_name = "ID")]
+        session_id: String,
+        /// The file to write (replaced whole).
+        #[arg(value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+        file: PathBuf,
+        #[command(flatten)]
+        json: JsonArg,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+    /// Import a session exported by `keel sessions export` into the configured store, its checkpoints into the checkpoint store of its workspace here.
+    Import {
+        /// The export file.
+        #[arg(value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+        file: PathBuf,
+        /// The session's workspace on this machine (default: the path it had); a folder that does not exist or is empty is made from the newest checkpoint, one with files is used as it is.
+        #[arg(short = 'w', long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+        workspace: Option<PathBuf>,
+        /// Give the session a new id (without it, an id the store has already is refused).
+        #[arg(long)]
+        as_new: bool,
+        /// Take in only the checkpoints, for a session the store has already (a node of a shared database that lacks them), into the checkpoint store of the workspace the store names.
+        #[arg(long, conflicts_with_all = ["as_new", "workspace"])]
+        checkpoints_only: bool,
+        #[command(flatten)]
+        json: JsonArg,
+        #[command(flatten)]
+        store: StoreArg,
     },
     /// Prune checkpoints: those older than the age limit go, then the oldest beyond checkpoints.maxBytes (closed sessions' first), and what only they used is freed. Sessions some process holds open keep theirs; sessions' logs stay.
     Prune {

@@ -17,6 +17,7 @@ mod interrupt;
 mod logging;
 mod markdown;
 mod policy_cmd;
+mod portable_cmd;
 mod render;
 mod repl;
 mod serve_cmd;
@@ -83,7 +84,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
         Some(Command::Exec(a)) => exec_cmd::run(a),
         Some(Command::Resume(a)) => repl::run(
             a.session,
-            repl::Open::Stored(a.session_id),
+            repl::Open::Stored(a.session_id, a.materialize_to),
             Default::default(),
         ),
         Some(Command::Demo) => demo_cmd::run(),
@@ -100,7 +101,7 @@ fn dispatch(cli: Cli, log: logging::LogSetup) -> i32 {
             cli.repl.session,
             cli.repl
                 .resume
-                .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id))),
+                .map_or(repl::Open::New, |id| repl::Open::Stored(Some(id), None)),
             cli.repl.isolation,
         ),
     }

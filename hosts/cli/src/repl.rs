@@ -87,8 +87,28 @@ pub enum Open {
     /// A new session.
     New,
     /// A stored session: by id or a unique start of one, else the workspace's most
-    /// recent.
-    Stored(Option<String>),
+    /// recent; its workspace, when it does not exist here, made in the folder given
+    /// from its newest checkpoint (`keel resume --materialize-to`).
+    Stored(Option<String>, Option<std::path::PathBuf>),
+}
+
+/// Says on stderr where a missing workspace was made, and what it lacks.
+fn tell_materialized(m: &keel_envelope::events::MaterializedWorkspace) {
+    eprintln!(
+        "keel: the workspace {} does not exist here; made {} from checkpoint {} ({} file(s){})",
+        m.previous_workspace,
+        m.workspace,
+        m.checkpoint_id,
+        m.restored,
+        if m.missing.is_empty() {
+            String::new()
+        } else {
+            format!(", {} missing", m.missing.len())
+        }
+    );
+    for f in &m.missing {
+        eprintln!("keel:   missing {}: {}", f.path, f.reason);
+    }
 }
 
 /// The stored session `given` names (an id, or a unique start of one), or the most
@@ -154,10 +174,21 @@ pub fn run(common: SessionArgs, open: Open, isolation: WorktreeArg) -> i32 {
             setup::report(&e);
             1
         })?;
-        if let Open::Stored(given) = &open {
+        if let Open::Stored(given, into) = &open {
             let resumed =
                 match stored_session(&runtime.kernel, &runtime.workspace, given.as_deref()) {
-                    Ok(id) => runtime.kernel.resume_session(&id, None).await,
+                    Ok(id) => match into {
+                        Some(dir) => match runtime.kernel.resume_session_into(&id, dir).await {
+                            Ok((session, events, made)) => {
+                                if let Some(m) = made {
+                                    tell_materialized(&m);
+                                }
+                                Ok((session, events))
+                            }
+                            Err(e) => Err(e),
+                        },
+                        None => runtime.kernel.resume_session(&id, None).await,
+                    },
                     Err(e) => Err(e),
                 };
             let (session, events) = resumed.map_err(|e| {

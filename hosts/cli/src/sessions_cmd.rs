@@ -2,7 +2,8 @@
 //! when one answers on the socket, else on the store (`KEEL_HOME`). `keel sessions
 //! prune [--older-than D] [--dry-run] [--json]` works on the checkpoint stores
 //! directly (`KEEL_HOME/checkpoints`): sessions some process holds open, a daemon's
-//! included, keep their checkpoints.
+//! included, keep their checkpoints. `keel sessions export` and `keel sessions
+//! import` are in `portable_cmd.rs`.
 
 use keel_envelope::commands::{CommandPayload, SessionDelete, SessionListCmd};
 use keel_envelope::types::SessionInfo;
@@ -54,6 +55,27 @@ pub fn run(args: SessionsArgs) -> i32 {
                 dry_run,
                 json,
             } => prune(older_than, dry_run, json.json).await,
+            SessionsCommand::Export {
+                session_id,
+                file,
+                json,
+                store,
+            } => crate::portable_cmd::export(&session_id, &file, json.json, store).await,
+            SessionsCommand::Import {
+                file,
+                workspace,
+                as_new,
+                checkpoints_only,
+                json,
+                store,
+            } => {
+                let options = keel_kernel::ImportOptions {
+                    workspace,
+                    as_new,
+                    checkpoints_only,
+                };
+                crate::portable_cmd::import(&file, options, json.json, store).await
+            }
         }
     })
 }

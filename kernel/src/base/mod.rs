@@ -2,6 +2,7 @@
 //! configuration and the small pure pieces everything above is built from. It imports
 //! nothing of the kernel above it.
 
+pub(crate) mod archive;
 pub mod config;
 pub(crate) mod emit;
 pub mod history;

@@ -12,8 +12,8 @@ use keel_envelope::commands::{
     SessionClose, SessionResume, SessionStart, SessionUnwatch, SessionWatch,
 };
 use keel_envelope::events::{
-    RequestCancelled, SessionClosed, SessionInterrupted, SessionOwnerChanged, SessionResumed,
-    SessionStarted, SessionUnwatched, SessionWatched,
+    MaterializedWorkspace, RequestCancelled, SessionClosed, SessionInterrupted,
+    SessionOwnerChanged, SessionResumed, SessionStarted, SessionUnwatched, SessionWatched,
 };
 use keel_envelope::host::McpServerSpec;
 use keel_envelope::ids::IdKind;
@@ -29,6 +29,7 @@ use crate::base::model::Message;
 use crate::base::replay::{after_cursor, last_cursor, pending_prompts, unfinished_requests};
 use crate::base::store::PersistedSession;
 use crate::pipeline::hooks::spawn_session_start;
+use crate::session::materialize;
 use crate::session::mcp::{McpServers, ServerOrigin};
 use crate::session::open::Sessions;
 use crate::session::overlay::Overlay;
@@ -222,6 +223,7 @@ pub(crate) async fn resume(cx: &Cx<'_>, p: &SessionResume) -> Result<(), ErrorPa
         p.after_sequence.as_ref(),
         mcp,
         p.additional_roots.as_deref(),
+        p.materialize_to.as_deref(),
     )
     .await
     .map(|_| ())
@@ -229,14 +231,18 @@ pub(crate) async fn resume(cx: &Cx<'_>, p: &SessionResume) -> Result<(), ErrorPa
 
 /// Opens stored session `id` (or answers from it when it is open already) and
 /// replays the events after `after`. `extra`, when given, replaces the session's
-/// extra roots (of an open session only while it is idle).
+/// extra roots (of an open session only while it is idle). A workspace that does not
+/// exist on this node is made in `materialize_to` from the session's newest
+/// checkpoint (what was made comes back with the session), else refused with
+/// `WORKSPACE_MISSING`.
 pub(crate) async fn reopen(
     cx: &Cx<'_>,
     id: &str,
     after: Option<&Cursor>,
     mcp_servers: &[McpServerSpec],
     extra: Option<&[AdditionalRoot]>,
-) -> Result<Arc<Session>, ErrorPayload> {
+    materialize_to: Option<&str>,
+) -> Result<(Arc<Session>, Option<MaterializedWorkspace>), ErrorPayload> {
     let (services, rid) = (cx.services, cx.rid);
     if let Some(live) = cx.open.get(id) {
         if let Some(given) = extra {
@@ -244,7 +250,7 @@ pub(crate) async fn reopen(
         }
         // Already open: answer with its state and replay what the host missed.
         answer_resumed(cx, &live, after).await?;
-        return Ok(live);
+        return Ok((live, None));
     }
     let admission = cx.open.admit()?;
     let mcp = from_specs(mcp_servers)?;
@@ -255,8 +261,20 @@ pub(crate) async fn reopen(
         )
         .with_detail("sessionId", id)
     };
-    if services.store().load_state(id)?.is_none() {
+    let Some(stored) = services.store().load_state(id)? else {
         return Err(not_found());
+    };
+    // A workspace missing here, and no folder to make it in: refused before the
+    // lease is claimed (a takeover stays for the resume that can make it), unless
+    // another node serves the session (then that is the answer).
+    if materialize_to.is_none() && !Path::new(&stored.workspace).is_dir() {
+        let elsewhere = services
+            .store()
+            .owner_of(id)?
+            .is_some_and(|o| o.live && o.owner != services.node());
+        if !elsewhere {
+            return Err(materialize::missing(services, id, &stored.workspace));
+        }
     }
     // Ours before anything is read: what the previous owner wrote is all there.
     let (lease, previous_owner) = services.claim(id)?;
@@ -277,6 +295,30 @@ pub(crate) async fn reopen(
             return Err(e);
         }
     };
+    let materialized = if Path::new(&state.workspace).is_dir() {
+        None
+    } else {
+        let made = match materialize_to {
+            None => Err(materialize::missing(services, id, &state.workspace)),
+            Some(raw) => match materialize::prepare(raw, "payload.materializeTo") {
+                Ok((to, created)) => {
+                    materialize::materialize(services, id, &state.workspace, to, created).await
+                }
+                Err(e) => Err(e),
+            },
+        };
+        let saved = made.and_then(|m| {
+            materialize::moved(&mut state, &m.workspace);
+            services.store().save_state(&state).map(|()| m)
+        });
+        match saved {
+            Ok(m) => Some(m),
+            Err(e) => {
+                let _ = services.store().unclaim(id);
+                return Err(e);
+            }
+        }
+    };
     let mut seq = Sequencer::new();
     for env in &log.events {
         seq.restore(&env.request_id, env.sequence);
@@ -289,7 +331,7 @@ pub(crate) async fn reopen(
     if !Arc::ptr_eq(&session, &fresh) {
         // Another resume of the same session won the race: answer from it.
         answer_resumed(cx, &session, after).await?;
-        return Ok(session);
+        return Ok((session, None));
     }
     // The worktrees of sub-agents that a dead process left running are gone
     // before the answer.
@@ -322,7 +364,15 @@ pub(crate) async fn reopen(
         )
         .await;
     }
-    emit_resumed(&session, &mut g, rid, &log.events, after).await?;
+    emit_resumed(
+        &session,
+        &mut g,
+        rid,
+        &log.events,
+        after,
+        materialized.clone(),
+    )
+    .await?;
     // A request the previous process never finished (it died or was killed) gets
     // its terminal event now, so a host following that stream sees it end.
     for unfinished in unfinished_requests(&log.events) {
@@ -345,7 +395,7 @@ pub(crate) async fn reopen(
     crate::pipeline::skills::load(&session, rid).await;
     spawn_session_start(&session, rid, "resume");
     start_mcp(cx, &session, mcp);
-    Ok(session)
+    Ok((session, materialized))
 }
 
 /// Replaces the extra roots of open session `session` with `given` (checked), if
@@ -381,7 +431,7 @@ async fn answer_resumed(
 ) -> Result<(), ErrorPayload> {
     let mut g = session.emitter.lock().await;
     let log = cx.services.store().load_events(&session.id)?;
-    emit_resumed(session, &mut g, cx.rid, &log.events, after).await
+    emit_resumed(session, &mut g, cx.rid, &log.events, after, None).await
 }
 
 /// Emits `session.resumed` and the replay under `g`, the session's emitter held,
@@ -392,6 +442,7 @@ async fn emit_resumed(
     request_id: &str,
     log: &[Envelope],
     after: Option<&Cursor>,
+    materialized: Option<MaterializedWorkspace>,
 ) -> Result<(), ErrorPayload> {
     let replay = after_cursor(log, after)?;
     let payload = {
@@ -415,6 +466,7 @@ async fn emit_resumed(
             rules: d.state.rules.clone(),
             last_cursor: last_cursor(log),
             replayed: replay.len() as u32,
+            materialized,
         }
     };
     g.emit(request_id, Event::SessionResumed(payload)).await;

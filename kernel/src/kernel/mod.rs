@@ -7,6 +7,7 @@ pub(crate) mod builder;
 pub(crate) mod handle;
 pub(crate) mod idle;
 pub(crate) mod leases;
+pub(crate) mod portable;
 pub(crate) mod prune;
 
 use std::path::PathBuf;
@@ -166,6 +167,29 @@ impl Kernel {
         prune::run_now(&self.inner, older_than, dry_run).await
     }
 
+    /// Writes session `id` as the kernel's store holds it (state, conversation, event
+    /// log) with its checkpoints to `file`, one gzip-compressed tar (docs/cli.md,
+    /// `keel sessions export`); `file` is replaced whole or left as it was.
+    pub async fn export_session(
+        &self,
+        id: &str,
+        file: &std::path::Path,
+    ) -> Result<portable::ExportReport, ErrorPayload> {
+        portable::export(&self.inner, id, file).await
+    }
+
+    /// Takes a session exported by [`Kernel::export_session`] into the kernel's store,
+    /// and its checkpoints into the checkpoint store of its workspace on this machine
+    /// (see [`portable::ImportOptions`]). A file that is not a whole export of a
+    /// version this kernel reads is `REQUEST_INVALID` with `details.reason`.
+    pub async fn import_session(
+        &self,
+        file: &std::path::Path,
+        options: portable::ImportOptions,
+    ) -> Result<portable::ImportReport, ErrorPayload> {
+        portable::import(&self.inner, file, options).await
+    }
+
     /// Executes one command. Every command is answered by events on the stream (see
     /// docs/protocol.md); the result is also returned for library callers.
     pub async fn execute(&self, mut cmd: Command) -> Result<(), ErrorPayload> {
@@ -251,6 +275,31 @@ impl Kernel {
         self.resume_session_with_mcp(id, after, &[]).await
     }
 
+    /// [`Kernel::resume_session`] of a session whose workspace may not exist on this
+    /// machine: it is then made in `dir` (an absolute path, absent or empty) from the
+    /// session's newest checkpoint (`session.resume {materializeTo}`); what was made
+    /// comes back too (`None`: the workspace existed).
+    pub async fn resume_session_into(
+        &self,
+        id: &str,
+        dir: &std::path::Path,
+    ) -> Result<
+        (
+            SessionHandle,
+            EventStream,
+            Option<keel_envelope::events::MaterializedWorkspace>,
+        ),
+        ErrorPayload,
+    > {
+        let request_id = self.new_request_id();
+        let stream = self.stream(Some(id));
+        let cx = self.cx(&request_id);
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let to = dir.display().to_string();
+        let (session, made) = lifecycle::reopen(&cx, id, None, &[], None, Some(&to)).await?;
+        Ok((self.handle(session), stream, made))
+    }
+
     /// [`Kernel::resume_session`] with the MCP servers the host gives the session
     /// (`mcpServers` of `session.resume`); ignored when the session is already open,
     /// which keeps its servers.
@@ -277,8 +326,8 @@ impl Kernel {
         let request_id = self.new_request_id();
         let stream = self.stream(Some(id));
         let cx = self.cx(&request_id);
-        let session =
-            lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers, additional_roots).await?;
+        let (session, _) =
+            lifecycle::reopen(&cx, id, after.as_ref(), mcp_servers, additional_roots, None).await?;
         Ok((self.handle(session), stream))
     }
 

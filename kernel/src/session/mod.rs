@@ -7,6 +7,7 @@
 
 pub(crate) mod checkpoints;
 pub(crate) mod ext;
+pub(crate) mod materialize;
 pub(crate) mod mcp;
 pub(crate) mod open;
 pub(crate) mod overlay;

@@ -250,6 +250,7 @@ async fn a_resume_after_a_restart_keeps_the_roots_or_takes_its_own() {
                 after_sequence: None,
                 mcp_servers: None,
                 additional_roots: Some(bad),
+                materialize_to: None,
             }),
         ))
         .await

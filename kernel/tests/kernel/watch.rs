@@ -299,6 +299,7 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
             after_sequence: Some(cursor),
             mcp_servers: None,
             additional_roots: None,
+            materialize_to: None,
         }),
     ))
     .await

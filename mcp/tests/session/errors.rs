@@ -178,6 +178,7 @@ async fn a_bad_resume_entry_is_refused_too() {
                 after_sequence: None,
                 mcp_servers: Some(vec![spec("nothing")]),
                 additional_roots: None,
+                materialize_to: None,
             }),
         ))
         .await
@@ -208,6 +209,7 @@ async fn a_resumed_session_starts_its_servers_again() {
                 after_sequence: None,
                 mcp_servers: Some(vec![stdio_spec("again", &journal, None)]),
                 additional_roots: None,
+                materialize_to: None,
             }),
         ))
         .await

@@ -72,6 +72,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
             }),
             mcp_servers: None,
             additional_roots: None,
+            materialize_to: None,
         }),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose {}),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd {}),

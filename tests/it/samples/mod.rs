@@ -317,6 +317,7 @@ pub fn sample_event(t: EventType) -> Event {
                 sequence: 12,
             }),
             replayed: 0,
+            materialized: None,
         }),
         EventType::SessionInterrupted => Event::SessionInterrupted(ev::SessionInterrupted {
             interrupted_request_id: Some(s("req_0001")),

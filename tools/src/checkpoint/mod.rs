@@ -34,11 +34,18 @@
 //! could not restore. [`Checkpoints::restore_undoable`] first records the state it is
 //! about to replace, so the restore itself can be undone.
 //!
+//! **A session's checkpoints travel** (`bundle`): [`CheckpointHome::export_session`]
+//! hands its records and every object they reach, each once, to a sink (an export
+//! file); an [`Importer`] takes them into another store, checked; and
+//! [`CheckpointHome::materialize`] moves them to the store of a new workspace folder
+//! and restores the newest checkpoint there.
+//!
 //! **Disk is bounded** by [`CheckpointHome::prune`]: checkpoints older than the age
 //! limit, then the oldest beyond the size limit (closed sessions' before open ones'),
 //! are dropped, never those of a pinned session; objects no checkpoint reaches are
 //! then removed (`gc`, mark and sweep under the store's exclusive lock).
 
+mod bundle;
 mod engine;
 mod gc;
 mod git;
@@ -58,6 +65,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use bundle::{BundleError, BundleItem, BundleSummary, Importer, Materialized};
 pub use engine::{Checkpoints, ForeignChange, UndoPoint};
 pub use gc::{CheckpointHome, DroppedCheckpoint, PruneReport, PruneRules, StoreUsage};
 pub use manifest::Unsaved;

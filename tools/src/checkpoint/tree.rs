@@ -118,6 +118,15 @@ fn node(r: Row) -> io::Result<Node> {
     })
 }
 
+/// Encodes the rows of a tree object (the inverse of [`decode`]).
+pub(crate) fn encode(nodes: &[Node]) -> io::Result<Vec<u8>> {
+    let rows: Vec<Row> = nodes
+        .iter()
+        .map(|n| row(&n.name, &n.entry, n.subtree.as_deref()))
+        .collect();
+    serde_json::to_vec(&rows).map_err(io::Error::other)
+}
+
 /// Decodes a tree object.
 pub(crate) fn decode(bytes: &[u8]) -> io::Result<Vec<Node>> {
     let rows: Vec<Row> = serde_json::from_slice(bytes).map_err(bad)?;

@@ -15,6 +15,7 @@ use keel_tools::checkpoint::{
 };
 use serde_json::json;
 
+mod bundle;
 mod engine;
 mod faults;
 mod git_aware;

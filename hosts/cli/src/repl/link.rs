@@ -170,6 +170,7 @@ impl Backend {
                                 rules: snap.rules,
                                 last_cursor: w.last_cursor,
                                 replayed: w.replayed,
+                                materialized: None,
                             }),
                             running: w.active_request_id,
                         })
@@ -180,6 +181,7 @@ impl Backend {
                             after_sequence: None,
                             mcp_servers: None,
                             additional_roots: None,
+                            materialize_to: None,
                         });
                         let env = r.client.request(None, resume).await?;
                         let Event::SessionResumed(p) = env.event else {

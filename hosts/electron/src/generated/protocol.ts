@@ -815,7 +815,7 @@ export type KnownErrorCategory = "bridge" | "runtime" | "business";
 export type ErrorCode = KnownErrorCode | (string & {});
 
 /** The values of `ErrorCode` this version knows. */
-export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "SKILL_SKIPPED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE" | "WORKTREE_UNAVAILABLE" | "WORKTREE_NOT_FOUND" | "WORKTREE_DIRTY";
+export type KnownErrorCode = "SESSION_NOT_FOUND" | "REQUEST_INVALID" | "TOOL_NOT_REGISTERED" | "TOOL_PERMISSION_DENIED" | "PLAN_APPROVAL_REQUIRED" | "PLAN_REJECTED" | "TOOL_EXECUTION_FAILED" | "MCP_SERVER_UNAVAILABLE" | "SESSION_PERSISTENCE_FAILED" | "CONTEXT_COMPACTION_FAILED" | "RUNTIME_INTERNAL_ERROR" | "VERSION_MISMATCH" | "APPROVAL_NOT_FOUND" | "PLAN_NOT_FOUND" | "ASK_NOT_FOUND" | "SESSION_BUSY" | "QUEUED_REQUEST_NOT_FOUND" | "REVIEW_BLOCKING" | "REVIEW_NOT_FOUND" | "PATCH_NOT_FOUND" | "PATCH_CONFLICT" | "INVALID_DEPENDENCY" | "DUPLICATE_NODE" | "CYCLE_DETECTED" | "GRAPH_NOT_FOUND" | "SUB_AGENT_NOT_FOUND" | "BACKGROUND_TASK_NOT_FOUND" | "MODEL_ERROR" | "MODEL_UNAVAILABLE" | "INTERRUPTED" | "MAX_TURNS_EXCEEDED" | "PATH_OUTSIDE_WORKSPACE" | "TOOL_ARGUMENTS_INVALID" | "TOOL_NAME_CONFLICT" | "SANDBOX_UNAVAILABLE" | "CHECKPOINT_NOT_FOUND" | "BUDGET_EXCEEDED" | "HOOK_FAILED" | "SKILL_SKIPPED" | "PROMPT_BLOCKED" | "PRICE_UNKNOWN" | "SESSION_LIMIT_REACHED" | "TOOL_TIMEOUT" | "HOST_TOOL_CALL_NOT_FOUND" | "ROLE_FORBIDDEN" | "SESSION_OWNED_ELSEWHERE" | "WORKTREE_UNAVAILABLE" | "WORKTREE_NOT_FOUND" | "WORKTREE_DIRTY" | "WORKSPACE_MISSING";
 
 /**
  * What the user can do about an error (seed 000 §4.10).
@@ -1164,6 +1164,32 @@ export type LoadHistory = {
  * Messages, oldest first.
  */
 messages: Array<HistoryMessage>, };
+
+/**
+ * What `session.resume {materializeTo}` made of a workspace missing on this node.
+ */
+export type MaterializedWorkspace = { 
+/**
+ * The session's workspace now (canonical).
+ */
+workspace: string, 
+/**
+ * The workspace the session had, which does not exist on this node.
+ */
+previousWorkspace: string, 
+/**
+ * The checkpoint the files come from (the session's newest).
+ */
+checkpointId: string, 
+/**
+ * Files and links written.
+ */
+restored: number, 
+/**
+ * Files the checkpoints did not keep (binary, larger than the size limit,
+ * unreadable when taken, or content no longer available), which are not there.
+ */
+missing: Array<NotRestorableFile>, };
 
 /**
  * `mcp.list`: the answer to `mcp.list`.
@@ -2688,7 +2714,15 @@ mcpServers?: Array<McpServerSpec> | null,
  * `session.start`'s; `[]`: none). Left out: it keeps its own. An open
  * session's roots change only while it is idle.
  */
-additionalRoots?: Array<AdditionalRoot> | null, };
+additionalRoots?: Array<AdditionalRoot> | null, 
+/**
+ * When the session's workspace does not exist on this node: an absolute path
+ * (absent, or an empty directory) to make it in from the session's newest
+ * checkpoint; the session then works there (`session.resumed` says what was
+ * made in `materialized`). Ignored when the workspace exists. Without it, a
+ * missing workspace is refused with `WORKSPACE_MISSING`.
+ */
+materializeTo?: string | null, };
 
 /**
  * `session.resumed`.
@@ -2721,7 +2755,12 @@ lastCursor: Cursor | null,
 /**
  * Events replayed after this one (with `afterSequence`).
  */
-replayed: number, };
+replayed: number, 
+/**
+ * The workspace was made from the session's newest checkpoint
+ * (`session.resume {materializeTo}`): where, from what, and what is missing.
+ */
+materialized?: MaterializedWorkspace | null, };
 
 /**
  * `session.rewind`: give exactly one of `toRequestId` and `toToolCallId` (refused
@@ -4330,4 +4369,5 @@ export const ERROR_CODES: readonly ErrorCode[] = [
   "WORKTREE_UNAVAILABLE",
   "WORKTREE_NOT_FOUND",
   "WORKTREE_DIRTY",
+  "WORKSPACE_MISSING",
 ];
