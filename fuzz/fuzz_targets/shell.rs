@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             }
             let _ = keel_tools::shell::canonical_command(&line);
             for m in PermissionMode::ALL {
-                let _ = shapes::verdict(ws, &line, m);
+                let _ = shapes::verdict(ws, &line, m.clone());
             }
         }
         1 => {

@@ -68,7 +68,7 @@ fn status(n: u8) -> NodeStatus {
     }
 }
 
-fn done(s: NodeStatus) -> bool {
+fn done(s: &NodeStatus) -> bool {
     matches!(s, NodeStatus::Completed | NodeStatus::Skipped)
 }
 
@@ -102,7 +102,7 @@ fn check(g: &TaskGraph) {
         ) {
             for d in &n.depends_on {
                 assert!(
-                    done(g.nodes[d].status),
+                    done(&g.nodes[d].status),
                     "{id} is {:?} before {d} is done: {g:?}",
                     n.status
                 );
@@ -162,7 +162,7 @@ fuzz_target!(|input: Input| {
                     Err(_) => assert_eq!(g, before, "a failed update changed the graph"),
                     Ok(node) => {
                         if let Some(old) = before.nodes.get(&target) {
-                            if done(old.status) {
+                            if done(&old.status) {
                                 assert_eq!(node.status, old.status, "a final status changed");
                             }
                         }
