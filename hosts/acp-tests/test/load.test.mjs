@@ -10,6 +10,13 @@ import { fixture, scripted, startAgent, text } from "./harness.mjs";
 async function fakeOpenAI(reply) {
   const requests = [];
   const server = http.createServer((req, res) => {
+    // Only chat completions are answered; metadata probes (`GET /v1/models`, a
+    // llama.cpp server's `GET /props`) find nothing, as on a server without them.
+    if (req.method !== "POST") {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end('{"error":{"message":"not found"}}');
+      return;
+    }
     let body = "";
     req.on("data", (d) => (body += d));
     req.on("end", () => {
