@@ -184,6 +184,16 @@ pub fn spawn_std(mut cmd: std::process::Command) -> io::Result<std::process::Chi
     on_spawner(move || cmd.spawn())
 }
 
+/// Runs `cmd` to its end through [`spawn_std`] (tied to this process, so that it dies
+/// with it): its standard output and error captured, its standard input empty, as
+/// [`std::process::Command::output`] does.
+pub fn output_std(mut cmd: std::process::Command) -> io::Result<std::process::Output> {
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    spawn_std(cmd)?.wait_with_output()
+}
+
 /// Both ends of the lifeline: the write end is never written and never given away.
 #[derive(Debug)]
 struct Lifeline {

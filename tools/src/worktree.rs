@@ -6,11 +6,15 @@
 //! repository, branch, base commit, owner, and whether it is made). The record is
 //! a journal: it is written with `state: "creating"` *before* git is asked for the
 //! worktree, and rewritten `ready` after, both atomically (a temporary file renamed
-//! into place). A process that dies in between leaves a record still `creating`
+//! into place). An owner that must record the worktree first (the kernel saves the
+//! session that works in it) asks for it [`CreateRequest::held`]: the record is then
+//! `made` once git is done, and [`confirm`] makes it `ready` once the owner has it.
+//! A process that dies before `ready` leaves a record still `creating` or `made`
 //! whose process is gone: [`leftovers`] finds those and [`remove`] takes them away
 //! (the folder, git's administrative entry, the branch when it has no commits of its
-//! own), which `keel doctor` does. Nothing half-made is ever taken for a ready
-//! worktree.
+//! own), which `keel doctor` does. The creating process itself takes back a creation
+//! it gives up (its caller was interrupted) with [`discard`]. Nothing half-made is
+//! ever taken for a ready worktree.
 //!
 //! Making, removing and pruning take turns per repository (an `flock` on
 //! `keel-worktrees.lock` in its git folder): git is not safe against two of them at
@@ -54,7 +58,8 @@ pub struct Record {
     pub branch: String,
     /// The commit it was made at.
     pub base_commit: String,
-    /// `creating` until git has made it, then `ready`.
+    /// `creating` until git has made it, then `ready` (`made` in between for a
+    /// [`CreateRequest::held`] creation, until [`confirm`]).
     pub state: String,
     /// The process that made it (to tell a creation under way from a leftover).
     pub pid: u32,
@@ -77,6 +82,10 @@ pub struct CreateRequest<'a> {
     pub base_ref: Option<&'a str>,
     /// Now, ms since the epoch.
     pub now: u64,
+    /// Leaves the record `made` rather than `ready`: the owner calls [`confirm`]
+    /// once it has recorded the worktree, so that a process dying in between leaves
+    /// a leftover (found by [`leftovers`]) rather than a worktree nobody owns.
+    pub held: bool,
 }
 
 /// A worktree made.
@@ -121,8 +130,7 @@ fn git(dir: &Path, args: &[&str]) -> Command {
 
 /// Runs git in `dir`; its trimmed stdout, or its stderr as the error.
 fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = git(dir, args)
-        .output()
+    let out = crate::spawn::output_std(git(dir, args))
         .map_err(|e| format!("git could not be run: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_owned())
@@ -328,12 +336,25 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
             return Err(e);
         }
     };
+    // Two steps, each one git process with no children of its own: `worktree add`
+    // would check the files out in a child process, which the parent-death signal
+    // of `spawn` does not reach (killed mid-way, this process would leave it
+    // writing into a folder `keel doctor` is removing), and would run the
+    // repository's post-checkout hook.
     let added = run(
         &record.repository,
         &[
-            "worktree", "add", "--quiet", "-b", req.branch, &path_s, &base,
+            "worktree",
+            "add",
+            "--quiet",
+            "--no-checkout",
+            "-b",
+            req.branch,
+            &path_s,
+            &base,
         ],
-    );
+    )
+    .and_then(|_| run(&path, &["reset", "--hard", "--quiet"]));
     if let Err(e) = added {
         undo(&folder, &record);
         drop(lock);
@@ -343,7 +364,7 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
         ));
     }
     drop(lock);
-    record.state = "ready".to_owned();
+    record.state = if req.held { "made" } else { "ready" }.to_owned();
     if let Err(e) = write_record(&folder, &record) {
         let lock = repository_lock(&record.repository);
         undo(&folder, &record);
@@ -361,6 +382,35 @@ pub fn create(folder: &Path, req: &CreateRequest<'_>) -> Result<Created, ErrorPa
         path,
         workspace,
     })
+}
+
+/// Makes a [`CreateRequest::held`] worktree `ready`: its owner has recorded it.
+pub fn confirm(folder: &Path, name: &str) -> Result<(), ErrorPayload> {
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned());
+    let Some(mut r) = record(&folder, name) else {
+        return Err(ErrorPayload::new(
+            ErrorCode::WorktreeNotFound,
+            format!("no worktree {name:?}"),
+        )
+        .with_detail("name", name));
+    };
+    if r.state == "ready" {
+        return Ok(());
+    }
+    r.state = "ready".to_owned();
+    write_record(&folder, &r).map_err(|e| persistence(e, "the worktree's record"))
+}
+
+/// Takes back a creation of this process that its caller gave up before it was
+/// confirmed (or a creation that went wrong after): the folder, git's entry, the
+/// branch if it has no commits of its own, the record. Not found is not an error.
+pub fn discard(folder: &Path, name: &str) {
+    let folder = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_owned());
+    if let Some(r) = record(&folder, name) {
+        let lock = repository_lock(&r.repository).ok();
+        undo(&folder, &r);
+        drop(lock);
+    }
 }
 
 /// Takes away what a creation left: the folder, git's entry, the branch if it
@@ -489,7 +539,7 @@ pub fn remove(
         .with_detail("name", name));
     };
     let path = folder.join(&r.name);
-    if r.state == "creating" && !creator_gone(&r) {
+    if r.state != "ready" && !creator_gone(&r) {
         return Err(unavailable(
             "creating",
             format!("the worktree {} is being made", path.display()),
@@ -526,12 +576,7 @@ pub fn remove(
             &["worktree", "remove", "--force", "--force", &path_s],
         );
         if removed.is_err() || path.exists() {
-            std::fs::remove_dir_all(&path).map_err(|e| {
-                unavailable(
-                    "io",
-                    format!("the worktree {} cannot be removed: {e}", path.display()),
-                )
-            })?;
+            remove_folder(&path)?;
         }
     }
     let _ = run(&r.repository, &["worktree", "prune"]);
@@ -543,6 +588,29 @@ pub fn remove(
     };
     let _ = std::fs::remove_file(record_path(&folder, &r.name));
     Ok(Removed { info, branch_kept })
+}
+
+/// Removes a worktree's folder, trying again a few times when a file appears
+/// meanwhile (a process of a creation that died, itself being killed, may still
+/// be writing).
+fn remove_folder(path: &Path) -> Result<(), ErrorPayload> {
+    let mut tries = 0;
+    loop {
+        match std::fs::remove_dir_all(path) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20 << tries));
+            }
+            Err(e) => {
+                return Err(unavailable(
+                    "io",
+                    format!("the worktree {} cannot be removed: {e}", path.display()),
+                ))
+            }
+        }
+    }
 }
 
 /// The worktree folder's name for a worktree path inside it, if it is one.

@@ -66,6 +66,7 @@ fn req<'a>(name: &'a str, source: &'a Path, branch: &'a str) -> CreateRequest<'a
         branch,
         base_ref: None,
         now: 1,
+        held: false,
     }
 }
 
@@ -325,6 +326,54 @@ fn a_creation_that_died_half_way_is_a_leftover_that_removal_clears() {
         1,
         "the creation under way is left alone"
     );
+}
+
+#[test]
+fn a_held_creation_waits_for_its_owner_and_is_a_leftover_once_its_process_is_gone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = repo(tmp.path());
+    let folder = tmp.path().join("worktrees");
+    let held = |name: &'static str, branch: &'static str| CreateRequest {
+        held: true,
+        ..req(name, &r, branch)
+    };
+    // Made, not yet owned: listed as being made, refused to others while this
+    // process lives, not a leftover.
+    let made = wt::create(&folder, &held("sess_h", "keel/h")).unwrap();
+    assert!(made.path.join("README.md").is_file());
+    assert_eq!(made.record.state, "made");
+    assert_eq!(wt::list(&folder)[0].state, WorktreeState::Creating);
+    assert!(wt::leftovers(&folder).is_empty());
+    let e = wt::remove(&folder, "sess_h", true, false).unwrap_err();
+    assert_eq!(e.details["reason"], "creating", "{e:?}");
+    // Its owner has it: ready.
+    wt::confirm(&folder, "sess_h").unwrap();
+    assert_eq!(wt::list(&folder)[0].state, WorktreeState::Ready);
+    wt::confirm(&folder, "sess_h").unwrap();
+    // A creation given up is taken back whole: folder, git's entry, branch, record.
+    let gone = wt::create(&folder, &held("sess_g", "keel/g")).unwrap();
+    wt::discard(&folder, "sess_g");
+    assert!(!gone.path.exists());
+    assert!(!branch_exists(&r, "keel/g"));
+    assert!(!git(&r, &["worktree", "list"]).contains("sess_g"));
+    assert!(wt::record(&folder, "sess_g").is_none());
+    wt::discard(&folder, "sess_g");
+    // A `made` record whose process is gone is a leftover that removal clears.
+    let orphan = wt::create(&folder, &held("sess_o", "keel/o")).unwrap();
+    let rec_path = std::fs::canonicalize(&folder)
+        .unwrap()
+        .join("records/sess_o.json");
+    let mut rec: wt::Record = serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
+    rec.pid = dead_pid();
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let names: Vec<String> = wt::leftovers(&folder).into_iter().map(|r| r.name).collect();
+    assert_eq!(names, ["sess_o"]);
+    wt::remove(&folder, "sess_o", false, false).unwrap();
+    assert!(!orphan.path.exists());
+    assert!(!branch_exists(&r, "keel/o"));
+    let e = wt::confirm(&folder, "sess_o").unwrap_err();
+    assert_eq!(e.code, ErrorCode::WorktreeNotFound);
+    assert_eq!(wt::list(&folder).len(), 1, "only the confirmed one is left");
 }
 
 #[test]

@@ -190,7 +190,20 @@ pub async fn diagnose(args: &DoctorArgs, log: &LogSetup) -> Report {
         checks.extend(crate::doctor_mcp::mcp_checks(config, workspace.as_deref(), limit).await);
         if let Some(h) = &home {
             checks.push(crate::doctor_checkpoints::checkpoints_check(config, h).await);
-            checks.push(crate::doctor_worktrees::worktrees_check(config, h));
+            let limit = Duration::from_secs(args.timeout.max(1));
+            let store = crate::doctor_worktrees::store_for(
+                args.store.store.as_deref(),
+                &env,
+                config,
+                h,
+                limit,
+            )
+            .await;
+            checks.push(crate::doctor_worktrees::worktrees_check(
+                config,
+                h,
+                store.as_deref(),
+            ));
             checks.push(crate::doctor_skills::skills_check(
                 config,
                 h,

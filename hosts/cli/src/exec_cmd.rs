@@ -150,17 +150,26 @@ async fn exec(
         Err(code) => return code,
     };
     let kernel = runtime.kernel.clone();
-    let (session, mut events) = match kernel
-        .start_session(SessionStart {
-            permission_mode: common.mode.mode,
-            title: Some(prompt.chars().take(60).collect()),
-            record: record.map(|p| p.display().to_string()),
-            isolation: isolation.isolation(),
-            base_ref: isolation.base_ref.clone(),
-            ..SessionStart::default()
-        })
-        .await
-    {
+    let start = kernel.start_session(SessionStart {
+        permission_mode: common.mode.mode,
+        title: Some(prompt.chars().take(60).collect()),
+        record: record.map(|p| p.display().to_string()),
+        isolation: isolation.isolation(),
+        base_ref: isolation.base_ref.clone(),
+        ..SessionStart::default()
+    });
+    // Ctrl-C while the session starts (its worktree being made) gives the start up:
+    // what it made is taken back before the exit.
+    let started = tokio::select! {
+        s = start => s,
+        _ = ctrlc.recv() => {
+            tracing::info!("Ctrl-C: giving up the session's start");
+            kernel.shutdown("interrupted").await;
+            eprintln!("keel: interrupted while the session was starting");
+            return EXIT_INTERRUPTED;
+        }
+    };
+    let (session, mut events) = match started {
         Ok(s) => s,
         Err(e) => {
             setup::report(&e);

@@ -139,28 +139,34 @@ pub(crate) async fn open_fork(
         },
         false => None,
     };
+    let (tree, made) = match tree {
+        Some((info, ws, made)) => (Some((info, ws)), Some(made)),
+        None => (None, None),
+    };
     if let Some((info, ws)) = &tree {
         state.workspace = ws.display().to_string();
         worktree::keep_in(&mut state, info);
     }
-    if let Some(given) = p.additional_roots.as_deref() {
-        match roots::check(Path::new(&state.workspace), given, ROOTS_FIELD) {
-            Ok(checked) => roots::keep_in(&mut state, &checked),
-            Err(e) => {
-                if tree.is_some() {
-                    let _ = worktree::remove(services, &id, true).await;
-                }
-                let _ = services.store().unclaim(&id);
-                return Err(e);
-            }
+    let checked = p
+        .additional_roots
+        .as_deref()
+        .map(|given| roots::check(Path::new(&state.workspace), given, ROOTS_FIELD))
+        .transpose();
+    let saved = checked.and_then(|checked| {
+        if let Some(checked) = checked {
+            roots::keep_in(&mut state, &checked);
         }
-    }
-    if let Err(e) = services.store().save_state(&state) {
-        if tree.is_some() {
-            let _ = worktree::remove(services, &id, true).await;
+        services.store().save_state(&state)
+    });
+    if let Err(e) = saved {
+        if let Some(m) = made {
+            m.discard().await;
         }
         let _ = services.store().unclaim(&id);
         return Err(e);
+    }
+    if let Some(m) = made {
+        m.keep().await;
     }
     let session = Session::new(services.clone(), state, model, Sequencer::new(), lease);
     // The parent's host tools (they were accepted beside the same kernel tools).
@@ -211,9 +217,9 @@ async fn isolated_tree(
     cx: &Cx<'_>,
     parent: &Session,
     id: &str,
-) -> Result<(WorktreeInfo, PathBuf), ErrorPayload> {
+) -> Result<(WorktreeInfo, PathBuf, worktree::Made), ErrorPayload> {
     let made = worktree::create(cx.services, id, id, &parent.workspace, None).await?;
-    let (from, to) = (parent.workspace.clone(), made.path.clone());
+    let (from, to) = (parent.workspace.clone(), made.created().path.clone());
     let copied = tokio::task::spawn_blocking(move || keel_tools::worktree::overlay(&from, &to))
         .await
         .unwrap_or_else(|e| {
@@ -223,8 +229,10 @@ async fn isolated_tree(
             ))
         });
     if let Err(e) = copied {
-        let _ = worktree::remove(cx.services, id, true).await;
+        made.discard().await;
         return Err(e);
     }
-    Ok((worktree::info_of(&made), made.workspace))
+    let info = worktree::info_of(made.created());
+    let workspace = made.created().workspace.clone();
+    Ok((info, workspace, made))
 }

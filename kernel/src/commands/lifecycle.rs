@@ -89,16 +89,19 @@ pub(crate) async fn open_new(
         }
         _ => None,
     };
-    let workspace = made.as_ref().map_or(workspace, |m| m.workspace.clone());
+    let workspace = made
+        .as_ref()
+        .map_or(workspace, |m| m.created().workspace.clone());
     // The roots again, against the worktree the session works in (none may hold it).
-    let extra = match (&made, roots::check(&workspace, given_roots, ROOTS_FIELD)) {
-        (None, _) => extra,
-        (Some(_), Ok(again)) => again,
-        (Some(_), Err(e)) => {
-            let _ = worktree::remove(services, &id, true).await;
+    let extra = match (made, roots::check(&workspace, given_roots, ROOTS_FIELD)) {
+        (None, _) => (extra, None),
+        (Some(m), Ok(again)) => (again, Some(m)),
+        (Some(m), Err(e)) => {
+            m.discard().await;
             return Err(e);
         }
     };
+    let (extra, made) = extra;
     let now = services.now();
     let mut state = PersistedSession {
         session_id: id.clone(),
@@ -121,7 +124,7 @@ pub(crate) async fn open_new(
         request_marks: Vec::new(),
     };
     if let Some(m) = &made {
-        worktree::keep_in(&mut state, &worktree::info_of(m));
+        worktree::keep_in(&mut state, &worktree::info_of(m.created()));
     }
     roots::keep_in(&mut state, &extra);
     let claimed =
@@ -137,13 +140,16 @@ pub(crate) async fn open_new(
     let lease = match claimed {
         Ok(lease) => lease,
         Err(e) => {
-            if made.is_some() {
+            if let Some(m) = made {
                 // Not a session: its worktree goes again.
-                let _ = worktree::remove(services, &id, true).await;
+                m.discard().await;
             }
             return Err(e);
         }
     };
+    if let Some(m) = made {
+        m.keep().await;
+    }
     let session = Session::new(services.clone(), state, model, Sequencer::new(), lease);
     session.tools.set_host(services.registry(), host)?;
     let session = admission.insert(&id, session);

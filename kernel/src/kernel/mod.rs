@@ -394,6 +394,8 @@ impl Kernel {
     /// Interrupts everything, closes every session, flushes the store.
     pub async fn shutdown(&self, reason: &str) {
         lifecycle::close_all(&self.inner.services, &self.inner.open, reason).await;
+        // Worktrees of starts and forks given up meanwhile are taken back first.
+        self.inner.services.cleanups().settle().await;
     }
 
     /// The workspace of an open session.

@@ -64,6 +64,9 @@ pub(crate) struct Services {
     lease_wake: Arc<tokio::sync::Notify>,
     /// Spans and metrics of the kernel's work (off unless the host gives one).
     telemetry: keel_telemetry::Recorder,
+    /// Worktrees of session starts and forks being made or taken back on the
+    /// blocking pool (the kernel's shutdown waits for them).
+    cleanups: crate::session::worktree::Cleanups,
 }
 
 impl std::fmt::Debug for Services {
@@ -92,7 +95,14 @@ impl Services {
             telemetry: p.telemetry,
             node: p.node,
             lease_wake: Arc::new(tokio::sync::Notify::new()),
+            cleanups: Default::default(),
         }
+    }
+
+    /// Worktree work of session starts and forks still under way on the blocking
+    /// pool.
+    pub(crate) fn cleanups(&self) -> &crate::session::worktree::Cleanups {
+        &self.cleanups
     }
 
     /// This node's name in a shared store's leases.

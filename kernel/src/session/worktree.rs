@@ -53,22 +53,85 @@ pub(crate) fn branch_for(id: &str) -> String {
     format!("keel/{}", wt::short_id(id))
 }
 
-/// Makes a worktree named `name` of the repository holding `source`, on the blocking
-/// pool; owned by `session_id`.
+/// A worktree made for a session that is not yet stored: [`Made::keep`] once the
+/// session that works in it is saved (its record becomes `ready`). Dropped without
+/// it (the command was interrupted, or failed after), the worktree is taken back on
+/// the blocking pool, tracked by the kernel's [`Cleanups`]; a process that dies in
+/// between leaves a leftover that `keel doctor` removes.
+#[derive(Debug)]
+pub(crate) struct Made {
+    created: Created,
+    folder: PathBuf,
+    name: String,
+    cleanups: Cleanups,
+    settled: bool,
+}
+
+impl Made {
+    /// The worktree.
+    pub(crate) fn created(&self) -> &Created {
+        &self.created
+    }
+
+    /// The session working in it is saved: its record becomes `ready`.
+    pub(crate) async fn keep(mut self) {
+        self.settled = true;
+        let (folder, name) = (self.folder.clone(), self.name.clone());
+        let confirmed = tokio::task::spawn_blocking(move || wt::confirm(&folder, &name))
+            .await
+            .unwrap_or_else(|e| Err(joined(e)));
+        if let Err(e) = confirmed {
+            // The session is stored with it: left `made`, `keel doctor` would take it
+            // for a leftover once this process is gone (a disk that refuses writes).
+            tracing::warn!(worktree = %self.name, code = %e.code, message = %e.message, "a worktree's record was not marked ready");
+        }
+    }
+
+    /// Takes the worktree back now (the command failed after it was made).
+    pub(crate) async fn discard(mut self) {
+        self.settled = true;
+        let (folder, name) = (self.folder.clone(), self.name.clone());
+        let _ = tokio::task::spawn_blocking(move || wt::discard(&folder, &name)).await;
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        self.settled = true;
+        let (folder, name) = (self.folder.clone(), self.name.clone());
+        let discard = move || {
+            wt::discard(&folder, &name);
+            tracing::info!(worktree = %name, "took back the worktree of a session start that was given up");
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => self.cleanups.track(rt.spawn_blocking(discard)),
+            Err(_) => discard(),
+        }
+    }
+}
+
+/// Makes a worktree named `name` of the repository holding `source` for session
+/// `session_id` (about to be stored), on the blocking pool: to its end even if the
+/// caller is dropped meanwhile, the worktree then taken back (see [`Made`]).
 pub(crate) async fn create(
     services: &Services,
     name: &str,
     session_id: &str,
     source: &Path,
     base_ref: Option<&str>,
-) -> Result<Created, ErrorPayload> {
+) -> Result<Made, ErrorPayload> {
     let folder = folder(services)?;
     let (name, session_id, source) = (name.to_owned(), session_id.to_owned(), source.to_owned());
     let base_ref = base_ref.map(str::to_owned);
     let branch = branch_for(&name);
     let now = services.now();
-    tokio::task::spawn_blocking(move || {
-        wt::create(
+    let cleanups = services.cleanups().clone();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job = tokio::task::spawn_blocking(move || {
+        let made = wt::create(
             &folder,
             &CreateRequest {
                 name: &name,
@@ -77,11 +140,26 @@ pub(crate) async fn create(
                 branch: &branch,
                 base_ref: base_ref.as_deref(),
                 now,
+                held: true,
             },
         )
+        .map(|created| Made {
+            created,
+            folder,
+            name,
+            cleanups,
+            settled: false,
+        });
+        // Refused when the caller is gone: dropped here, the worktree goes again.
+        let _ = tx.send(made);
+    });
+    services.cleanups().track(job);
+    rx.await.unwrap_or_else(|_| {
+        Err(ErrorPayload::new(
+            ErrorCode::RuntimeInternalError,
+            "making the worktree failed",
+        ))
     })
-    .await
-    .unwrap_or_else(|e| Err(joined(e)))
 }
 
 /// Removes worktree `name` on the blocking pool.
@@ -325,6 +403,7 @@ pub(crate) async fn sub_tree(
                 branch: &branch,
                 base_ref: None,
                 now,
+                held: false,
             },
         );
         let made = match made {

@@ -395,6 +395,7 @@ mod stop;
 mod store;
 mod sub_agent_worktrees;
 mod watch;
+mod worktree_scale;
 mod worktrees;
 
 /// Two threads that spin until dropped, competing with the kernel for the cores.

@@ -65,7 +65,7 @@ fn git(root: &Path, args: &[&str]) -> Command {
 }
 
 fn run(root: &Path, args: &[&str]) -> io::Result<Vec<u8>> {
-    let out = git(root, args).output()?;
+    let out = crate::spawn::output_std(git(root, args))?;
     if !out.status.success() {
         return Err(io::Error::other(format!("git {} failed", args.join(" "))));
     }
@@ -197,10 +197,9 @@ impl Repo {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "not a blob id"));
         }
         if self.cat.is_none() {
-            let mut child = git(&self.root, &["cat-file", "--batch"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()?;
+            let mut cmd = git(&self.root, &["cat-file", "--batch"]);
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = crate::spawn::spawn_std(cmd)?;
             let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                 return Err(io::Error::other("git cat-file without pipes"));
             };

@@ -11,9 +11,8 @@ use keel_envelope::ErrorPayload;
 use super::{git, persistence, run, unavailable};
 
 /// Runs `c` (a `git` command); its stdout, or its stderr as the error.
-fn output_of(mut c: Command, what: &str) -> Result<Vec<u8>, ErrorPayload> {
-    let out = c
-        .output()
+fn output_of(c: Command, what: &str) -> Result<Vec<u8>, ErrorPayload> {
+    let out = crate::spawn::output_std(c)
         .map_err(|e| unavailable("git_missing", format!("git could not be run: {e}")))?;
     if out.status.success() {
         return Ok(out.stdout);
@@ -190,12 +189,11 @@ fn read_blobs(
         return Ok(found);
     }
     let fail = |e: io::Error| unavailable("git_failed", format!("git could not read a file: {e}"));
-    let mut child = git(top, &["cat-file", "--batch"])
-        .stdin(std::process::Stdio::piped())
+    let mut cmd = git(top, &["cat-file", "--batch"]);
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(fail)?;
+        .stderr(std::process::Stdio::null());
+    let mut child = crate::spawn::spawn_std(cmd).map_err(fail)?;
     let mut stdin = child
         .stdin
         .take()
