@@ -170,7 +170,7 @@ fn readme_setup_is_two_commands_that_exist() {
         .collect();
     assert_eq!(
         blocks,
-        ["cargo run --release -- demo", "bash .ci/test"],
+        ["cargo run --release -- demo", "bash .ci/run"],
         "the set-up commands in README.md changed"
     );
     assert!(root.join(".ci/test").is_file());
