@@ -14,12 +14,12 @@ use keel_store_pg::testing::PgServer;
 use keel_testsupport::Rng;
 use nodes_support::*;
 
-/// Rounds of the kill test (`KEEL_TEST_KILL_ROUNDS` raises it).
+/// Rounds of the kill test (20; `KEEL_TEST_KILL_ROUNDS` changes it).
 fn kill_rounds() -> usize {
     std::env::var("KEEL_TEST_KILL_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+        .unwrap_or(20)
 }
 
 fn ids(events: &[Envelope]) -> Vec<String> {
