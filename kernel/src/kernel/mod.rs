@@ -391,7 +391,8 @@ impl Kernel {
         stored::infos(&self.inner.services, &self.inner.open)
     }
 
-    /// Interrupts everything, closes every session, flushes the store.
+    /// Interrupts everything, closes every session, flushes the store, and waits
+    /// until the worktrees of session starts and forks given up are taken back.
     pub async fn shutdown(&self, reason: &str) {
         lifecycle::close_all(&self.inner.services, &self.inner.open, reason).await;
         // Worktrees of starts and forks given up meanwhile are taken back first.
