@@ -395,7 +395,7 @@ impl Kernel {
     /// until the worktrees of session starts and forks given up are taken back.
     pub async fn shutdown(&self, reason: &str) {
         lifecycle::close_all(&self.inner.services, &self.inner.open, reason).await;
-        // Worktrees of starts and forks given up meanwhile are taken back first.
+        // Then the worktrees of starts and forks given up meanwhile.
         self.inner.services.cleanups().settle().await;
     }
 
