@@ -7,16 +7,19 @@
 //! - [`Rng`]: a seeded generator for randomised tests, [`Busy`]: CPU load for stress
 //!   tests;
 //! - [`runtime`]: a runtime for the servers of a test that runs `keel` as a process;
-//! - [`doc_blocks`]: the fenced code blocks of a document, for tests that check them.
+//! - [`doc_blocks`]: the fenced code blocks of a document, for tests that check them;
+//! - [`git()`]: git isolated from the machine's configuration.
 
 #![warn(missing_docs)]
 
 pub mod bridge;
 mod busy;
+mod git;
 pub mod model_server;
 mod rng;
 
 pub use busy::Busy;
+pub use git::git;
 pub use rng::Rng;
 
 /// A runtime for the servers a synchronous test starts (the fake model server, an MCP

@@ -12,37 +12,8 @@ use std::process::Command;
 
 use keel_envelope::worktree::WorktreeState;
 use keel_envelope::ErrorCode;
-use keel_testsupport::Busy;
+use keel_testsupport::{git, Busy};
 use keel_tools::worktree::{self as wt, CreateRequest};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Keel Test",
-            "-c",
-            "user.email=test@keel.invalid",
-        ])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "protocol.file.allow=always",
-        ])
-        .args(["-c", "commit.gpgsign=false"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .unwrap_or_else(|e| panic!("git: {e}"));
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
 
 /// A repository with two commits in `<tmp>/repo`.
 fn repo(tmp: &Path) -> PathBuf {

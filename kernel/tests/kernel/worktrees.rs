@@ -19,33 +19,7 @@ use serde_json::json;
 
 use super::*;
 
-pub(super) fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Process::new("git")
-        .args([
-            "-c",
-            "user.name=Keel Test",
-            "-c",
-            "user.email=test@keel.invalid",
-        ])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
+pub(super) use keel_testsupport::git;
 
 pub(super) struct Wt {
     pub(super) kernel: Kernel,
