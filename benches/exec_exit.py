@@ -4,31 +4,36 @@ and the process's peak RSS, over several runs on a small scratch workspace.
 
 Usage: python3 benches/exec_exit.py target/release/keel 10 tests/data/scripts/hello.json
 (the binary, the number of runs, a script for the scripted model)."""
-import os, subprocess, sys, time, tempfile, json, resource
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
 binary = sys.argv[1]
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-script = sys.argv[3] if len(sys.argv) > 3 else None
-lat = []
-rss = []
-for i in range(runs):
-    ws = tempfile.mkdtemp(); home = tempfile.mkdtemp()
-    for j in range(5):
-        open(os.path.join(ws, f"f{j}.txt"), "w").write("hello\n" * 10)
-    env = dict(os.environ, KEEL_HOME=home)
-    env.pop("KEEL_MODEL", None)
-    args = [binary, "exec", "say hi", "--json", "--workspace", ws]
-    if script:
-        args += ["--model", f"scripted:{os.path.abspath(script)}"]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    t_term = None
-    for line in p.stdout:
-        if b'"session.completed"' in line and t_term is None:
-            t_term = time.monotonic()
-    t_eof = time.monotonic()
-    _, status, ru = os.wait4(p.pid, 0)
-    t_exit = time.monotonic()
-    lat.append(((t_exit - t_term) * 1e3 if t_term else -1, (t_eof - t_term) * 1e3 if t_term else -1))
-    rss.append(ru.ru_maxrss / 1024)
-lat.sort()
-print("exit after terminal event ms (exit, stdout-eof):", [f"{a:.1f}/{b:.1f}" for a, b in lat])
-print("max RSS MB:", sorted(f"{r:.1f}" for r in rss))
+script = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 else None
+exits, rss = [], []
+for _ in range(runs):
+    with tempfile.TemporaryDirectory() as ws, tempfile.TemporaryDirectory() as home:
+        for j in range(5):
+            with open(os.path.join(ws, f"f{j}.txt"), "w") as f:
+                f.write("hello\n" * 10)
+        env = dict(os.environ, KEEL_HOME=home)
+        env.pop("KEEL_MODEL", None)
+        args = [binary, "exec", "say hi", "--json", "--workspace", ws]
+        if script:
+            args += ["--model", f"scripted:{script}"]
+        p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        terminal = None
+        for line in p.stdout:
+            if terminal is None and b'"session.completed"' in line:
+                terminal = time.monotonic()
+        _, status, usage = os.wait4(p.pid, 0)
+        exited = time.monotonic()
+        if terminal is None or status != 0:
+            sys.exit(f"keel exec ended without session.completed or failed (wait status {status})")
+        exits.append((exited - terminal) * 1e3)
+        rss.append(usage.ru_maxrss / 1024)
+print("exit after the terminal event, ms:", " ".join(f"{x:.1f}" for x in sorted(exits)))
+print("peak RSS, MB:", " ".join(f"{x:.1f}" for x in sorted(rss)))
