@@ -25,10 +25,12 @@ use futures::StreamExt;
 use keel_envelope::types::Cursor;
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use keel_kernel::ownership::{Claim, Owned, OwnerInfo, Tail};
-use keel_kernel::store::{LoadedLog, PersistedSession, Store};
+use keel_kernel::store::{LoadedLog, PersistedSession, SharedCheckpoint, SharedCheckpoints, Store};
 use keel_kernel::summary::SessionSummary;
 
-use crate::api::{AsyncStore, Lease, LeaseInfo, LeaseOutcome, TailFrom};
+use crate::api::{
+    AsyncStore, CheckpointObject, Lease, LeaseInfo, LeaseOutcome, Manifest, TailFrom,
+};
 use crate::error::{store_error, StoreErrorKind};
 use crate::options::PgOptions;
 use crate::store::PgStore;
@@ -289,6 +291,10 @@ impl Store for PgKernelStore {
         Ok(info.map(owner_info))
     }
 
+    fn shared_checkpoints(&self) -> Option<&dyn SharedCheckpoints> {
+        Some(self)
+    }
+
     fn tail(&self, session_id: &str, after: Option<&Cursor>) -> Result<Option<Tail>, ErrorPayload> {
         let sid = session_id.to_owned();
         let from = after.cloned().map_or(TailFrom::Start, TailFrom::After);
@@ -309,5 +315,82 @@ impl Store for PgKernelStore {
             }
         });
         Ok(Some(rx))
+    }
+}
+
+/// Workspace checkpoints in the database (`keel_objects`, `keel_object_refs`,
+/// `keel_checkpoints`), written under the lease this node holds on the session.
+impl SharedCheckpoints for PgKernelStore {
+    fn missing_objects(&self, hashes: &[String]) -> Result<Vec<String>, ErrorPayload> {
+        let asked = hashes.to_vec();
+        let held = self.run(move |pg| async move { pg.stored_objects(&asked).await })?;
+        Ok(hashes
+            .iter()
+            .zip(held)
+            .filter(|(_, held)| !held)
+            .map(|(h, _)| h.clone())
+            .collect())
+    }
+
+    fn put_objects(
+        &self,
+        session_id: &str,
+        objects: &[(String, Vec<u8>)],
+    ) -> Result<(), ErrorPayload> {
+        let lease = self.lease(session_id, "store checkpoint objects")?;
+        let sid = session_id.to_owned();
+        let objects: Vec<CheckpointObject> = objects
+            .iter()
+            .map(|(hash, bytes)| CheckpointObject {
+                hash: hash.clone(),
+                bytes: bytes.clone(),
+            })
+            .collect();
+        let r = self.run(move |pg| async move {
+            pg.store_objects(&sid, lease.epoch, &objects)
+                .await
+                .map(drop)
+        });
+        self.fenced(session_id, r)
+    }
+
+    fn put_checkpoint(
+        &self,
+        session_id: &str,
+        checkpoint: &SharedCheckpoint,
+    ) -> Result<(), ErrorPayload> {
+        let lease = self.lease(session_id, "record a checkpoint")?;
+        let sid = session_id.to_owned();
+        let manifest = Manifest {
+            seq: checkpoint.seq,
+            body: checkpoint.body.clone(),
+            objects: checkpoint.objects.clone(),
+        };
+        let r = self
+            .run(move |pg| async move { pg.record_manifest(&sid, lease.epoch, &manifest).await });
+        self.fenced(session_id, r)
+    }
+
+    fn last_checkpoint(&self, session_id: &str) -> Result<u64, ErrorPayload> {
+        let sid = session_id.to_owned();
+        self.run(move |pg| async move { pg.last_manifest(&sid).await })
+    }
+
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<SharedCheckpoint>, ErrorPayload> {
+        let sid = session_id.to_owned();
+        let manifests = self.run(move |pg| async move { pg.session_manifests(&sid).await })?;
+        Ok(manifests
+            .into_iter()
+            .map(|m| SharedCheckpoint {
+                seq: m.seq,
+                body: m.body,
+                objects: m.objects,
+            })
+            .collect())
+    }
+
+    fn objects(&self, hashes: &[String]) -> Result<Vec<(String, Vec<u8>)>, ErrorPayload> {
+        let asked = hashes.to_vec();
+        self.run(move |pg| async move { pg.objects_of(&asked).await })
     }
 }

@@ -356,6 +356,50 @@ impl PgStore {
             .collect()
     }
 
+    /// The number of the session's newest checkpoint (0: none).
+    pub(crate) async fn last_manifest(&self, session_id: &str) -> Result<u64, ErrorPayload> {
+        check_session_id(session_id)?;
+        let seq: Option<i64> = self
+            .retry("look the newest checkpoint up", || async {
+                let client = self.client().await?;
+                let stmt = client
+                    .prepare_cached("SELECT max(seq) FROM keel_checkpoints WHERE session_id = $1")
+                    .await
+                    .map_err(|e| self.err(e))?;
+                let row = client
+                    .query_one(&stmt, &[&session_id])
+                    .await
+                    .map_err(|e| self.err(e))?;
+                Ok(row.get(0))
+            })
+            .await?;
+        Ok(seq.map_or(0, to_u64))
+    }
+
+    /// The objects of `hashes` the store holds, (hash, bytes), in one query.
+    pub(crate) async fn objects_of(
+        &self,
+        hashes: &[String],
+    ) -> Result<Vec<(String, Vec<u8>)>, ErrorPayload> {
+        for h in hashes {
+            check_hash(h)?;
+        }
+        let rows = self
+            .retry("read checkpoint objects", || async {
+                let client = self.client().await?;
+                let stmt = client
+                    .prepare_cached("SELECT hash, bytes FROM keel_objects WHERE hash = ANY($1)")
+                    .await
+                    .map_err(|e| self.err(e))?;
+                client
+                    .query(&stmt, &[&hashes])
+                    .await
+                    .map_err(|e| self.err(e))
+            })
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
     pub(crate) async fn delete_session(&self, session_id: &str) -> Result<bool, ErrorPayload> {
         check_session_id(session_id)?;
         let deleted = self

@@ -252,3 +252,47 @@ mod tests {
         assert_eq!(e.details["epoch"], 7);
     }
 }
+
+/// One workspace checkpoint of a session as a shared store keeps it: the record the
+/// checkpoint engine wrote (its trees rewritten so that files recorded by git blob id
+/// name their content) and the objects it names that the session had not named in an
+/// earlier record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedCheckpoint {
+    /// 1 for the session's first checkpoint, then 2, 3, …
+    pub seq: u64,
+    /// The record (JSON).
+    pub body: serde_json::Value,
+    /// Lowercase hex SHA-256 of each object it names (each stored already).
+    pub objects: Vec<String>,
+}
+
+/// What a store several nodes share keeps of workspace checkpoints, so that a node
+/// that takes a session over can rewind it and make its workspace again: objects
+/// (file contents and trees, by SHA-256, each content once in the store) and each
+/// session's records. Writes are fenced like the session's events: they carry the
+/// epoch of the lease this node holds on the session. Every call waits for the store.
+pub trait SharedCheckpoints: Send + Sync {
+    /// Which of `hashes` the store does not hold.
+    fn missing_objects(&self, hashes: &[String]) -> Result<Vec<String>, ErrorPayload>;
+    /// Stores objects (hash, bytes) for session `session_id`; an object whose bytes
+    /// do not have its hash is refused.
+    fn put_objects(
+        &self,
+        session_id: &str,
+        objects: &[(String, Vec<u8>)],
+    ) -> Result<(), ErrorPayload>;
+    /// Records one checkpoint of session `session_id`; every object it names must be
+    /// stored. Recording the same checkpoint again is a no-op.
+    fn put_checkpoint(
+        &self,
+        session_id: &str,
+        checkpoint: &SharedCheckpoint,
+    ) -> Result<(), ErrorPayload>;
+    /// The number of the session's newest checkpoint in the store (0: none).
+    fn last_checkpoint(&self, session_id: &str) -> Result<u64, ErrorPayload>;
+    /// The session's checkpoints, oldest first.
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<SharedCheckpoint>, ErrorPayload>;
+    /// The objects of `hashes` that the store holds, (hash, bytes).
+    fn objects(&self, hashes: &[String]) -> Result<Vec<(String, Vec<u8>)>, ErrorPayload>;
+}

@@ -50,7 +50,9 @@ use keel_envelope::{Envelope, ErrorCode, ErrorPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::base::model::History;
-pub use crate::base::ownership::{Claim, Owned, OwnerInfo, Tail};
+pub use crate::base::ownership::{
+    Claim, Owned, OwnerInfo, SharedCheckpoint, SharedCheckpoints, Tail,
+};
 use crate::base::summary::SessionSummary;
 use std::time::Duration;
 
@@ -213,6 +215,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         _after: Option<&keel_envelope::types::Cursor>,
     ) -> Result<Option<Tail>, ErrorPayload> {
         Ok(None)
+    }
+    /// Where a store several nodes share keeps workspace checkpoints for all of them
+    /// (`None`, the default: checkpoints stay on the machine that took them).
+    fn shared_checkpoints(&self) -> Option<&dyn SharedCheckpoints> {
+        None
     }
 }
 

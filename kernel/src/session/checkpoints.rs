@@ -41,7 +41,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::base::model::Message;
 use crate::base::store::RequestMark as Mark;
+use crate::base::store::Store;
+use crate::session::shared_checkpoints::Sharing;
 use crate::session::Session;
+
+/// Marks a failure's message as one of carrying a checkpoint to the shared store.
+const SHARED_ONLY: &str = "\u{0}shared:";
 
 /// What a checkpoint records besides the files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -69,6 +74,8 @@ struct Slot {
     untold: Option<(String, bool)>,
     /// The engines of the session's `write` extra roots.
     extras: crate::session::root_checkpoints::Extras,
+    /// The carrying of its checkpoints to a store several nodes share.
+    sharing: Option<Sharing>,
 }
 
 /// The checkpoint of a request being taken beside its first model call: what it
@@ -99,10 +106,23 @@ fn store_dir(session: &Session) -> Option<PathBuf> {
 }
 
 impl Slot {
-    /// Opens the engine on first use.
-    fn open(&mut self, workspace: &std::path::Path, session_id: &str, dir: Option<PathBuf>) {
+    /// Opens the engine on first use (after taking in, from a store several nodes
+    /// share, the checkpoints it holds newer than this node's).
+    fn open(
+        &mut self,
+        store: &Arc<dyn Store>,
+        workspace: &std::path::Path,
+        session_id: &str,
+        dir: Option<PathBuf>,
+    ) {
         if !self.tried {
             self.tried = true;
+            self.sharing = dir
+                .as_deref()
+                .and_then(|d| Sharing::new(store, d, workspace, session_id));
+            if let Some(Err(e)) = self.sharing.as_ref().map(Sharing::pull) {
+                tracing::warn!(session_id, error = %e.message, "taking checkpoints in from the shared store failed");
+            }
             match dir {
                 None => {
                     self.disabled =
@@ -129,6 +149,18 @@ impl Slot {
                 }
             }
         }
+    }
+
+    /// Carries the checkpoints recorded since the last time to the shared store, if
+    /// any; a failure is logged and returned.
+    fn share(&mut self) -> Result<(), ErrorPayload> {
+        let (Some(sharing), Some(engine)) = (self.sharing.as_mut(), self.engine.as_ref()) else {
+            return Ok(());
+        };
+        let newest = engine.list().last().map_or(0, |i| i.seq);
+        sharing.push(newest).map(drop).inspect_err(|e| {
+            tracing::warn!(session_id = %engine.session_id(), error = %e.message, "checkpoint not kept in the shared store");
+        })
     }
 }
 
@@ -217,6 +249,7 @@ async fn with_slot<T: Send + 'static>(
     let dir = store_dir(session);
     let id = session.id.clone();
     let writable = session.data().roots.writable();
+    let store = session.services.store().clone();
     // Never closed, so it always gives a permit.
     let permit = RUNNING.acquire().await.map_err(internal)?;
     tokio::task::spawn_blocking(move || {
@@ -225,11 +258,14 @@ async fn with_slot<T: Send + 'static>(
         let mut guard = lock(&book.slot);
         let slot = &mut *guard;
         slot.extras.sync(&writable, &id, dir.as_deref());
-        slot.open(&workspace, &id, dir);
+        slot.open(&store, &workspace, &id, dir);
         if slot.engine.is_some() {
             touch(&book.slot);
         }
-        f(slot)
+        let out = f(slot);
+        // What `f` recorded (a rewind's undo point) goes to the shared store too.
+        let _ = slot.share();
+        out
     })
     .await
     .map_err(internal)
@@ -379,7 +415,11 @@ async fn record(
         };
         let disabled = &mut slot.disabled;
         match engine.checkpoint(&id, value) {
-            Ok(_) | Err(CheckpointError::DuplicateId(_)) => in_roots(),
+            Ok(_) => match slot.share() {
+                Ok(()) => in_roots(),
+                Err(e) => Some((format!("{SHARED_ONLY}{}", e.message), false, false)),
+            },
+            Err(CheckpointError::DuplicateId(_)) => in_roots(),
             Err(e @ CheckpointError::TooManyFiles { .. }) => {
                 let text = e.to_string();
                 *disabled = Some(text.clone());
@@ -408,11 +448,16 @@ async fn record(
     if warned {
         return None;
     }
-    let mut w = ErrorPayload::new(
-        ErrorCode::SessionPersistenceFailed,
-        format!("no checkpoint of the workspace: {message}; rewinding files may not be possible"),
-    )
-    .severity(keel_envelope::error::Severity::Warning);
+    let text = match message.strip_prefix(SHARED_ONLY) {
+        Some(why) => format!(
+            "a checkpoint was taken on this node but not kept in the shared store ({why}); a node that takes the session over may not rewind to it"
+        ),
+        None => format!(
+            "no checkpoint of the workspace: {message}; rewinding files may not be possible"
+        ),
+    };
+    let mut w = ErrorPayload::new(ErrorCode::SessionPersistenceFailed, text)
+        .severity(keel_envelope::error::Severity::Warning);
     if full {
         w = w.with_detail("reason", "disk_full");
     }

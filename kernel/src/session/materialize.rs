@@ -34,12 +34,19 @@ fn invalid(message: String, field: &str) -> ErrorPayload {
 
 /// `WORKSPACE_MISSING` for session `id`, whose workspace `workspace` is not here.
 pub(crate) fn missing(services: &Services, id: &str, workspace: &str) -> ErrorPayload {
-    let checkpoints = checkpoint_home(services, id)
+    let here = checkpoint_home(services, id)
         .map(|home| CheckpointHome::new(home).count_records(Path::new(workspace), id))
         .unwrap_or(0);
+    // A store several nodes share may hold more (taken in when the workspace is made).
+    let shared = services
+        .store()
+        .shared_checkpoints()
+        .and_then(|s| s.last_checkpoint(id).ok())
+        .unwrap_or(0);
+    let checkpoints = here.max(usize::try_from(shared).unwrap_or(usize::MAX));
     let how = if checkpoints > 0 {
         format!(
-            "resume it with `materializeTo` (an absolute path, absent or empty; from the command line `keel resume {id} --materialize-to DIR`) to make it again from its newest checkpoint ({checkpoints} on this node)"
+            "resume it with `materializeTo` (an absolute path, absent or empty; from the command line `keel resume {id} --materialize-to DIR`) to make it again from its newest checkpoint ({checkpoints} kept)"
         )
     } else {
         "this node has none of its checkpoints to make it again from: import the session here (`keel sessions import FILE --workspace DIR`), or give the node the workspace (a shared filesystem)".to_owned()
@@ -103,8 +110,18 @@ pub(crate) async fn materialize(
         return Err(no_checkpoints(id, "the session store keeps no files"));
     };
     let (sid, from_path, target) = (id.to_owned(), PathBuf::from(from), to.clone());
+    let store = services.store().clone();
     let done = tokio::task::spawn_blocking(move || {
-        CheckpointHome::new(home).materialize(&from_path, &target, &sid)
+        let home = CheckpointHome::new(home);
+        // What a store several nodes share holds comes in first.
+        if let Some(shared) = store.shared_checkpoints() {
+            if let Err(e) =
+                crate::session::shared_checkpoints::pull_into(shared, &home, &from_path, &sid)
+            {
+                tracing::warn!(session_id = %sid, error = %e.message, "taking checkpoints in from the shared store failed");
+            }
+        }
+        home.materialize(&from_path, &target, &sid)
     })
     .await
     .map_err(|e| ErrorPayload::new(ErrorCode::RuntimeInternalError, e.to_string()))?;
@@ -117,7 +134,10 @@ pub(crate) async fn materialize(
         Ok(Some(m)) => m,
         Ok(None) => {
             cleanup();
-            return Err(no_checkpoints(id, "it has no checkpoint on this node"));
+            return Err(no_checkpoints(
+                id,
+                "it has no checkpoint on this node or in the store",
+            ));
         }
         Err(e) => {
             cleanup();

@@ -16,6 +16,7 @@ pub(crate) mod registry;
 pub(crate) mod root_checkpoints;
 pub(crate) mod roots;
 pub(crate) mod services;
+pub(crate) mod shared_checkpoints;
 pub(crate) mod skills;
 pub(crate) mod worktree;
 

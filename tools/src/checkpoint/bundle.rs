@@ -109,21 +109,21 @@ pub(crate) fn is_hash(s: &str) -> bool {
 
 /// The store of `workspace` under `home`: keyed by its canonical path, or by the path
 /// as given when it does not exist here (a workspace of another machine, or gone).
-fn layout_of(home: &Path, workspace: &Path) -> Layout {
+pub(super) fn layout_of(home: &Path, workspace: &Path) -> Layout {
     let key = fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
     Layout {
         dir: home.join(workspace_key(&key)),
     }
 }
 
-struct Exporter<'a> {
-    objects: Objects,
-    repo: Option<Repo>,
+pub(super) struct Exporter<'a> {
+    pub(super) objects: Objects,
+    pub(super) repo: Option<Repo>,
     /// Tree → the tree carried for it (its git entries replaced by contents).
-    memo: HashMap<String, String>,
-    sent: HashSet<String>,
-    summary: BundleSummary,
-    sink: &'a mut dyn FnMut(BundleItem<'_>) -> io::Result<()>,
+    pub(super) memo: HashMap<String, String>,
+    pub(super) sent: HashSet<String>,
+    pub(super) summary: BundleSummary,
+    pub(super) sink: &'a mut dyn FnMut(BundleItem<'_>) -> io::Result<()>,
 }
 
 impl Exporter<'_> {
@@ -136,7 +136,9 @@ impl Exporter<'_> {
         Ok(())
     }
 
-    fn tree(&mut self, h: &str) -> io::Result<String> {
+    /// Hands out tree `h` and everything it reaches that was not handed out yet;
+    /// answers the name of the tree as carried.
+    pub(super) fn tree(&mut self, h: &str) -> io::Result<String> {
         if let Some(done) = self.memo.get(h) {
             return Ok(done.clone());
         }
@@ -186,7 +188,7 @@ impl Exporter<'_> {
 }
 
 /// The error a failing sink becomes.
-fn sink_err(source: io::Error) -> CheckpointError {
+pub(super) fn sink_err(source: io::Error) -> CheckpointError {
     CheckpointError::Io {
         what: "cannot write the checkpoints out".into(),
         path: PathBuf::new(),
@@ -386,7 +388,7 @@ impl CheckpointHome {
     }
 
     /// The directory, as given (not created).
-    fn root_dir(&self) -> PathBuf {
+    pub(super) fn root_dir(&self) -> PathBuf {
         self.root().to_path_buf()
     }
 }
@@ -473,7 +475,8 @@ impl Importer {
         Ok(())
     }
 
-    fn present(&self, h: &str) -> bool {
+    /// Whether object `h` is in the store already or was taken in.
+    pub fn present(&self, h: &str) -> bool {
         self.received.contains(h) || self.objects.contains(h)
     }
 

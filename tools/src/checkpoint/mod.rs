@@ -38,7 +38,9 @@
 //! hands its records and every object they reach, each once, to a sink (an export
 //! file); an [`Importer`] takes them into another store, checked; and
 //! [`CheckpointHome::materialize`] moves them to the store of a new workspace folder
-//! and restores the newest checkpoint there.
+//! and restores the newest checkpoint there. [`CheckpointHome::carry_new`] hands out
+//! the records taken since the last call, with only the objects not carried yet
+//! (`mirror`), for a store several machines share.
 //!
 //! **Disk is bounded** by [`CheckpointHome::prune`]: checkpoints older than the age
 //! limit, then the oldest beyond the size limit (closed sessions' before open ones'),
@@ -51,6 +53,7 @@ mod gc;
 mod git;
 mod manifest;
 mod marks;
+mod mirror;
 mod objects;
 mod refresh;
 mod restore;
@@ -69,6 +72,7 @@ pub use bundle::{BundleError, BundleItem, BundleSummary, Importer, Materialized}
 pub use engine::{Checkpoints, ForeignChange, UndoPoint};
 pub use gc::{CheckpointHome, DroppedCheckpoint, PruneReport, PruneRules, StoreUsage};
 pub use manifest::Unsaved;
+pub use mirror::Mirror;
 pub use restore::{NotRestorable, RestoreAction, RestoreReport, RestoredPath};
 pub use watch::MAX_WATCHERS;
 
