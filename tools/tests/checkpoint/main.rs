@@ -19,6 +19,7 @@ mod bundle;
 mod engine;
 mod faults;
 mod git_aware;
+mod mirror;
 mod procs;
 mod safety;
 mod shared;
