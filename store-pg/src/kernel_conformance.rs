@@ -9,7 +9,9 @@
 //! listing 10,000 sessions; delete; leases (a store one process uses alone answers
 //! every claim `Local`; a shared one grants one owner at a time, raises the epoch at
 //! each claim, names the previous owner after a takeover, and fences the writes of
-//! a node whose lease ran out); tails of a shared store. The lease expiry waits,
+//! a node whose lease ran out); tails of a shared store; workspace checkpoints (a
+//! shared store keeps them for every node: objects once per content, records in
+//! order, writes fenced by the lease, bad input refused). The lease expiry waits,
 //! bounded, for the expiry to happen: no case depends on timing.
 
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 use keel_envelope::types::Cursor;
 use keel_envelope::{ErrorCode, ErrorPayload};
 use keel_kernel::ownership::{is_fenced, Claim};
-use keel_kernel::store::Store;
+use keel_kernel::store::{SharedCheckpoint, Store};
 
 use crate::conformance::{assistant, event, state, user, PATIENCE};
 
@@ -29,7 +31,7 @@ macro_rules! kernel_store_tests {
     ($make:expr) => {
         $crate::kernel_store_tests!(@case $make;
             append_and_replay, state_history_and_summaries, ten_thousand_sessions, delete,
-            leases, tails);
+            leases, tails, checkpoints);
     };
     (@case $make:expr; $($case:ident),*) => {
         $(
@@ -324,4 +326,113 @@ pub fn tails(a: Arc<dyn Store>, b: Arc<dyn Store>) {
         got
     });
     assert_eq!(got, ["evt_req_1_2", "evt_req_1_3"]);
+}
+
+fn object(text: &str) -> (String, Vec<u8>) {
+    (
+        crate::objects::hash(text.as_bytes()),
+        text.as_bytes().to_vec(),
+    )
+}
+
+/// Workspace checkpoints: a store several nodes share keeps them for all (a store one
+/// process uses alone keeps none: they stay beside it, on its machine). Objects are
+/// kept once per content and read by any node; records come back in order; every
+/// write needs the session's live lease; names that are not hashes, bytes that do not
+/// match their name and records naming objects not stored are refused; deleting the
+/// session removes what only it used.
+pub fn checkpoints(a: Arc<dyn Store>, b: Arc<dyn Store>) {
+    let (Some(sa), Some(sb)) = (a.shared_checkpoints(), b.shared_checkpoints()) else {
+        assert!(
+            !a.is_shared(),
+            "a shared store must keep checkpoints for every node"
+        );
+        return;
+    };
+    let sid = "sess_cp";
+    let (one, two) = (object("one\n"), object("two\n"));
+    // No lease: refused, nothing written.
+    let e = sa
+        .put_objects(sid, std::slice::from_ref(&one))
+        .expect_err("no lease");
+    assert!(is_fenced(&e), "{e:?}");
+    assert_eq!(
+        sa.missing_objects(std::slice::from_ref(&one.0))
+            .expect("missing"),
+        [one.0.clone()]
+    );
+
+    claim(&*a, sid, "node-a", Duration::from_millis(300));
+    sa.put_objects(sid, &[one.clone(), two.clone()])
+        .expect("objects");
+    assert!(sb
+        .missing_objects(&[one.0.clone(), two.0.clone()])
+        .expect("missing")
+        .is_empty());
+    let first = SharedCheckpoint {
+        seq: 1,
+        body: serde_json::json!({"seq": 1, "root": one.0}),
+        objects: vec![one.0.clone(), two.0.clone()],
+    };
+    sa.put_checkpoint(sid, &first).expect("record");
+    sa.put_checkpoint(sid, &first)
+        .expect("the same record again is a no-op");
+    let unknown = object("never stored\n");
+    let e = sa
+        .put_checkpoint(
+            sid,
+            &SharedCheckpoint {
+                seq: 2,
+                body: serde_json::json!({"seq": 2}),
+                objects: vec![unknown.0.clone()],
+            },
+        )
+        .expect_err("an object not stored");
+    assert_eq!(e.details["reason"], "object_missing", "{e:?}");
+    let e = sa
+        .put_objects(sid, &[(one.0.clone(), b"other bytes".to_vec())])
+        .expect_err("bytes that do not match");
+    assert_eq!(e.details["reason"], "invalid_input", "{e:?}");
+    assert!(sb.objects(&["../etc/passwd".to_owned()]).is_err());
+    assert!(sb.missing_objects(&["ZZ".to_owned()]).is_err());
+
+    // Another node reads what a wrote.
+    assert_eq!(sb.last_checkpoint(sid).expect("last"), 1);
+    assert_eq!(sb.checkpoints(sid).expect("records"), [first]);
+    let mut got = sb
+        .objects(&[two.0.clone(), one.0.clone(), unknown.0.clone()])
+        .expect("objects");
+    got.sort();
+    let mut want = vec![one.clone(), two.clone()];
+    want.sort();
+    assert_eq!(got, want);
+
+    // A's lease runs out and b takes the session over: a's writes are refused.
+    let start = Instant::now();
+    while !matches!(
+        b.claim(sid, "node-b", LONG).expect("claim"),
+        Claim::Owned(_)
+    ) {
+        assert!(start.elapsed() < PATIENCE, "a's lease never ran out");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = SharedCheckpoint {
+        seq: 2,
+        body: serde_json::json!({"seq": 2}),
+        objects: vec![two.0.clone()],
+    };
+    must_fence(
+        sa.put_checkpoint(sid, &second),
+        "a checkpoint after a takeover",
+    );
+    sb.put_checkpoint(sid, &second).expect("b records");
+    assert_eq!(sa.last_checkpoint(sid).expect("last"), 2);
+
+    assert!(b.delete(sid).expect("delete"));
+    assert_eq!(sb.last_checkpoint(sid).expect("last"), 0);
+    assert_eq!(
+        sb.missing_objects(std::slice::from_ref(&one.0))
+            .expect("missing"),
+        [one.0]
+    );
 }
