@@ -44,6 +44,14 @@ pub use kernel::handle::{EventStream, SessionHandle, WatchStream, Watcher};
 pub use kernel::portable::{ExportReport, ImportOptions, ImportReport};
 pub use kernel::{Kernel, ModelFactory};
 
+/// Workspace checkpoints in a store several nodes share: carrying a session's new
+/// checkpoints to it, and taking in what it holds (what a kernel on such a store does
+/// after each checkpoint and when a session's checkpoints open; public for tools and
+/// benchmarks that work on a store directly).
+pub mod shared_checkpoints {
+    pub use crate::session::shared_checkpoints::{carry, pull_into};
+}
+
 /// Test seams: a probe that pauses a request at the points of its life.
 #[doc(hidden)]
 pub mod testing {

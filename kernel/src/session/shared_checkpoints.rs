@@ -54,7 +54,7 @@ fn from_checkpoint(e: CheckpointError) -> ErrorPayload {
 /// `workspace` under `home`, when the newest there is newer than this node's newest
 /// (records, and the objects this node lacks). Answers how many records it wrote (0:
 /// nothing newer). On the blocking pool.
-pub(crate) fn pull_into(
+pub fn pull_into(
     shared: &dyn SharedCheckpoints,
     home: &CheckpointHome,
     workspace: &Path,
@@ -87,6 +87,37 @@ pub(crate) fn pull_into(
     let n = imp.finish().map_err(from_bundle)?;
     tracing::info!(session_id = %id, records = n, objects = wanted.len(), "checkpoints taken in from the shared store");
     Ok(n)
+}
+
+/// Carries the records of session `id` of `workspace` (under `home`) that `mirror`
+/// has not carried to `shared`: each after the objects it reaches that the mirror did
+/// not carry yet, of which only those `shared` lacks are sent. Answers how many
+/// records went. On the blocking pool.
+pub fn carry(
+    shared: &dyn SharedCheckpoints,
+    home: &CheckpointHome,
+    workspace: &Path,
+    id: &str,
+    mirror: &mut Mirror,
+) -> Result<usize, ErrorPayload> {
+    let mut batch = Batch::default();
+    let mut refused: Option<ErrorPayload> = None;
+    let carried = home.carry_new(workspace, id, mirror, &mut |item| {
+        let sent = match item {
+            BundleItem::Object { hash, bytes } => batch.object(shared, id, hash, bytes),
+            BundleItem::Record { seq, body } => batch.record(shared, id, seq, body),
+        };
+        sent.map_err(|e| {
+            let text = e.message.clone();
+            refused = Some(e);
+            std::io::Error::other(text)
+        })
+    });
+    match (refused, carried) {
+        (Some(e), _) => Err(e),
+        (None, Err(e)) => Err(from_checkpoint(e)),
+        (None, Ok(summary)) => Ok(summary.records),
+    }
 }
 
 /// Objects on their way to the store, and the hashes the record being carried names.
@@ -214,27 +245,7 @@ impl Sharing {
         if newest <= mirror.carried() {
             return Ok(0);
         }
-        let id = self.session.as_str();
-        let mut batch = Batch::default();
-        let mut refused: Option<ErrorPayload> = None;
-        let carried = self
-            .home
-            .carry_new(&self.workspace, id, mirror, &mut |item| {
-                let sent = match item {
-                    BundleItem::Object { hash, bytes } => batch.object(shared, id, hash, bytes),
-                    BundleItem::Record { seq, body } => batch.record(shared, id, seq, body),
-                };
-                sent.map_err(|e| {
-                    let text = e.message.clone();
-                    refused = Some(e);
-                    std::io::Error::other(text)
-                })
-            });
-        let outcome = match (refused, carried) {
-            (Some(e), _) => Err(e),
-            (None, Err(e)) => Err(from_checkpoint(e)),
-            (None, Ok(summary)) => Ok(summary.records),
-        };
+        let outcome = carry(shared, &self.home, &self.workspace, &self.session, mirror);
         if outcome.is_err() {
             // Asked again next time: the store says what it has.
             self.mirror = None;
