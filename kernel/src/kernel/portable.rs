@@ -20,7 +20,7 @@ use crate::base::archive::{self, bad, Header, Item, Writer};
 use crate::base::model::Message;
 use crate::base::store::PersistedSession;
 use crate::kernel::KernelInner;
-use crate::session::checkpoints::record_for_export;
+use crate::session::checkpoint_export::record_for_export;
 use crate::session::materialize::{self, checkpoint_home};
 use crate::session::services::Services;
 

@@ -45,23 +45,21 @@ use crate::base::store::Store;
 use crate::session::shared_checkpoints::Sharing;
 use crate::session::Session;
 
-/// Marks a failure's message as one of carrying a checkpoint to the shared store.
-const SHARED_ONLY: &str = "\u{0}shared:";
 
 /// What a checkpoint records besides the files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Meta {
-    request_id: String,
+pub(crate) struct Meta {
+    pub(crate) request_id: String,
     #[serde(default)]
-    tool_call_id: Option<String>,
+    pub(crate) tool_call_id: Option<String>,
     #[serde(default)]
-    tool_name: Option<String>,
+    pub(crate) tool_name: Option<String>,
     /// History length to cut back to.
-    history_len: usize,
+    pub(crate) history_len: usize,
     /// Taken by a rewind before it restored files: the checkpoint it went back to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    before_rewind: Option<String>,
+    pub(crate) before_rewind: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -403,29 +401,32 @@ async fn record(
             roots_failed
                 .into_iter()
                 .next()
-                .map(|(why, full)| (why, false, full))
+                .map(|(why, full)| Failure::local(why, false, full))
         };
         let Some(engine) = slot.engine.as_mut() else {
             // The store could not be opened: told once.
             return slot
                 .untold
                 .take()
-                .map(|(why, full)| (why, false, full))
+                .map(|(why, full)| Failure::local(why, false, full))
                 .or_else(in_roots);
         };
         let disabled = &mut slot.disabled;
         match engine.checkpoint(&id, value) {
             Ok(_) => match slot.share() {
                 Ok(()) => in_roots(),
-                Err(e) => Some((format!("{SHARED_ONLY}{}", e.message), false, false)),
+                Err(e) => Some(Failure {
+                    shared_only: true,
+                    ..Failure::local(e.message, false, false)
+                }),
             },
             Err(CheckpointError::DuplicateId(_)) => in_roots(),
             Err(e @ CheckpointError::TooManyFiles { .. }) => {
                 let text = e.to_string();
                 *disabled = Some(text.clone());
-                Some((text, true, false))
+                Some(Failure::local(text, true, false))
             }
-            Err(e) => Some((e.to_string(), false, e.is_disk_full())),
+            Err(e) => Some(Failure::local(e.to_string(), false, e.is_disk_full())),
         }
     });
     let result = match cancel {
@@ -437,10 +438,15 @@ async fn record(
     };
     let failure = match result {
         Ok(f) => f,
-        Err(e) => Some((e.message, false, false)),
+        Err(e) => Some(Failure::local(e.message, false, false)),
     };
-    let (message, off, full) = failure?;
-    tracing::warn!(session_id = %session.id, request_id = %rid, %message, "checkpoint failed");
+    let Failure {
+        message,
+        off,
+        full,
+        shared_only,
+    } = failure?;
+    tracing::warn!(session_id = %session.id, request_id = %rid, %message, shared_only, "checkpoint failed");
     if off {
         lock(&session.checkpoints.slot).engine = None;
     }
@@ -448,13 +454,12 @@ async fn record(
     if warned {
         return None;
     }
-    let text = match message.strip_prefix(SHARED_ONLY) {
-        Some(why) => format!(
-            "a checkpoint was taken on this node but not kept in the shared store ({why}); a node that takes the session over may not rewind to it"
-        ),
-        None => format!(
-            "no checkpoint of the workspace: {message}; rewinding files may not be possible"
-        ),
+    let text = if shared_only {
+        format!(
+            "a checkpoint was taken on this node but not kept in the shared store ({message}); a node that takes the session over may not rewind to it"
+        )
+    } else {
+        format!("no checkpoint of the workspace: {message}; rewinding files may not be possible")
     };
     let mut w = ErrorPayload::new(ErrorCode::SessionPersistenceFailed, text)
         .severity(keel_envelope::error::Severity::Warning);
@@ -462,6 +467,28 @@ async fn record(
         w = w.with_detail("reason", "disk_full");
     }
     Some(w)
+}
+
+/// Why a checkpoint failed.
+struct Failure {
+    message: String,
+    /// Checkpoints are off for the session from now on (over the file limit).
+    off: bool,
+    /// The disk is full.
+    full: bool,
+    /// Taken on this node, but not carried to the shared store.
+    shared_only: bool,
+}
+
+impl Failure {
+    fn local(message: String, off: bool, full: bool) -> Self {
+        Self {
+            message,
+            off,
+            full,
+            shared_only: false,
+        }
+    }
 }
 
 fn wire_change(c: ChangeKind) -> FileChangeKind {
@@ -747,54 +774,4 @@ pub(crate) async fn history_len_of(
         })
     })
     .await
-}
-
-/// Records the workspace of stored session `id` as it is now, as checkpoint
-/// `checkpoint_id` of the session (its `requestId` the session's last request's,
-/// `historyLen` the whole conversation), for an export: so that the newest checkpoint
-/// the export carries is the workspace as exported. Only when the workspace exists
-/// here, no process holds the session open (its own book would be writing), and it
-/// changed since the session's last checkpoint (or it has none). On the blocking
-/// pool. `Ok(false)`: nothing recorded; a workspace over the file limit records
-/// nothing either.
-pub(crate) fn record_for_export(
-    home: &Path,
-    workspace: &Path,
-    id: &str,
-    checkpoint_id: &str,
-    state: &crate::base::store::PersistedSession,
-) -> Result<bool, CheckpointError> {
-    if !workspace.is_dir() {
-        return Ok(false);
-    }
-    let home = CheckpointHome::new(home);
-    if home.open_sessions(workspace).iter().any(|s| s == id) {
-        return Ok(false);
-    }
-    let config = CheckpointConfig {
-        watch: false,
-        ..CheckpointConfig::default()
-    };
-    let mut engine = home.open(workspace, id, config)?;
-    let changed = engine.list().is_empty() || !engine.pending_changes()?.is_empty();
-    if !changed {
-        return Ok(false);
-    }
-    let meta = Meta {
-        request_id: state
-            .request_marks
-            .last()
-            .map(|m| m.request_id.clone())
-            .unwrap_or_default(),
-        tool_call_id: None,
-        tool_name: None,
-        history_len: state.history.len(),
-        before_rewind: None,
-    };
-    let value = serde_json::to_value(&meta).unwrap_or_default();
-    match engine.checkpoint(checkpoint_id, value) {
-        Ok(_) => Ok(true),
-        Err(CheckpointError::TooManyFiles { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
 }

@@ -5,6 +5,7 @@
 //! kept here (approvals, questions, plan decisions, host-tool answers). The shared
 //! services reach it through [`Services`].
 
+pub(crate) mod checkpoint_export;
 pub(crate) mod checkpoints;
 pub(crate) mod ext;
 pub(crate) mod materialize;
