@@ -50,7 +50,10 @@ pub fn run(args: ExecArgs) -> i32 {
         eprintln!("keel exec: the prompt is empty");
         return EXIT_USAGE;
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    // One thread runs the request (the blocking pool beside it does the file work): a
+    // headless request is one stream of work, and worker threads would only hand it
+    // to each other (docs/performance.md, cost per model call).
+    let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
