@@ -488,12 +488,11 @@ fn send_cmd(
     Command::new(
         rid,
         Some(s.id().to_owned()),
-        CommandPayload::RequestSend(RequestSend {
-            message: "hello".into(),
-            traceparent: traceparent.map(str::to_owned),
-            tracestate: tracestate.map(str::to_owned),
-            ..RequestSend::default()
-        }),
+        CommandPayload::RequestSend(
+            RequestSend::new("hello")
+                .traceparent(traceparent.map(str::to_owned))
+                .tracestate(tracestate.map(str::to_owned)),
+        ),
     )
 }
 

@@ -118,12 +118,12 @@ impl Host {
         let mcp = mcp_specs(&p.mcp_servers)?;
         let (handle, stream) = self
             .kernel
-            .start_session(SessionStart {
-                workspace_path: Some(p.cwd.display().to_string()),
-                mcp_servers: (!mcp.is_empty()).then_some(mcp),
-                additional_roots: Some(roots_of(&p.additional_directories)),
-                ..SessionStart::default()
-            })
+            .start_session(
+                SessionStart::new()
+                    .workspace_path(p.cwd.display().to_string())
+                    .mcp_servers((!mcp.is_empty()).then_some(mcp))
+                    .additional_roots(roots_of(&p.additional_directories)),
+            )
             .await
             .map_err(from_keel)?;
         let sess = self.attach(handle, stream);
@@ -147,12 +147,8 @@ impl Host {
             .kernel
             .fork_session_with_mcp(
                 &parent,
-                keel_envelope::commands::SessionFork {
-                    at_request_id: None,
-                    files: None,
-                    isolation: None,
-                    additional_roots: Some(roots_of(&p.additional_directories)),
-                },
+                keel_envelope::commands::SessionFork::new()
+                    .additional_roots(roots_of(&p.additional_directories)),
                 &servers,
             )
             .await

@@ -240,10 +240,9 @@ fn stopped(
     minter.envelope(
         None,
         request_id,
-        Event::RuntimeStopped(RuntimeStopped {
-            reason: end.reason().to_owned(),
-            resume_from,
-        }),
+        Event::RuntimeStopped(
+            RuntimeStopped::new(end.reason().to_owned()).resume_from(resume_from),
+        ),
     )
 }
 

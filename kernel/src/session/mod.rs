@@ -263,21 +263,21 @@ impl Session {
     /// `session.state`'s answer.
     pub(crate) fn snapshot(&self) -> SessionStateSnapshot {
         let d = self.data();
-        SessionStateSnapshot {
-            session: self.info_of(&d),
-            active_request_id: d.active.as_ref().filter(|a| !a.ended).map(|a| a.id.clone()),
-            queued_request_ids: d.queue.iter().map(|q| q.id.clone()).collect(),
-            pending_approval_ids: {
+        SessionStateSnapshot::new(
+            self.info_of(&d),
+            d.queue.iter().map(|q| q.id.clone()).collect::<Vec<_>>(),
+            {
                 let mut ids: Vec<String> = d.approvals.keys().cloned().collect();
                 ids.sort();
                 ids
             },
-            plan: d.state.plan.clone(),
-            rules: d.state.rules.clone(),
-            usage: d.state.usage,
-            message_count: d.state.history.len() as u32,
-            state: d.session_state(),
-        }
+            d.state.rules.clone(),
+            d.state.usage,
+            d.state.history.len() as u32,
+            d.session_state(),
+        )
+        .active_request_id(d.active.as_ref().filter(|a| !a.ended).map(|a| a.id.clone()))
+        .plan(d.state.plan.clone())
     }
 
     /// Whether anything runs: a request (also one waiting for an answer) or a
@@ -296,11 +296,9 @@ impl Session {
         self.emitter
             .emit(
                 request_id,
-                Event::SessionTitleChanged(SessionTitleChanged {
-                    title,
-                    previous_title: previous,
-                    source: source.to_owned(),
-                }),
+                Event::SessionTitleChanged(
+                    SessionTitleChanged::new(title, source.to_owned()).previous_title(previous),
+                ),
             )
             .await;
         self.persist(request_id).await;

@@ -109,14 +109,16 @@ async fn turn_completed(
         .emitter
         .emit(
             rid,
-            Event::TurnCompleted(TurnCompleted {
-                index: t.index,
-                stop_reason,
-                tool_calls: t.tool_calls,
-                usage: t.usage,
-                elapsed_ms: t.started.elapsed().as_millis() as u64,
-                telemetry,
-            }),
+            Event::TurnCompleted(
+                TurnCompleted::new(
+                    t.index,
+                    stop_reason,
+                    t.tool_calls,
+                    t.usage,
+                    t.started.elapsed().as_millis() as u64,
+                )
+                .telemetry(telemetry),
+            ),
         )
         .await;
 }
@@ -214,7 +216,7 @@ pub(crate) async fn run(
         };
         session
             .emitter
-            .emit(rid, Event::TurnStarted(TurnStarted { index: t.index }))
+            .emit(rid, Event::TurnStarted(TurnStarted::new(t.index)))
             .await;
         session.probe(Point::BeforeModelCall, rid).await;
         let echo = Echo {
@@ -374,13 +376,13 @@ async fn report_usage(
         .emitter
         .emit(
             rid,
-            Event::UsageUpdated(UsageUpdated {
+            Event::UsageUpdated(UsageUpdated::new(
                 last,
-                request: c.usage,
-                session: session_usage,
-                context_tokens: c.context_tokens,
-                context_window: window,
-            }),
+                c.usage,
+                session_usage,
+                c.context_tokens,
+                window,
+            )),
         )
         .await;
 }

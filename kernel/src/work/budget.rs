@@ -545,11 +545,11 @@ pub(crate) async fn skip_calls(
             .emitter
             .emit(
                 rid,
-                Event::ToolCallSkipped(ToolCallSkipped {
-                    tool_call_id: id,
-                    tool_name: call.name.clone(),
-                    error: e.with_detail("toolName", call.name.clone()),
-                }),
+                Event::ToolCallSkipped(ToolCallSkipped::new(
+                    id,
+                    call.name.clone(),
+                    e.with_detail("toolName", call.name.clone()),
+                )),
             )
             .await;
         session.data().state.history.push(Message::Tool {

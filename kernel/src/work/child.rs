@@ -90,11 +90,11 @@ async fn progress(session: &Session, rid: &str, id: &str, message: String) {
         .emitter
         .emit(
             rid,
-            Event::SubAgentProgress(SubAgentProgress {
-                parent_session_id: session.id.clone(),
-                sub_agent_id: id.to_owned(),
+            Event::SubAgentProgress(SubAgentProgress::new(
+                session.id.clone(),
+                id.to_owned(),
                 message,
-            }),
+            )),
         )
         .await;
 }
@@ -222,7 +222,7 @@ async fn bring_back(session: &Session, rid: &str, id: &str, tree: SubTree) -> Re
         d.ext.sub_agents.patched(id, &p.patch_id);
     }
     session
-        .emit_persist(rid, Event::PatchProposed(PatchEvent { patch: p.clone() }))
+        .emit_persist(rid, Event::PatchProposed(PatchEvent::new(p.clone())))
         .await;
     Returned {
         patch: Some(p),
@@ -276,11 +276,7 @@ impl KernelHandler for SpawnSubAgent {
             patch_id: None,
         };
         session.data().ext.sub_agents.start(info.clone());
-        let ev = SubAgentEvent {
-            parent_session_id: session.id.clone(),
-            sub_agent_id: id.clone(),
-            sub_agent: info,
-        };
+        let ev = SubAgentEvent::new(session.id.clone(), id.clone(), info);
         // Saved with it: a process that dies while it runs leaves a record of its
         // worktree, removed when the session opens again.
         session.emit_persist(rid, Event::SubAgentStarted(ev)).await;
@@ -370,11 +366,7 @@ impl KernelHandler for SpawnSubAgent {
             .sub_agents
             .finish(&id, outcome.clone(), session.now());
         if let Some(info) = finished {
-            let ev = SubAgentEvent {
-                parent_session_id: session.id.clone(),
-                sub_agent_id: id.clone(),
-                sub_agent: info,
-            };
+            let ev = SubAgentEvent::new(session.id.clone(), id.clone(), info);
             let event = match end {
                 ChildEnd::Done(_) => Event::SubAgentCompleted(ev),
                 _ => Event::SubAgentFailed(ev),

@@ -159,7 +159,7 @@ fn start(
             me.emitter
                 .emit(
                     &request_id,
-                    Event::BackgroundExited(BackgroundEvent { task }),
+                    Event::BackgroundExited(BackgroundEvent::new(task)),
                 )
                 .await;
         }

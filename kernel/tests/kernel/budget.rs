@@ -121,14 +121,10 @@ async fn max_turns_is_the_request_model_call_budget() {
 async fn a_request_budget_of_tokens_stops_before_the_tools_of_the_call_that_passed_it() {
     let (kernel, _, peek, _ws) = kernel_with(peeks(10), KernelConfig::default());
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "loop".into(),
-        budget: Some(BudgetLimits {
-            tokens: Some(40),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
+    s.send_with(RequestSend::new("loop").budget(BudgetLimits {
+        tokens: Some(40),
+        ..BudgetLimits::default()
+    }))
     .await
     .unwrap();
     let all = until(&mut events, "session.completed").await;
@@ -178,16 +174,13 @@ async fn a_session_budget_spans_requests_and_survives_a_restart() {
     };
     let kernel = build(vec![call("peek", json!({})), say("one"), say("two")]);
     let (s, mut events) = kernel
-        .start_session(SessionStart {
-            budget: Some(SessionBudget {
-                session: Some(BudgetLimits {
-                    model_calls: Some(3),
-                    ..BudgetLimits::default()
-                }),
-                request: None,
+        .start_session(SessionStart::from(opts()).budget(SessionBudget {
+            session: Some(BudgetLimits {
+                model_calls: Some(3),
+                ..BudgetLimits::default()
             }),
-            ..opts().into()
-        })
+            request: None,
+        }))
         .await
         .unwrap();
     s.send("first").await.unwrap();
@@ -308,17 +301,13 @@ async fn calls_per_tool_are_limited_by_name_or_by_star() {
     }
     let (kernel, _, peek, _ws) = kernel_with(turns, KernelConfig::default());
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "go".into(),
-        budget: Some(BudgetLimits {
-            tool_calls: Some(BTreeMap::from([
-                ("peek".to_owned(), 2),
-                ("*".to_owned(), 10),
-            ])),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
+    s.send_with(RequestSend::new("go").budget(BudgetLimits {
+        tool_calls: Some(BTreeMap::from([
+            ("peek".to_owned(), 2),
+            ("*".to_owned(), 10),
+        ])),
+        ..BudgetLimits::default()
+    }))
     .await
     .unwrap();
     let all = until(&mut events, "session.completed").await;
@@ -346,14 +335,10 @@ async fn the_wall_time_limit_stops_a_running_tool() {
         KernelConfig::default(),
     );
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "wait".into(),
-        budget: Some(BudgetLimits {
-            wall_time_secs: Some(1),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
+    s.send_with(RequestSend::new("wait").budget(BudgetLimits {
+        wall_time_secs: Some(1),
+        ..BudgetLimits::default()
+    }))
     .await
     .unwrap();
     let all = until(&mut events, "session.completed").await;
@@ -414,19 +399,12 @@ async fn the_output_cap_comes_from_the_request_the_session_or_the_configuration(
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
     s.send("x").await.unwrap();
     until(&mut events, "session.completed").await;
-    s.send_with(RequestSend {
-        message: "y".into(),
-        max_output_tokens: Some(200),
-        ..RequestSend::default()
-    })
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("y").max_output_tokens(200))
+        .await
+        .unwrap();
     until(&mut events, "session.completed").await;
     let (s2, mut events2) = kernel
-        .start_session(SessionStart {
-            max_output_tokens: Some(500),
-            ..opts().into()
-        })
+        .start_session(SessionStart::from(opts()).max_output_tokens(500))
         .await
         .unwrap();
     s2.send("z").await.unwrap();
@@ -454,33 +432,21 @@ async fn bad_limits_are_refused_with_the_field() {
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
     for (req, field) in [
         (
-            RequestSend {
-                message: "x".into(),
-                budget: Some(BudgetLimits {
-                    cost_usd: Some(-1.0),
-                    ..BudgetLimits::default()
-                }),
-                ..RequestSend::default()
-            },
+            RequestSend::new("x").budget(BudgetLimits {
+                cost_usd: Some(-1.0),
+                ..BudgetLimits::default()
+            }),
             "payload.budget.costUsd",
         ),
         (
-            RequestSend {
-                message: "x".into(),
-                max_output_tokens: Some(0),
-                ..RequestSend::default()
-            },
+            RequestSend::new("x").max_output_tokens(0),
             "payload.maxOutputTokens",
         ),
         (
-            RequestSend {
-                message: "x".into(),
-                budget: Some(BudgetLimits {
-                    tool_calls: Some(BTreeMap::from([(" ".to_owned(), 1)])),
-                    ..BudgetLimits::default()
-                }),
-                ..RequestSend::default()
-            },
+            RequestSend::new("x").budget(BudgetLimits {
+                tool_calls: Some(BTreeMap::from([(" ".to_owned(), 1)])),
+                ..BudgetLimits::default()
+            }),
             "payload.budget.toolCalls",
         ),
     ] {
@@ -493,24 +459,18 @@ async fn bad_limits_are_refused_with_the_field() {
         );
     }
     let err = kernel
-        .start_session(SessionStart {
-            budget: Some(SessionBudget {
-                request: None,
-                session: Some(BudgetLimits {
-                    cost_usd: Some(f64::NAN),
-                    ..BudgetLimits::default()
-                }),
+        .start_session(SessionStart::from(opts()).budget(SessionBudget {
+            request: None,
+            session: Some(BudgetLimits {
+                cost_usd: Some(f64::NAN),
+                ..BudgetLimits::default()
             }),
-            ..opts().into()
-        })
+        }))
         .await
         .unwrap_err();
     assert_eq!(err.details["field"], "payload.budget.session.costUsd");
     let err = kernel
-        .start_session(SessionStart {
-            max_output_tokens: Some(0),
-            ..opts().into()
-        })
+        .start_session(SessionStart::from(opts()).max_output_tokens(0))
         .await
         .unwrap_err();
     assert_eq!(err.details["field"], "payload.maxOutputTokens");
@@ -523,14 +483,10 @@ async fn bad_limits_are_refused_with_the_field() {
         },
     );
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "x".into(),
-        budget: Some(BudgetLimits {
-            model_calls: Some(0),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
+    s.send_with(RequestSend::new("x").budget(BudgetLimits {
+        model_calls: Some(0),
+        ..BudgetLimits::default()
+    }))
     .await
     .unwrap();
     let all = until(&mut events, "session.completed").await;

@@ -144,7 +144,7 @@ async fn session_list_and_state_answer_on_the_commands_own_stream() {
         .execute(Command::new(
             "req_list",
             None,
-            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd {}),
+            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd::new()),
         ))
         .await
         .unwrap();

@@ -15,10 +15,7 @@ fn watch_cmd(rid: &str, session: &str, after: Option<Cursor>) -> Command {
     cmd(
         rid,
         None,
-        CommandPayload::SessionWatch(SessionWatch {
-            session_id: session.to_owned(),
-            after_sequence: after,
-        }),
+        CommandPayload::SessionWatch(SessionWatch::new(session.to_owned()).after_sequence(after)),
     )
 }
 
@@ -26,11 +23,7 @@ fn send_cmd(rid: &str, session: &str, text: &str) -> Command {
     cmd(
         rid,
         Some(session),
-        CommandPayload::RequestSend(RequestSend {
-            message: text.to_owned(),
-            images: None,
-            ..RequestSend::default()
-        }),
+        CommandPayload::RequestSend(RequestSend::new(text.to_owned())),
     )
 }
 
@@ -74,11 +67,7 @@ async fn watched_session(f: &Fixture) -> (String, Watcher, WatchStream) {
     w.execute(cmd(
         "c_start",
         None,
-        CommandPayload::SessionStart(keel_envelope::commands::SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            ..Default::default()
-        }),
+        CommandPayload::SessionStart(keel_envelope::commands::SessionStart::new()),
     ))
     .await
     .unwrap();
@@ -113,7 +102,7 @@ async fn two_watchers_see_the_same_events_in_the_same_order_and_only_their_own_a
     b.execute(cmd(
         "b_list",
         None,
-        CommandPayload::SessionList(keel_envelope::commands::SessionListCmd {}),
+        CommandPayload::SessionList(keel_envelope::commands::SessionListCmd::new()),
     ))
     .await
     .unwrap();
@@ -146,9 +135,7 @@ async fn unwatch_stops_the_stream_and_answers_even_for_an_unknown_session() {
     b.execute(cmd(
         "b_unwatch",
         None,
-        CommandPayload::SessionUnwatch(SessionUnwatch {
-            session_id: sid.clone(),
-        }),
+        CommandPayload::SessionUnwatch(SessionUnwatch::new(sid.clone())),
     ))
     .await
     .unwrap();
@@ -164,9 +151,7 @@ async fn unwatch_stops_the_stream_and_answers_even_for_an_unknown_session() {
     b.execute(cmd(
         "b_unwatch2",
         None,
-        CommandPayload::SessionUnwatch(SessionUnwatch {
-            session_id: "sess_nope".into(),
-        }),
+        CommandPayload::SessionUnwatch(SessionUnwatch::new("sess_nope")),
     ))
     .await
     .unwrap();
@@ -294,13 +279,7 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
     b.execute(cmd(
         "b_resume",
         None,
-        CommandPayload::SessionResume(SessionResume {
-            session_id: sid.clone(),
-            after_sequence: Some(cursor),
-            mcp_servers: None,
-            additional_roots: None,
-            materialize_to: None,
-        }),
+        CommandPayload::SessionResume(SessionResume::new(sid.clone()).after_sequence(cursor)),
     ))
     .await
     .unwrap();
@@ -359,10 +338,10 @@ async fn a_watch_without_a_cursor_gets_the_pending_approval_and_one_answer_close
         cmd(
             rid,
             Some(&sid),
-            CommandPayload::ApprovalRespond(keel_envelope::commands::ApprovalRespond {
-                approval_id: approval.clone(),
-                decision: ApprovalDecision::AllowOnce,
-            }),
+            CommandPayload::ApprovalRespond(keel_envelope::commands::ApprovalRespond::new(
+                approval.clone(),
+                ApprovalDecision::AllowOnce,
+            )),
         )
     };
     b.execute(respond("b_yes")).await.unwrap();

@@ -120,15 +120,7 @@ async fn bad_mcp_servers_refuse_the_session_with_the_field() {
     for (bad, field, says) in cases {
         let err = h
             .kernel
-            .start_session(SessionStart {
-                workspace_path: None,
-                permission_mode: None,
-                model: None,
-                title: None,
-                mcp_servers: Some(vec![bad.clone()]),
-                host_tools: None,
-                ..Default::default()
-            })
+            .start_session(SessionStart::new().mcp_servers(vec![bad.clone()]))
             .await
             .map(|_| ())
             .unwrap_err();
@@ -143,15 +135,7 @@ async fn bad_mcp_servers_refuse_the_session_with_the_field() {
     };
     let err = h
         .kernel
-        .start_session(SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            model: None,
-            title: None,
-            mcp_servers: Some(vec![twice.clone(), twice]),
-            host_tools: None,
-            ..Default::default()
-        })
+        .start_session(SessionStart::new().mcp_servers(vec![twice.clone(), twice]))
         .await
         .map(|_| ())
         .unwrap_err();
@@ -173,13 +157,9 @@ async fn a_bad_resume_entry_is_refused_too() {
         .execute(Command::new(
             rid,
             None,
-            CommandPayload::SessionResume(SessionResume {
-                session_id: id,
-                after_sequence: None,
-                mcp_servers: Some(vec![spec("nothing")]),
-                additional_roots: None,
-                materialize_to: None,
-            }),
+            CommandPayload::SessionResume(
+                SessionResume::new(id).mcp_servers(vec![spec("nothing")]),
+            ),
         ))
         .await
         .unwrap_err();
@@ -204,13 +184,10 @@ async fn a_resumed_session_starts_its_servers_again() {
         .execute(Command::new(
             rid,
             None,
-            CommandPayload::SessionResume(SessionResume {
-                session_id: id.clone(),
-                after_sequence: None,
-                mcp_servers: Some(vec![stdio_spec("again", &journal, None)]),
-                additional_roots: None,
-                materialize_to: None,
-            }),
+            CommandPayload::SessionResume(
+                SessionResume::new(id.clone())
+                    .mcp_servers(vec![stdio_spec("again", &journal, None)]),
+            ),
         ))
         .await
         .unwrap();
@@ -233,21 +210,13 @@ async fn an_mcp_tool_whose_name_is_taken_is_left_out_with_a_warning() {
     let h = Harness::new(vec![], PermissionMode::Ask, vec![files]);
     let (session, mut events) = h
         .kernel
-        .start_session(SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            model: None,
-            title: None,
-            mcp_servers: None,
-            host_tools: Some(vec![HostToolSpec {
-                name: "mcp__files__echo".into(),
-                description: "the host's echo".into(),
-                input_schema: json!({"type": "object"}),
-                level: PermissionLevel::Read,
-                approval: None,
-            }]),
-            ..Default::default()
-        })
+        .start_session(SessionStart::new().host_tools(vec![HostToolSpec {
+            name: "mcp__files__echo".into(),
+            description: "the host's echo".into(),
+            input_schema: json!({"type": "object"}),
+            level: PermissionLevel::Read,
+            approval: None,
+        }]))
         .await
         .unwrap();
     let seen = until(

@@ -41,7 +41,12 @@ async fn servers_are_listed_and_their_tools_offered_to_the_model() {
     };
     assert_eq!(w.details["server"], "broken");
 
-    let rid = run(&h.kernel, &session, CommandPayload::McpList(McpListCmd {})).await;
+    let rid = run(
+        &h.kernel,
+        &session,
+        CommandPayload::McpList(McpListCmd::new()),
+    )
+    .await;
     let answer = until(&mut events, |e| e.request_id == rid).await;
     let Event::McpList(list) = &answer.last().unwrap().event else {
         panic!("{:?}", answer.last())

@@ -191,15 +191,7 @@ impl Harness {
     /// the requestId of the start.
     pub async fn start(&self, servers: Vec<McpServerSpec>) -> (SessionHandle, EventStream) {
         self.kernel
-            .start_session(SessionStart {
-                workspace_path: None,
-                permission_mode: None,
-                model: None,
-                title: None,
-                mcp_servers: Some(servers),
-                host_tools: None,
-                ..Default::default()
-            })
+            .start_session(SessionStart::new().mcp_servers(servers))
             .await
             .unwrap()
     }

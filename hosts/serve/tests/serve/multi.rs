@@ -16,10 +16,7 @@ fn approval_id(envs: &[Envelope]) -> String {
 }
 
 fn approve(id: &str) -> CommandPayload {
-    CommandPayload::ApprovalRespond(ApprovalRespond {
-        approval_id: id.into(),
-        decision: ApprovalDecision::AllowOnce,
-    })
+    CommandPayload::ApprovalRespond(ApprovalRespond::new(id, ApprovalDecision::AllowOnce))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +253,7 @@ async fn bad_input_on_one_connection_is_answered_there_and_everything_else_goes_
     let listed = b
         .request(
             None,
-            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd {}),
+            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd::new()),
         )
         .await
         .unwrap();
@@ -266,15 +263,9 @@ async fn bad_input_on_one_connection_is_answered_there_and_everything_else_goes_
 }
 
 async fn watch_err(c: &Client, sid: &str) -> ErrorPayload {
-    c.request(
-        None,
-        CommandPayload::SessionWatch(SessionWatch {
-            session_id: sid.into(),
-            after_sequence: None,
-        }),
-    )
-    .await
-    .unwrap_err()
+    c.request(None, CommandPayload::SessionWatch(SessionWatch::new(sid)))
+        .await
+        .unwrap_err()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -380,12 +371,7 @@ async fn the_connection_that_forks_a_session_watches_the_fork_and_the_others_do_
     let forked = a
         .request(
             Some(&sid),
-            CommandPayload::SessionFork(keel_envelope::commands::SessionFork {
-                at_request_id: None,
-                files: None,
-                isolation: None,
-                additional_roots: None,
-            }),
+            CommandPayload::SessionFork(keel_envelope::commands::SessionFork::new()),
         )
         .await
         .unwrap();

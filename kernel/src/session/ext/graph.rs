@@ -517,23 +517,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn nn(id: &str, deps: &[&str]) -> NewTaskNode {
-        NewTaskNode {
-            id: id.into(),
-            title: format!("task {id}"),
-            description: None,
-            depends_on: deps.iter().map(|d| (*d).to_owned()).collect(),
-            metadata: None,
-        }
+        NewTaskNode::new(id, format!("task {id}"))
+            .depends_on(deps.iter().map(|d| (*d).to_owned()).collect::<Vec<_>>())
     }
 
     fn st(s: NodeStatus) -> NodeUpdates {
-        NodeUpdates {
-            status: Some(s),
-            title: None,
-            result: None,
-            error: None,
-            metadata: None,
-        }
+        NodeUpdates::new().status(s)
     }
 
     #[test]
@@ -641,7 +630,7 @@ mod tests {
                 .iter()
                 .map(|(i, d)| {
                     let deps: Vec<String> = d.iter().map(|x| id(*x)).collect();
-                    NewTaskNode { id: id(*i), title: String::new(), description: None, depends_on: deps, metadata: None }
+                    NewTaskNode::new(id(*i), String::new()).depends_on(deps)
                 })
                 .collect();
             let mut g = match create("g".into(), None, None, &nodes, 0) {
@@ -657,8 +646,7 @@ mod tests {
                 let before = g.clone();
                 match op {
                     Op::Add(i, d) => {
-                        let n = NewTaskNode { id: id(i), title: String::new(), description: None,
-                            depends_on: d.iter().map(|x| id(*x)).collect(), metadata: None };
+                        let n = NewTaskNode::new(id(i), String::new()).depends_on(d.iter().map(|x| id(*x)).collect::<Vec<_>>());
                         if add_node(&mut g, &n, now).is_err() {
                             prop_assert_eq!(&g, &before);
                         }

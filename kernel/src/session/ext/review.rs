@@ -202,7 +202,7 @@ mod tests {
                     }
                     Op::Comment(c) => submit(&mut review, Some(c), None, "host", n),
                     Op::Check(i, d) => {
-                        let u = ChecklistUpdate { id: format!("k{}", i + 1), done: *d, note: None };
+                        let u = ChecklistUpdate::new(format!("k{}", i + 1)).done(*d);
                         submit(&mut review, None, Some(&u), "host", n)
                     }
                     Op::Resolve(ok) => {
