@@ -31,7 +31,8 @@
 //! assert_eq!(send.message, "Fix the test");
 //! assert_eq!(send.when_busy, Some(WhenBusy::Steer));
 //!
-//! let done = SessionCompleted::new(StopReason::EndTurn, Telemetry::default()).final_text("Done");
+//! let done =
+//!     SessionCompleted::new(StopReason::EndTurn, Telemetry::default()).final_text("Done".to_owned());
 //! assert_eq!(done.final_text.as_deref(), Some("Done"));
 //! assert_eq!(done.budget, None);
 //! ```
