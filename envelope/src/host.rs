@@ -8,15 +8,17 @@ use ts_rs::TS;
 
 use crate::types::PermissionLevel;
 
-/// A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
-/// header (the shape ACP's `session/new` uses).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct NameValue {
-    /// The name.
-    pub name: String,
-    /// The value.
-    pub value: String,
+crate::wire::growable! {
+    /// A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
+    /// header (the shape ACP's `session/new` uses).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NameValue {
+        /// The name.
+        pub name: String,
+        /// The value.
+        pub value: String,
+    }
 }
 
 crate::wire::wire_enum! {
@@ -110,12 +112,14 @@ pub struct HostToolSpec {
     pub approval: Option<HostToolApproval>,
 }
 
-/// The error a host answers a host-tool call with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct HostToolError {
-    /// What went wrong (the model reads it).
-    pub message: String,
+crate::wire::growable! {
+    /// The error a host answers a host-tool call with.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct HostToolError {
+        /// What went wrong (the model reads it).
+        pub message: String,
+    }
 }
 
 crate::wire::wire_enum! {
@@ -130,39 +134,43 @@ crate::wire::wire_enum! {
     }
 }
 
-/// One tool of an MCP server, as offered to the model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct McpToolInfo {
-    /// The name the model sees, `mcp__SERVER__TOOL`.
-    pub name: String,
-    /// The tool's name on the server.
-    pub tool: String,
-    /// Its description.
-    pub description: String,
+crate::wire::growable! {
+    /// One tool of an MCP server, as offered to the model.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct McpToolInfo {
+        /// The name the model sees, `mcp__SERVER__TOOL`.
+        pub name: String,
+        /// The tool's name on the server.
+        pub tool: String,
+        /// Its description.
+        pub description: String,
+    }
 }
 
-/// One MCP server of a session, in `mcp.list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-#[ts(optional_fields = nullable)]
-pub struct McpServerInfo {
-    /// The server's name.
-    pub name: String,
-    /// `stdio` or `http`.
-    pub transport: String,
-    /// How the gate treats its tools.
-    pub trust: McpTrust,
-    /// Where it came from: `config` or `session`.
-    pub origin: String,
-    /// Its state.
-    pub state: McpServerState,
-    /// Why it failed (only when `failed`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Its tools (empty until it is ready; kept while a server that died can be
-    /// restarted by the next call).
-    pub tools: Vec<McpToolInfo>,
+crate::wire::growable! {
+    /// One MCP server of a session, in `mcp.list`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    #[ts(optional_fields = nullable)]
+    pub struct McpServerInfo {
+        /// The server's name.
+        pub name: String,
+        /// `stdio` or `http`.
+        pub transport: String,
+        /// How the gate treats its tools.
+        pub trust: McpTrust,
+        /// Where it came from: `config` or `session`.
+        pub origin: String,
+        /// Its state.
+        pub state: McpServerState,
+        /// Why it failed (only when `failed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reason: Option<String>,
+        /// Its tools (empty until it is ready; kept while a server that died can be
+        /// restarted by the next call).
+        pub tools: Vec<McpToolInfo>,
+    }
 }
 
 /// A skill of a session, as `skills.list` shows it.

@@ -74,11 +74,7 @@ impl Model for Script {
                 FinishReason::ToolUse
             }
         };
-        items.push(ModelEvent::Usage(Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            ..Usage::default()
-        }));
+        items.push(ModelEvent::Usage(Usage::new(10, 5, Default::default())));
         items.push(ModelEvent::Finished(finish));
         Box::pin(stream::iter(items.into_iter().map(Ok)))
     }

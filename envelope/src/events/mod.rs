@@ -18,58 +18,18 @@ use crate::types::{
 };
 use crate::worktree::{AdditionalRoot, WorktreeInfo};
 
-/// Defines event payload structs. Each is `#[non_exhaustive]` (a minor version may add
-/// a field) and gets `new(…)` taking its fields that are not `Option`s, in order, with
-/// every `Option` field at `None`, and one method per `Option` field, named after it,
-/// that sets it. `new` takes a field of a one-word type other than `String` (numbers,
-/// flags, enums) as that type, so that an integer literal gets the field's type, and
-/// any other field as `impl Into<…>`.
+/// Defines event payload structs: each is `#[non_exhaustive]`, with `new(…)` and
+/// setters (see `crate::wire::growable`).
 macro_rules! payloads {
     ($( $(#[$doc:meta])* pub struct $name:ident { $($body:tt)* } )*) => {
         $(
-            $(#[$doc])*
-            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
-            #[serde(rename_all = "camelCase")]
-            #[non_exhaustive]
-            pub struct $name { $($body)* }
-
-            payloads!(@fields $name [] [] $($body)*);
-        )*
-    };
-    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
-        $(#[$m:meta])* pub $f:ident : Option<$t:ty> $(, $($rest:tt)*)?) => {
-        payloads!(@fields $name [$($req)*] [$($opt)* ($f: Option<$t>)] $($($rest)*)?);
-    };
-    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
-        $(#[$m:meta])* pub $f:ident : String $(, $($rest:tt)*)?) => {
-        payloads!(@fields $name [$($req)* ($f [impl Into<String>] [$f.into()])] [$($opt)*] $($($rest)*)?);
-    };
-    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
-        $(#[$m:meta])* pub $f:ident : $t:ident $(, $($rest:tt)*)?) => {
-        payloads!(@fields $name [$($req)* ($f [$t] [$f])] [$($opt)*] $($($rest)*)?);
-    };
-    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
-        $(#[$m:meta])* pub $f:ident : $t:ty $(, $($rest:tt)*)?) => {
-        payloads!(@fields $name [$($req)* ($f [impl Into<$t>] [$f.into()])] [$($opt)*] $($($rest)*)?);
-    };
-    (@fields $name:ident [$(($rf:ident [$($rt:tt)*] [$($rv:tt)*]))*] [$(($of:ident : $ot:ty))*]) => {
-        impl $name {
-            /// A payload with these fields; every `Option` field is `None` (set it with
-            /// the method named after it).
-            #[allow(clippy::new_without_default, clippy::too_many_arguments)]
-            pub fn new($($rf: $($rt)*),*) -> Self {
-                Self { $($rf: $($rv)*,)* $($of: None,)* }
+            crate::wire::growable! {
+                $(#[$doc])*
+                #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+                #[serde(rename_all = "camelCase")]
+                pub struct $name { $($body)* }
             }
-
-            $(
-                #[doc = concat!("Sets `", stringify!($of), "` (takes the value itself or an `Option`).")]
-                #[must_use]
-                pub fn $of(mut self, value: impl Into<$ot>) -> Self {
-                    self.$of = value.into();
-                    self
-                }
-            )*
-        }
+        )*
     };
 }
 

@@ -318,7 +318,7 @@ fn parse_mode(id: &str) -> Result<PermissionMode, Error> {
 fn mcp_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, Error> {
     let pairs = |v: Vec<(String, String)>| -> Vec<NameValue> {
         v.into_iter()
-            .map(|(name, value)| NameValue { name, value })
+            .map(|(name, value)| NameValue::new(name, value))
             .collect()
     };
     servers

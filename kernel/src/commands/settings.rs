@@ -74,12 +74,12 @@ pub(crate) async fn set_rules(
     p: &SetRules,
 ) -> Result<(), ErrorPayload> {
     crate::pipeline::gate::check_rules(p)?;
-    let rules = ApprovalRules {
-        always_allow_global: p.always_allow_global.clone(),
-        always_allow_project: p.always_allow_project.clone(),
-        always_deny_global: p.always_deny_global.clone(),
-        always_deny_project: p.always_deny_project.clone(),
-    };
+    let rules = ApprovalRules::new(
+        p.always_allow_global.clone(),
+        p.always_allow_project.clone(),
+        p.always_deny_global.clone(),
+        p.always_deny_project.clone(),
+    );
     {
         let mut d = session.data();
         d.state.rules = rules.clone();

@@ -310,7 +310,7 @@ impl SessionHandle {
     ) -> Result<String, ErrorPayload> {
         let (result, error) = match answer {
             Ok(v) => (Some(v), None),
-            Err(message) => (None, Some(keel_envelope::host::HostToolError { message })),
+            Err(message) => (None, Some(keel_envelope::host::HostToolError::new(message))),
         };
         self.run(CommandPayload::HostToolRespond(
             keel_envelope::commands::HostToolRespond::new(tool_call_id.to_owned())

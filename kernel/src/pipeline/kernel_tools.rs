@@ -48,10 +48,12 @@ impl KernelHandler for ProposePlan {
             .steps
             .iter()
             .enumerate()
-            .map(|(i, s)| PlanStep {
-                id: step_id(i, s),
-                title: s.title.clone().unwrap_or_default(),
-                status: StepStatus::Pending,
+            .map(|(i, s)| {
+                PlanStep::new(
+                    step_id(i, s),
+                    s.title.clone().unwrap_or_default(),
+                    StepStatus::Pending,
+                )
             })
             .collect();
         let (plan_id, is_new, in_plan_mode) = {
@@ -74,12 +76,8 @@ impl KernelHandler for ProposePlan {
         } else {
             PlanStatus::Approved
         };
-        session.data().state.plan = Some(Plan {
-            plan_id: plan_id.clone(),
-            status,
-            summary: a.summary.clone(),
-            steps: steps.clone(),
-        });
+        session.data().state.plan =
+            Some(Plan::new(plan_id.clone(), status, steps.clone()).summary(a.summary.clone()));
         let rid = cx.rid;
         if is_new {
             let ev = PlanStarted::new(plan_id.clone());
@@ -174,11 +172,11 @@ impl KernelHandler for UpdatePlan {
                                 step.title = t.clone();
                             }
                         }
-                        None => plan.steps.push(PlanStep {
+                        None => plan.steps.push(PlanStep::new(
                             id,
-                            title: s.title.clone().unwrap_or_default(),
-                            status: s.status.clone().unwrap_or(StepStatus::Pending),
-                        }),
+                            s.title.clone().unwrap_or_default(),
+                            s.status.clone().unwrap_or(StepStatus::Pending),
+                        )),
                     }
                 }
                 (plan.plan_id.clone(), plan.steps.clone())

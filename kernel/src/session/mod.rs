@@ -245,19 +245,19 @@ impl Session {
 
     /// [`Session::info`] from state already locked.
     pub(crate) fn info_of(&self, d: &Data) -> SessionInfo {
-        SessionInfo {
-            session_id: self.id.clone(),
-            title: d.state.title.clone(),
-            workspace: d.state.workspace.clone(),
-            created_at: d.state.created_at,
-            updated_at: d.state.updated_at,
-            state: d.session_state(),
-            permission_mode: d.state.mode.clone(),
-            model: d.state.model.clone(),
-            request_count: crate::base::summary::request_count(&d.state),
-            last_message: crate::base::summary::last_message(&d.state.history),
-            additional_roots: roots::wire(&d.roots),
-        }
+        SessionInfo::new(
+            self.id.clone(),
+            d.state.workspace.clone(),
+            d.state.created_at,
+            d.state.updated_at,
+            d.session_state(),
+            d.state.mode.clone(),
+            d.state.model.clone(),
+            crate::base::summary::request_count(&d.state),
+        )
+        .title(d.state.title.clone())
+        .last_message(crate::base::summary::last_message(&d.state.history))
+        .additional_roots(roots::wire(&d.roots))
     }
 
     /// `session.state`'s answer.

@@ -70,16 +70,16 @@ impl Counters {
 
     /// The request's figures now.
     pub(crate) fn telemetry(&self) -> Telemetry {
-        self.telemetry.unwrap_or(Telemetry {
-            elapsed_ms: self.started.elapsed().as_millis() as u64,
-            turns: self.turns,
-            tool_calls: self.tool_calls,
-            input_tokens: self.usage.input_tokens,
-            output_tokens: self.usage.output_tokens,
-            cached_input_tokens: self.usage.cached_input_tokens,
-            context_tokens: self.context_tokens,
-            context_window: self.context_window,
-        })
+        self.telemetry.unwrap_or(Telemetry::new(
+            self.started.elapsed().as_millis() as u64,
+            self.turns,
+            self.tool_calls,
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+            self.usage.cached_input_tokens,
+            self.context_tokens,
+            self.context_window,
+        ))
     }
 }
 

@@ -259,22 +259,18 @@ impl KernelHandler for SpawnSubAgent {
             true => Some(worktree::sub_tree(session, &id).await?),
             false => None,
         };
-        let info = SubAgentInfo {
-            sub_agent_id: id.clone(),
-            parent_session_id: session.id.clone(),
-            parent_request_id: rid.to_owned(),
-            task: task.clone(),
-            tools: tools.clone(),
-            status: SubAgentStatus::Running,
-            summary: None,
-            error: None,
-            usage: Default::default(),
-            turns: 0,
-            started_at: session.now(),
-            finished_at: None,
-            worktree: tree.as_ref().map(|t| t.info.clone()),
-            patch_id: None,
-        };
+        let info = SubAgentInfo::new(
+            id.clone(),
+            session.id.clone(),
+            rid.to_owned(),
+            task.clone(),
+            tools.clone(),
+            SubAgentStatus::Running,
+            Default::default(),
+            0,
+            session.now(),
+        )
+        .worktree(tree.as_ref().map(|t| t.info.clone()));
         session.data().ext.sub_agents.start(info.clone());
         let ev = SubAgentEvent::new(session.id.clone(), id.clone(), info);
         // Saved with it: a process that dies while it runs leaves a record of its

@@ -121,12 +121,9 @@ async fn max_turns_is_the_request_model_call_budget() {
 async fn a_request_budget_of_tokens_stops_before_the_tools_of_the_call_that_passed_it() {
     let (kernel, _, peek, _ws) = kernel_with(peeks(10), KernelConfig::default());
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend::new("loop").budget(BudgetLimits {
-        tokens: Some(40),
-        ..BudgetLimits::default()
-    }))
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("loop").budget(BudgetLimits::new().tokens(40)))
+        .await
+        .unwrap();
     let all = until(&mut events, "session.completed").await;
     let hit = stopped_by(
         &all,
@@ -174,13 +171,10 @@ async fn a_session_budget_spans_requests_and_survives_a_restart() {
     };
     let kernel = build(vec![call("peek", json!({})), say("one"), say("two")]);
     let (s, mut events) = kernel
-        .start_session(SessionStart::from(opts()).budget(SessionBudget {
-            session: Some(BudgetLimits {
-                model_calls: Some(3),
-                ..BudgetLimits::default()
-            }),
-            request: None,
-        }))
+        .start_session(
+            SessionStart::from(opts())
+                .budget(SessionBudget::new().session(BudgetLimits::new().model_calls(3))),
+        )
         .await
         .unwrap();
     s.send("first").await.unwrap();
@@ -239,10 +233,7 @@ async fn a_cost_budget_counts_with_the_model_price() {
         KernelConfig {
             prices,
             budget: BudgetConfig {
-                request: BudgetLimits {
-                    cost_usd: Some(0.045),
-                    ..BudgetLimits::default()
-                },
+                request: BudgetLimits::new().cost_usd(0.045),
                 session: BudgetLimits::default(),
             },
             ..KernelConfig::default()
@@ -269,10 +260,7 @@ async fn a_cost_budget_without_a_price_says_so_once() {
         vec![call("peek", json!({})), say("ok")],
         KernelConfig {
             budget: BudgetConfig {
-                request: BudgetLimits {
-                    cost_usd: Some(1.0),
-                    ..BudgetLimits::default()
-                },
+                request: BudgetLimits::new().cost_usd(1.0),
                 session: BudgetLimits::default(),
             },
             ..KernelConfig::default()
@@ -301,13 +289,12 @@ async fn calls_per_tool_are_limited_by_name_or_by_star() {
     }
     let (kernel, _, peek, _ws) = kernel_with(turns, KernelConfig::default());
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend::new("go").budget(BudgetLimits {
-        tool_calls: Some(BTreeMap::from([
+    s.send_with(
+        RequestSend::new("go").budget(BudgetLimits::new().tool_calls(BTreeMap::from([
             ("peek".to_owned(), 2),
             ("*".to_owned(), 10),
-        ])),
-        ..BudgetLimits::default()
-    }))
+        ]))),
+    )
     .await
     .unwrap();
     let all = until(&mut events, "session.completed").await;
@@ -335,12 +322,9 @@ async fn the_wall_time_limit_stops_a_running_tool() {
         KernelConfig::default(),
     );
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend::new("wait").budget(BudgetLimits {
-        wall_time_secs: Some(1),
-        ..BudgetLimits::default()
-    }))
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("wait").budget(BudgetLimits::new().wall_time_secs(1)))
+        .await
+        .unwrap();
     let all = until(&mut events, "session.completed").await;
     stopped_by(
         &all,
@@ -370,10 +354,7 @@ async fn a_user_interrupt_still_wins_over_a_wall_time_limit() {
         vec![call("peek", json!({"sleep_ms": 60_000}))],
         KernelConfig {
             budget: BudgetConfig {
-                request: BudgetLimits {
-                    wall_time_secs: Some(3600),
-                    ..BudgetLimits::default()
-                },
+                request: BudgetLimits::new().wall_time_secs(3600),
                 session: BudgetLimits::default(),
             },
             ..KernelConfig::default()
@@ -432,10 +413,7 @@ async fn bad_limits_are_refused_with_the_field() {
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
     for (req, field) in [
         (
-            RequestSend::new("x").budget(BudgetLimits {
-                cost_usd: Some(-1.0),
-                ..BudgetLimits::default()
-            }),
+            RequestSend::new("x").budget(BudgetLimits::new().cost_usd(-1.0)),
             "payload.budget.costUsd",
         ),
         (
@@ -443,10 +421,8 @@ async fn bad_limits_are_refused_with_the_field() {
             "payload.maxOutputTokens",
         ),
         (
-            RequestSend::new("x").budget(BudgetLimits {
-                tool_calls: Some(BTreeMap::from([(" ".to_owned(), 1)])),
-                ..BudgetLimits::default()
-            }),
+            RequestSend::new("x")
+                .budget(BudgetLimits::new().tool_calls(BTreeMap::from([(" ".to_owned(), 1)]))),
             "payload.budget.toolCalls",
         ),
     ] {
@@ -459,13 +435,10 @@ async fn bad_limits_are_refused_with_the_field() {
         );
     }
     let err = kernel
-        .start_session(SessionStart::from(opts()).budget(SessionBudget {
-            request: None,
-            session: Some(BudgetLimits {
-                cost_usd: Some(f64::NAN),
-                ..BudgetLimits::default()
-            }),
-        }))
+        .start_session(
+            SessionStart::from(opts())
+                .budget(SessionBudget::new().session(BudgetLimits::new().cost_usd(f64::NAN))),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.details["field"], "payload.budget.session.costUsd");
@@ -483,12 +456,9 @@ async fn bad_limits_are_refused_with_the_field() {
         },
     );
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend::new("x").budget(BudgetLimits {
-        model_calls: Some(0),
-        ..BudgetLimits::default()
-    }))
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("x").budget(BudgetLimits::new().model_calls(0)))
+        .await
+        .unwrap();
     let all = until(&mut events, "session.completed").await;
     let Event::SessionCompleted(c) = &all.last().unwrap().event else {
         unreachable!()

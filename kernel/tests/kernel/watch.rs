@@ -174,10 +174,7 @@ async fn watching_an_unknown_session_or_with_a_cursor_not_in_the_log_is_refused(
     assert_eq!(e.code, ErrorCode::SessionNotFound);
     let got = b_ev.recv().await.unwrap();
     assert_eq!((got.type_name(), got.request_id.as_str()), ("error", "b1"));
-    let bad = Cursor {
-        request_id: "req_nope".into(),
-        sequence: 3,
-    };
+    let bad = Cursor::new("req_nope", 3);
     let e = b
         .execute(watch_cmd("b2", &sid, Some(bad)))
         .await
@@ -206,10 +203,7 @@ async fn a_watch_with_a_cursor_during_a_running_request_has_no_gap_and_no_duplic
         a.execute(send_cmd("r1", &sid, "one")).await.unwrap();
         let first = until_w(&mut a_ev, "r1", completed("r1")).await;
         let last = first.last().unwrap();
-        let cursor = Cursor {
-            request_id: last.request_id.clone(),
-            sequence: last.sequence,
-        };
+        let cursor = Cursor::new(last.request_id.clone(), last.sequence);
         a.execute(send_cmd("r2", &sid, "two")).await.unwrap();
         // Let the request run a varying while before the watch starts.
         for _ in 0..(round * 7) {
@@ -271,10 +265,7 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
     let (sid, a, mut a_ev) = watched_session(&f).await;
     a.execute(send_cmd("r1", &sid, "one")).await.unwrap();
     let first = until_w(&mut a_ev, "r1", completed("r1")).await;
-    let cursor = Cursor {
-        request_id: first[0].request_id.clone(),
-        sequence: first[0].sequence,
-    };
+    let cursor = Cursor::new(first[0].request_id.clone(), first[0].sequence);
     let (b, mut b_ev) = f.kernel.watcher(1024);
     b.execute(cmd(
         "b_resume",

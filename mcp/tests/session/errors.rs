@@ -23,10 +23,7 @@ fn spec(name: &str) -> McpServerSpec {
 #[tokio::test]
 async fn bad_mcp_servers_refuse_the_session_with_the_field() {
     let h = Harness::new(vec![], PermissionMode::Ask, vec![]);
-    let nv = |n: &str, v: &str| NameValue {
-        name: n.into(),
-        value: v.into(),
-    };
+    let nv = |n: &str, v: &str| NameValue::new(n, v);
     let cases: Vec<(McpServerSpec, &str, &str)> = vec![
         (spec("a"), "payload.mcpServers[0]", "needs either `command`"),
         (

@@ -133,10 +133,7 @@ pub fn stdio_spec(name: &str, journal: &Path, trust: Option<McpTrust>) -> McpSer
         transport: None,
         command: Some(SERVER.to_owned()),
         args: Some(vec!["--journal".into(), journal.display().to_string()]),
-        env: Some(vec![NameValue {
-            name: "KEEL_TEST".into(),
-            value: "1".into(),
-        }]),
+        env: Some(vec![NameValue::new("KEEL_TEST", "1")]),
         url: None,
         headers: None,
         trust,

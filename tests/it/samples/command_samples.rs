@@ -15,17 +15,11 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 .permission_mode(PermissionMode::Ask)
                 .model(s("scripted:demo"))
                 .title(s("Fix the failing test"))
-                .budget(SessionBudget {
-                    request: Some(BudgetLimits {
-                        model_calls: Some(200),
-                        wall_time_secs: Some(1800),
-                        ..BudgetLimits::default()
-                    }),
-                    session: Some(BudgetLimits {
-                        cost_usd: Some(5.0),
-                        ..BudgetLimits::default()
-                    }),
-                })
+                .budget(
+                    SessionBudget::new()
+                        .request(BudgetLimits::new().model_calls(200).wall_time_secs(1800))
+                        .session(BudgetLimits::new().cost_usd(5.0)),
+                )
                 .max_output_tokens(8192)
                 .mcp_servers(vec![
                     McpServerSpec {
@@ -37,10 +31,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                             s("@modelcontextprotocol/server-filesystem"),
                             s("."),
                         ]),
-                        env: Some(vec![NameValue {
-                            name: s("LOG_LEVEL"),
-                            value: s("warn"),
-                        }]),
+                        env: Some(vec![NameValue::new(s("LOG_LEVEL"), s("warn"))]),
                         url: None,
                         headers: None,
                         trust: Some(McpTrust::Read),
@@ -52,10 +43,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                         args: None,
                         env: None,
                         url: Some(s("https://tickets.example.com/mcp")),
-                        headers: Some(vec![NameValue {
-                            name: s("Authorization"),
-                            value: s("Bearer t0ken"),
-                        }]),
+                        headers: Some(vec![NameValue::new(s("Authorization"), s("Bearer t0ken"))]),
                         trust: None,
                     },
                 ])
@@ -65,10 +53,7 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 .additional_roots(super::extra_roots()),
         ),
         CommandType::SessionResume => CommandPayload::SessionResume(
-            c::SessionResume::new(s(SESSION)).after_sequence(Cursor {
-                request_id: s("req_0001"),
-                sequence: 12,
-            }),
+            c::SessionResume::new(s(SESSION)).after_sequence(Cursor::new(s("req_0001"), 12)),
         ),
         CommandType::SessionClose => CommandPayload::SessionClose(c::SessionClose::new()),
         CommandType::SessionList => CommandPayload::SessionList(c::SessionListCmd::new()),
@@ -110,43 +95,28 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         }
         CommandType::SessionLoadHistory => {
             CommandPayload::SessionLoadHistory(c::LoadHistory::new(vec![
-                HistoryMessage {
-                    role: Role::User,
-                    content: s("Read src/lib.rs"),
-                    tool_calls: None,
-                    tool_results: None,
-                },
-                HistoryMessage {
-                    role: Role::Assistant,
-                    content: s(""),
-                    tool_calls: Some(vec![HistoryToolCall {
-                        id: s("call_1"),
-                        name: s("read_file"),
-                        arguments: json!({ "path": "src/lib.rs" }),
-                    }]),
-                    tool_results: None,
-                },
-                HistoryMessage {
-                    role: Role::Tool,
-                    content: s(""),
-                    tool_calls: None,
-                    tool_results: Some(vec![HistoryToolResult {
-                        tool_call_id: s("call_1"),
-                        content: s("pub fn add() {}"),
-                        is_error: false,
-                    }]),
-                },
+                HistoryMessage::new(Role::User, s("Read src/lib.rs")),
+                HistoryMessage::new(Role::Assistant, s("")).tool_calls(vec![HistoryToolCall::new(
+                    s("call_1"),
+                    s("read_file"),
+                    json!({ "path": "src/lib.rs" }),
+                )]),
+                HistoryMessage::new(Role::Tool, s("")).tool_results(vec![HistoryToolResult::new(
+                    s("call_1"),
+                    s("pub fn add() {}"),
+                    false,
+                )]),
             ]))
         }
         CommandType::RequestSend => CommandPayload::RequestSend(
             c::RequestSend::new(s("Why does the test fail?"))
                 .when_busy(WhenBusy::Queue)
                 .patch_preview(false)
-                .budget(BudgetLimits {
-                    tokens: Some(200_000),
-                    tool_calls: Some(BTreeMap::from([(s("run_shell"), 50)])),
-                    ..BudgetLimits::default()
-                })
+                .budget(
+                    BudgetLimits::new()
+                        .tokens(200_000)
+                        .tool_calls(BTreeMap::from([(s("run_shell"), 50)])),
+                )
                 .max_output_tokens(4096)
                 .traceparent(s("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")),
         ),
@@ -240,12 +210,9 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
         CommandType::BackgroundStop => {
             CommandPayload::BackgroundStop(c::BackgroundStopCmd::new(s("bg_0001")))
         }
-        CommandType::SessionWatch => {
-            CommandPayload::SessionWatch(c::SessionWatch::new(s(SESSION)).after_sequence(Cursor {
-                request_id: s("req_0001"),
-                sequence: 12,
-            }))
-        }
+        CommandType::SessionWatch => CommandPayload::SessionWatch(
+            c::SessionWatch::new(s(SESSION)).after_sequence(Cursor::new(s("req_0001"), 12)),
+        ),
         CommandType::SessionUnwatch => {
             CommandPayload::SessionUnwatch(c::SessionUnwatch::new(s(SESSION)))
         }

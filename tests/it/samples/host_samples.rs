@@ -11,28 +11,27 @@ use super::*;
 pub fn sample_host_event(t: EventType) -> Event {
     match t {
         EventType::McpList => Event::McpList(ev::McpList::new(vec![
-            McpServerInfo {
-                name: s("files"),
-                transport: s("stdio"),
-                trust: McpTrust::Read,
-                origin: s("config"),
-                state: McpServerState::Ready,
-                reason: None,
-                tools: vec![McpToolInfo {
-                    name: s("mcp__files__read_text"),
-                    tool: s("read_text"),
-                    description: s("Reads a text file."),
-                }],
-            },
-            McpServerInfo {
-                name: s("tickets"),
-                transport: s("http"),
-                trust: McpTrust::Ask,
-                origin: s("session"),
-                state: McpServerState::Failed,
-                reason: Some(s("it did not start within 30 s (its start time limit)")),
-                tools: vec![],
-            },
+            McpServerInfo::new(
+                s("files"),
+                s("stdio"),
+                McpTrust::Read,
+                s("config"),
+                McpServerState::Ready,
+                vec![McpToolInfo::new(
+                    s("mcp__files__read_text"),
+                    s("read_text"),
+                    s("Reads a text file."),
+                )],
+            ),
+            McpServerInfo::new(
+                s("tickets"),
+                s("http"),
+                McpTrust::Ask,
+                s("session"),
+                McpServerState::Failed,
+                vec![],
+            )
+            .reason(s("it did not start within 30 s (its start time limit)")),
         ])),
         EventType::SkillsList => Event::SkillsList(ev::SkillsList::new(vec![SkillInfo::new(
             "release-notes",

@@ -40,19 +40,19 @@ fn s(v: &str) -> String {
 }
 
 pub fn session_info() -> SessionInfo {
-    SessionInfo {
-        session_id: s(SESSION),
-        title: Some(s("Fix the failing test")),
-        workspace: s("/home/dev/project"),
-        created_at: T0,
-        updated_at: T0 + 5_000,
-        state: SessionState::Idle,
-        permission_mode: PermissionMode::Ask,
-        model: s("scripted:demo"),
-        request_count: 2,
-        last_message: Some(s("The test passes now: the parser kept a stale index.")),
-        additional_roots: Some(extra_roots()),
-    }
+    SessionInfo::new(
+        s(SESSION),
+        s("/home/dev/project"),
+        T0,
+        T0 + 5_000,
+        SessionState::Idle,
+        PermissionMode::Ask,
+        s("scripted:demo"),
+        2,
+    )
+    .title(s("Fix the failing test"))
+    .last_message(s("The test passes now: the parser kept a stale index."))
+    .additional_roots(extra_roots())
 }
 
 /// A session's extra roots: a library it may change, documentation it only reads.
@@ -66,48 +66,32 @@ pub fn extra_roots() -> Vec<keel_envelope::worktree::AdditionalRoot> {
 
 fn steps() -> Vec<PlanStep> {
     vec![
-        PlanStep {
-            id: s("s1"),
-            title: s("Read the relevant files"),
-            status: StepStatus::Completed,
-        },
-        PlanStep {
-            id: s("s2"),
-            title: s("Change the registration logic"),
-            status: StepStatus::InProgress,
-        },
-        PlanStep {
-            id: s("s3"),
-            title: s("Add tests"),
-            status: StepStatus::Pending,
-        },
+        PlanStep::new(s("s1"), s("Read the relevant files"), StepStatus::Completed),
+        PlanStep::new(
+            s("s2"),
+            s("Change the registration logic"),
+            StepStatus::InProgress,
+        ),
+        PlanStep::new(s("s3"), s("Add tests"), StepStatus::Pending),
     ]
 }
 
 fn plan() -> Plan {
-    Plan {
-        plan_id: s("plan_0001"),
-        status: PlanStatus::AwaitingApproval,
-        summary: Some(s("Fix the parser and add a test")),
-        steps: steps(),
-    }
+    Plan::new(s("plan_0001"), PlanStatus::AwaitingApproval, steps())
+        .summary(s("Fix the parser and add a test"))
 }
 
 fn rules() -> ApprovalRules {
-    ApprovalRules {
-        always_allow_global: vec![s("read_file")],
-        always_allow_project: vec![s("run_shell(cargo test:*)")],
-        always_deny_global: vec![s("run_shell(rm -rf *)")],
-        always_deny_project: vec![s("git(push*)")],
-    }
+    ApprovalRules::new(
+        vec![s("read_file")],
+        vec![s("run_shell(cargo test:*)")],
+        vec![s("run_shell(rm -rf *)")],
+        vec![s("git(push*)")],
+    )
 }
 
 fn usage(i: u64, o: u64) -> Usage {
-    Usage {
-        input_tokens: i,
-        output_tokens: o,
-        cached_input_tokens: i / 2,
-    }
+    Usage::new(i, o, i / 2)
 }
 
 pub fn error_payload(code: ErrorCode) -> ErrorPayload {
@@ -118,128 +102,85 @@ pub fn error_payload(code: ErrorCode) -> ErrorPayload {
 }
 
 fn review() -> ReviewState {
-    ReviewState {
-        review_id: s("rev_0001"),
-        status: ReviewStatus::Pending,
-        reason: s("Check the migration before it runs"),
-        requested_by: s("host"),
-        requested_at: T0,
-        resolved_by: None,
-        resolved_at: None,
-        decision: None,
-        blocking: true,
-        comments: vec![ReviewComment {
-            id: s("c1"),
-            author: s("host"),
-            content: s("Looks right so far"),
-            created_at: T0 + 1,
-        }],
-        checklist: vec![ChecklistItem {
-            id: s("k1"),
-            title: s("Tests pass"),
-            done: false,
-            note: None,
-        }],
-        summary: None,
-    }
+    ReviewState::new(
+        s("rev_0001"),
+        ReviewStatus::Pending,
+        s("Check the migration before it runs"),
+        s("host"),
+        T0,
+        true,
+        vec![ReviewComment::new(
+            s("c1"),
+            s("host"),
+            s("Looks right so far"),
+            T0 + 1,
+        )],
+        vec![ChecklistItem::new(s("k1"), s("Tests pass"), false)],
+    )
 }
 
 fn patch() -> Patch {
-    Patch {
-        patch_id: s("patch_0001"),
-        status: PatchStatus::Pending,
-        origin: s("tool"),
-        reason: Some(s("Fix the off-by-one")),
-        request_id: Some(s("req_0001")),
-        proposed_at: T0,
-        resolved_at: None,
-        resolved_by: None,
-        files: vec![PatchFile {
-            index: 0,
-            path: s("src/lib.rs"),
-            op: PatchOp::Modify,
-            before: Some(s("let n = len - 1;\n")),
-            after: Some(s("let n = len;\n")),
-            diff: s("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-let n = len - 1;\n+let n = len;\n"),
-            stats: DiffStats {
+    Patch::new(s("patch_0001"), PatchStatus::Pending, s("tool"), T0, vec![PatchFile::new(0, s("src/lib.rs"), PatchOp::Modify, s("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-let n = len - 1;\n+let n = len;\n"), DiffStats {
                 added: 1,
                 removed: 1,
-            },
-        }],
-        stats: PatchStats {
-            file_count: 1,
-            added: 1,
-            removed: 1,
-        },
-    }
+            }).before(s("let n = len - 1;\n")).after(s("let n = len;\n"))], PatchStats::new(1, 1, 1)).reason(s("Fix the off-by-one")).request_id(s("req_0001"))
 }
 
 fn node(id: &str, status: NodeStatus, deps: &[&str]) -> TaskNode {
     let mut metadata = serde_json::Map::new();
     metadata.insert(s("owner"), json!("agent"));
-    TaskNode {
-        id: s(id),
-        title: format!("Task {id}"),
-        description: None,
+    TaskNode::new(
+        s(id),
+        format!("Task {id}"),
         status,
-        depends_on: deps.iter().map(|d| s(d)).collect(),
+        deps.iter().map(|d| s(d)).collect::<Vec<_>>(),
         metadata,
-        created_at: T0,
-        updated_at: T0 + 10,
-        started_at: Some(T0 + 5),
-        completed_at: None,
-        result: serde_json::Value::Null,
-        error: serde_json::Value::Null,
-    }
+        T0,
+        T0 + 10,
+        serde_json::Value::Null,
+        serde_json::Value::Null,
+    )
+    .started_at(T0 + 5)
 }
 
 fn graph() -> TaskGraph {
     let mut nodes = BTreeMap::new();
     nodes.insert(s("a"), node("a", NodeStatus::Completed, &[]));
     nodes.insert(s("b"), node("b", NodeStatus::Ready, &["a"]));
-    TaskGraph {
-        graph_id: s("graph_0001"),
-        title: Some(s("Release")),
-        description: None,
-        status: GraphStatus::Active,
-        order: vec![s("a"), s("b")],
+    TaskGraph::new(
+        s("graph_0001"),
+        GraphStatus::Active,
+        vec![s("a"), s("b")],
         nodes,
-        created_at: T0,
-        updated_at: T0 + 10,
-        completed_at: None,
-    }
+        T0,
+        T0 + 10,
+    )
+    .title(s("Release"))
 }
 
 fn sub_agent() -> SubAgentInfo {
-    SubAgentInfo {
-        sub_agent_id: s("sub_0001"),
-        parent_session_id: s(SESSION),
-        parent_request_id: s("req_0001"),
-        task: s("Find every caller of parse()"),
-        tools: vec![s("read_file"), s("search_files")],
-        status: SubAgentStatus::Running,
-        summary: None,
-        error: None,
-        usage: usage(1200, 80),
-        turns: 2,
-        started_at: T0,
-        finished_at: None,
-        worktree: None,
-        patch_id: None,
-    }
+    SubAgentInfo::new(
+        s("sub_0001"),
+        s(SESSION),
+        s("req_0001"),
+        s("Find every caller of parse()"),
+        vec![s("read_file"), s("search_files")],
+        SubAgentStatus::Running,
+        usage(1200, 80),
+        2,
+        T0,
+    )
 }
 
 fn background() -> BackgroundTask {
-    BackgroundTask {
-        task_id: s("bg_0001"),
-        session_id: s(SESSION),
-        command: s("npm run dev"),
-        status: BackgroundStatus::Running,
-        exit_code: None,
-        started_at: T0,
-        ended_at: None,
-        output_tail: s("ready on port 5173\n"),
-    }
+    BackgroundTask::new(
+        s("bg_0001"),
+        s(SESSION),
+        s("npm run dev"),
+        BackgroundStatus::Running,
+        T0,
+        s("ready on port 5173\n"),
+    )
 }
 
 /// A representative `tool.call.completed` with a structured result.
@@ -265,16 +206,7 @@ pub fn tool_call_completed() -> ev::ToolCallCompleted {
 
 /// A representative value of `t`.
 fn telemetry() -> Telemetry {
-    Telemetry {
-        elapsed_ms: 1830,
-        turns: 2,
-        tool_calls: 1,
-        input_tokens: 2400,
-        output_tokens: 160,
-        cached_input_tokens: 1024,
-        context_tokens: 2560,
-        context_window: 200_000,
-    }
+    Telemetry::new(1830, 2, 1, 2400, 160, 1024, 2560, 200_000)
 }
 
 pub fn sample_event(t: EventType) -> Event {
@@ -284,12 +216,12 @@ pub fn sample_event(t: EventType) -> Event {
                 s("1.0"),
                 s("0.1.0"),
                 4242,
-                vec![ModelInfo {
-                    id: s("scripted:demo"),
-                    display_name: s("Scripted demo"),
-                    provider: s("scripted"),
-                    is_current: true,
-                }],
+                vec![ModelInfo::new(
+                    s("scripted:demo"),
+                    s("Scripted demo"),
+                    s("scripted"),
+                    true,
+                )],
                 PermissionMode::ALL.to_vec(),
                 vec![s("approvals"), s("plan"), s("resume"), s("queue")],
             )
@@ -316,10 +248,7 @@ pub fn sample_event(t: EventType) -> Event {
                 0,
             )
             .plan(plan())
-            .last_cursor(Cursor {
-                request_id: s("req_0001"),
-                sequence: 12,
-            }),
+            .last_cursor(Cursor::new(s("req_0001"), 12)),
         ),
         EventType::SessionInterrupted => Event::SessionInterrupted(
             ev::SessionInterrupted::new(s("user"), true).interrupted_request_id(s("req_0001")),
@@ -492,13 +421,12 @@ pub fn sample_event(t: EventType) -> Event {
             ev::TurnCompleted::new(2, TurnStopReason::EndTurn, 0, usage(1200, 80), 640)
                 .telemetry(telemetry()),
         ),
-        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus {
-            scope: BudgetScope::Request,
-            limit: BudgetLimit::Tokens,
-            tool_name: None,
-            used: 161_000.0,
-            max: 200_000.0,
-        }),
+        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus::new(
+            BudgetScope::Request,
+            BudgetLimit::Tokens,
+            161_000.0,
+            200_000.0,
+        )),
         EventType::Warning => Event::Warning(
             ErrorPayload::new(
                 ErrorCode::ContextCompactionFailed,
@@ -542,11 +470,7 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::PatchSummary => Event::PatchSummary(ev::PatchSummary::new(
             vec![patch()],
             vec![],
-            PatchStats {
-                file_count: 1,
-                added: 1,
-                removed: 1,
-            },
+            PatchStats::new(1, 1, 1),
         )),
         EventType::TaskGraphCreated => {
             Event::TaskGraphCreated(ev::TaskGraphEvent::new().graph(graph()))
@@ -634,10 +558,7 @@ pub fn sample_event(t: EventType) -> Event {
         EventType::SessionWatched => Event::SessionWatched(
             ev::SessionWatched::new(session_info(), 2)
                 .active_request_id(s("req_0001"))
-                .last_cursor(Cursor {
-                    request_id: s("req_0001"),
-                    sequence: 14,
-                }),
+                .last_cursor(Cursor::new(s("req_0001"), 14)),
         ),
         EventType::SessionUnwatched => {
             Event::SessionUnwatched(ev::SessionUnwatched::new(s(SESSION)))

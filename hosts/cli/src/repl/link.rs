@@ -442,19 +442,16 @@ impl Session {
 /// A state to show when nothing could be read.
 fn placeholder(id: &str) -> SessionStateSnapshot {
     SessionStateSnapshot::new(
-        SessionInfo {
-            session_id: id.to_owned(),
-            title: None,
-            workspace: String::new(),
-            created_at: 0,
-            updated_at: 0,
-            state: keel_envelope::types::SessionState::Idle,
-            permission_mode: PermissionMode::Ask,
-            model: String::new(),
-            request_count: 0,
-            last_message: None,
-            additional_roots: None,
-        },
+        SessionInfo::new(
+            id.to_owned(),
+            String::new(),
+            0,
+            0,
+            keel_envelope::types::SessionState::Idle,
+            PermissionMode::Ask,
+            String::new(),
+            0,
+        ),
         Vec::new(),
         Vec::new(),
         ApprovalRules::default(),

@@ -94,11 +94,7 @@ impl Model for TestModel {
                 arguments: serde_json::json!({}),
             })));
         }
-        items.push(Ok(ModelEvent::Usage(Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            cached_input_tokens: 0,
-        })));
+        items.push(Ok(ModelEvent::Usage(Usage::new(10, 5, 0))));
         items.push(Ok(ModelEvent::Finished(if turn.poke {
             FinishReason::ToolUse
         } else {

@@ -163,10 +163,7 @@ async fn a_client_killed_mid_stream_leaves_the_request_running_and_a_new_client_
     };
     // Killed: the socket vanishes without a word.
     drop(s);
-    let cursor = Cursor {
-        request_id: last.request_id.clone(),
-        sequence: last.sequence,
-    };
+    let cursor = Cursor::new(last.request_id.clone(), last.sequence);
 
     let (b, mut b_rx) = connect(&d.socket).await;
     let answer = watch(&b, &sid, Some(cursor.clone())).await;
@@ -325,10 +322,7 @@ async fn a_client_that_does_not_read_is_disconnected_and_the_others_go_on() {
     assert_eq!(resume[0].session_id, sid);
     assert_eq!(
         resume[0].cursor,
-        Some(Cursor {
-            request_id: tail.request_id.clone(),
-            sequence: tail.sequence
-        })
+        Some(Cursor::new(tail.request_id.clone(), tail.sequence))
     );
     // The daemon and the other client go on.
     let rid = send(&a, &sid, "again").await;

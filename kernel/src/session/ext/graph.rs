@@ -172,20 +172,18 @@ fn new_node(n: &NewTaskNode, now: u64) -> Result<TaskNode, ErrorPayload> {
             deps.push(d.clone());
         }
     }
-    Ok(TaskNode {
-        id: n.id.clone(),
-        title: n.title.clone(),
-        description: n.description.clone(),
-        status: NodeStatus::Pending,
-        depends_on: deps,
-        metadata: n.metadata.clone().unwrap_or_default(),
-        created_at: now,
-        updated_at: now,
-        started_at: None,
-        completed_at: None,
-        result: serde_json::Value::Null,
-        error: serde_json::Value::Null,
-    })
+    Ok(TaskNode::new(
+        n.id.clone(),
+        n.title.clone(),
+        NodeStatus::Pending,
+        deps,
+        n.metadata.clone().unwrap_or_default(),
+        now,
+        now,
+        serde_json::Value::Null,
+        serde_json::Value::Null,
+    )
+    .description(n.description.clone()))
 }
 
 /// A new graph from `nodes`, or the first problem found.
@@ -204,17 +202,11 @@ pub(crate) fn create(
         map.insert(n.id.clone(), new_node(n, now)?);
     }
     let order = order_of(&map)?;
-    Ok(TaskGraph {
-        graph_id,
-        title,
-        description,
-        status: GraphStatus::Active,
-        order,
-        nodes: map,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-    })
+    Ok(
+        TaskGraph::new(graph_id, GraphStatus::Active, order, map, now, now)
+            .title(title)
+            .description(description),
+    )
 }
 
 fn duplicate(id: &str) -> ErrorPayload {
