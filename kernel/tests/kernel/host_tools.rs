@@ -315,7 +315,7 @@ async fn bad_answers_are_refused_and_change_nothing() {
         CommandPayload::HostToolRespond(
             HostToolRespond::new(tool_call_id)
                 .result(result)
-                .error(error.map(|m| HostToolError::new(m))),
+                .error(error.map(HostToolError::new)),
         )
     };
     let cases = [
