@@ -119,13 +119,12 @@ fn main() {
             false,
         )
         .await;
-        let with_host = plain.host_tools(vec![HostToolSpec {
-            name: "host_echo".into(),
-            description: "echo".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            level: PermissionLevel::Read,
-            approval: None,
-        }]);
+        let with_host = plain.host_tools(vec![HostToolSpec::new(
+            "host_echo",
+            "echo",
+            serde_json::json!({"type": "object"}),
+            PermissionLevel::Read,
+        )]);
         let host = measure(&kernel("host_echo", dir.path(), vec![]), with_host, true).await;
         println!("per tool call through the pipeline, median of {ROUNDS} rounds of {CALLS} calls:");
         println!("  in-process tool (baseline)       {base:>9.1} µs   1.0×");

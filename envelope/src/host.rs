@@ -46,6 +46,7 @@ impl Default for McpTrust {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields = nullable)]
+#[non_exhaustive]
 pub struct McpServerSpec {
     /// The server's name; its tools appear to the model as `mcp__NAME__TOOL`.
     pub name: String,
@@ -92,6 +93,7 @@ pub enum HostToolApproval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields = nullable)]
+#[non_exhaustive]
 pub struct HostToolSpec {
     /// The tool name: letters, digits, `_` and `-`, at most 64 characters, unique among
     /// the session's tools.
@@ -247,7 +249,46 @@ impl CustomCommandInfo {
     }
 }
 
+/// Setters of `McpServerSpec` fields that take the value itself or an `Option`.
+macro_rules! option_setters {
+    ($name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        impl $name {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "` (takes the value itself or an `Option`).")]
+                #[must_use]
+                pub fn $field(mut self, value: impl Into<Option<$ty>>) -> Self {
+                    self.$field = value.into();
+                    self
+                }
+            )*
+        }
+    };
+}
+
+option_setters!(McpServerSpec {
+    transport: String,
+    command: String,
+    env: Vec<NameValue>,
+    url: String,
+    headers: Vec<NameValue>,
+});
+
 impl McpServerSpec {
+    /// A server named `name` with every other field unset (set them with the methods
+    /// named after them).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: None,
+            command: None,
+            args: None,
+            env: None,
+            url: None,
+            headers: None,
+            trust: None,
+        }
+    }
+
     /// A stdio server: `command` started with no arguments (add them with `args`).
     pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {
         Self {

@@ -324,36 +324,25 @@ fn mcp_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, Error> {
     servers
         .iter()
         .map(|s| match s {
-            McpServer::Stdio(s) => Ok(McpServerSpec {
-                name: s.name.clone(),
-                transport: Some("stdio".to_owned()),
-                command: Some(s.command.display().to_string()),
-                args: Some(s.args.clone()),
-                env: Some(pairs(
+            McpServer::Stdio(s) => Ok(McpServerSpec::new(s.name.clone())
+                .transport("stdio".to_owned())
+                .command(s.command.display().to_string())
+                .args(s.args.clone())
+                .env(pairs(
                     s.env
                         .iter()
                         .map(|e| (e.name.clone(), e.value.clone()))
                         .collect(),
-                )),
-                url: None,
-                headers: None,
-                trust: None,
-            }),
-            McpServer::Http(h) => Ok(McpServerSpec {
-                name: h.name.clone(),
-                transport: Some("http".to_owned()),
-                command: None,
-                args: None,
-                env: None,
-                url: Some(h.url.clone()),
-                headers: Some(pairs(
+                ))),
+            McpServer::Http(h) => Ok(McpServerSpec::new(h.name.clone())
+                .transport("http".to_owned())
+                .url(h.url.clone())
+                .headers(pairs(
                     h.headers
                         .iter()
                         .map(|e| (e.name.clone(), e.value.clone()))
                         .collect(),
-                )),
-                trust: None,
-            }),
+                ))),
             McpServer::Sse(s) => Err(invalid_params(format!(
                 "MCP server {:?}: the SSE transport is not supported (mcpCapabilities.sse is false); use streamable HTTP or stdio",
                 s.name

@@ -116,13 +116,10 @@ async fn remove_worktree(cx: &Cx<'_>, id: &str, name: &str) {
     let ev = match worktree::remove(cx.services, name, false).await {
         Ok(r) => Event::WorktreeRemoved(WorktreeRemoved::new(r.info, r.branch_kept)),
         Err(e) if e.code == ErrorCode::WorktreeNotFound => return,
-        Err(e) => Event::Warning(
-            ErrorPayload {
-                message: format!("{}; the worktree is kept", e.message),
-                ..e
-            }
-            .severity(keel_envelope::error::Severity::Warning),
-        ),
+        Err(mut e) => {
+            e.message = format!("{}; the worktree is kept", e.message);
+            Event::Warning(e.severity(keel_envelope::error::Severity::Warning))
+        }
     };
     emitter.emit_as(Some(id.to_owned()), cx.rid, ev).await;
 }

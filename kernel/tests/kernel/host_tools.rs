@@ -8,13 +8,12 @@ use keel_envelope::host::{HostToolApproval, HostToolError, HostToolSpec};
 use serde_json::json;
 
 fn host_tool(name: &str, level: PermissionLevel) -> HostToolSpec {
-    HostToolSpec {
-        name: name.into(),
-        description: format!("the host's {name}"),
-        input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
+    HostToolSpec::new(
+        name,
+        format!("the host's {name}"),
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
         level,
-        approval: None,
-    }
+    )
 }
 
 fn kernel(turns: Vec<Turn>, host_timeout: Duration) -> (Kernel, Arc<TestModel>, tempfile::TempDir) {

@@ -193,13 +193,12 @@ async fn unloaded_sessions_count_against_the_limit_and_host_tools_keep_a_session
         .unwrap();
     let mut all = kernel.subscribe();
     let (a, _) = kernel.start_session(opts()).await.unwrap();
-    let lookup = HostToolSpec {
-        name: "lookup".into(),
-        description: "the host's lookup".into(),
-        input_schema: serde_json::json!({"type": "object"}),
-        level: PermissionLevel::Read,
-        approval: None,
-    };
+    let lookup = HostToolSpec::new(
+        "lookup",
+        "the host's lookup",
+        serde_json::json!({"type": "object"}),
+        PermissionLevel::Read,
+    );
     let (b, _) = kernel
         .start_session(SessionStart::new().host_tools(vec![lookup]))
         .await

@@ -8,16 +8,7 @@ use keel_envelope::ErrorCode;
 use serde_json::json;
 
 fn spec(name: &str) -> McpServerSpec {
-    McpServerSpec {
-        name: name.into(),
-        transport: None,
-        command: None,
-        args: None,
-        env: None,
-        url: None,
-        headers: None,
-        trust: None,
-    }
+    McpServerSpec::new(name)
 }
 
 #[tokio::test]
@@ -27,89 +18,66 @@ async fn bad_mcp_servers_refuse_the_session_with_the_field() {
     let cases: Vec<(McpServerSpec, &str, &str)> = vec![
         (spec("a"), "payload.mcpServers[0]", "needs either `command`"),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                url: Some("http://127.0.0.1:1/mcp".into()),
-                ..spec("a")
-            },
+            spec("a")
+                .command(Some("x".into()))
+                .url(Some("http://127.0.0.1:1/mcp".into())),
             "payload.mcpServers[0]",
             "not both",
         ),
         (
-            McpServerSpec {
-                transport: Some("sse".into()),
-                url: Some("http://127.0.0.1:1/sse".into()),
-                ..spec("a")
-            },
+            spec("a")
+                .transport(Some("sse".into()))
+                .url(Some("http://127.0.0.1:1/sse".into())),
             "payload.mcpServers[0].type",
             "SSE transport is not supported",
         ),
         (
-            McpServerSpec {
-                transport: Some("carrier-pigeon".into()),
-                command: Some("x".into()),
-                ..spec("a")
-            },
+            spec("a")
+                .transport(Some("carrier-pigeon".into()))
+                .command(Some("x".into())),
             "payload.mcpServers[0].type",
             "unknown transport",
         ),
         (
-            McpServerSpec {
-                url: Some("ftp://example.com".into()),
-                ..spec("a")
-            },
+            spec("a").url(Some("ftp://example.com".into())),
             "payload.mcpServers[0].url",
             "not an http",
         ),
         (
-            McpServerSpec {
-                url: Some("http://127.0.0.1:1/mcp".into()),
-                headers: Some(vec![nv("bad header", "v")]),
-                ..spec("a")
-            },
+            spec("a")
+                .url(Some("http://127.0.0.1:1/mcp".into()))
+                .headers(vec![nv("bad header", "v")]),
             "payload.mcpServers[0].headers",
             "not a valid HTTP header name",
         ),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                headers: Some(vec![nv("A", "b")]),
-                ..spec("a")
-            },
+            spec("a")
+                .command(Some("x".into()))
+                .headers(vec![nv("A", "b")]),
             "payload.mcpServers[0].headers",
             "for http servers",
         ),
         (
-            McpServerSpec {
-                url: Some("http://127.0.0.1:1/mcp".into()),
-                env: Some(vec![nv("A", "b")]),
-                ..spec("a")
-            },
+            spec("a")
+                .url(Some("http://127.0.0.1:1/mcp".into()))
+                .env(vec![nv("A", "b")]),
             "payload.mcpServers[0].env",
             "for stdio servers",
         ),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                env: Some(vec![nv("A=B", "c")]),
-                ..spec("a")
-            },
+            spec("a")
+                .command(Some("x".into()))
+                .env(vec![nv("A=B", "c")]),
             "payload.mcpServers[0].env",
             "not a valid environment variable name",
         ),
         (
-            McpServerSpec {
-                command: Some("  ".into()),
-                ..spec("a")
-            },
+            spec("a").command(Some("  ".into())),
             "payload.mcpServers[0].command",
             "empty",
         ),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                ..spec(" ")
-            },
+            spec(" ").command(Some("x".into())),
             "payload.mcpServers[0].name",
             "empty",
         ),
@@ -126,10 +94,7 @@ async fn bad_mcp_servers_refuse_the_session_with_the_field() {
         assert!(err.message.contains(says), "{bad:?}: {}", err.message);
     }
     // Two servers of one name.
-    let twice = McpServerSpec {
-        command: Some("x".into()),
-        ..spec("a")
-    };
+    let twice = spec("a").command(Some("x".into()));
     let err = h
         .kernel
         .start_session(SessionStart::new().mcp_servers(vec![twice.clone(), twice]))
@@ -207,13 +172,12 @@ async fn an_mcp_tool_whose_name_is_taken_is_left_out_with_a_warning() {
     let h = Harness::new(vec![], PermissionMode::Ask, vec![files]);
     let (session, mut events) = h
         .kernel
-        .start_session(SessionStart::new().host_tools(vec![HostToolSpec {
-            name: "mcp__files__echo".into(),
-            description: "the host's echo".into(),
-            input_schema: json!({"type": "object"}),
-            level: PermissionLevel::Read,
-            approval: None,
-        }]))
+        .start_session(SessionStart::new().host_tools(vec![HostToolSpec::new(
+            "mcp__files__echo",
+            "the host's echo",
+            json!({"type": "object"}),
+            PermissionLevel::Read,
+        )]))
         .await
         .unwrap();
     let seen = until(

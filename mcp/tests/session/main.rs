@@ -128,15 +128,13 @@ pub fn stdio_server(name: &str, dir: &Path, extra: &[&str]) -> (McpServerConfig,
 
 /// The same server as a `session.start` entry.
 pub fn stdio_spec(name: &str, journal: &Path, trust: Option<McpTrust>) -> McpServerSpec {
-    McpServerSpec {
-        name: name.to_owned(),
-        transport: None,
-        command: Some(SERVER.to_owned()),
-        args: Some(vec!["--journal".into(), journal.display().to_string()]),
-        env: Some(vec![NameValue::new("KEEL_TEST", "1")]),
-        url: None,
-        headers: None,
-        trust,
+    let spec = McpServerSpec::new(name.to_owned())
+        .command(SERVER.to_owned())
+        .args(vec!["--journal".into(), journal.display().to_string()])
+        .env(vec![NameValue::new("KEEL_TEST", "1")]);
+    match trust {
+        Some(trust) => spec.trust(trust),
+        None => spec,
     }
 }
 

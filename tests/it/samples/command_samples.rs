@@ -22,30 +22,19 @@ pub fn sample_command_payload(t: CommandType) -> CommandPayload {
                 )
                 .max_output_tokens(8192)
                 .mcp_servers(vec![
-                    McpServerSpec {
-                        name: s("files"),
-                        transport: None,
-                        command: Some(s("npx")),
-                        args: Some(vec![
+                    McpServerSpec::new(s("files"))
+                        .command(s("npx"))
+                        .args(vec![
                             s("-y"),
                             s("@modelcontextprotocol/server-filesystem"),
                             s("."),
-                        ]),
-                        env: Some(vec![NameValue::new(s("LOG_LEVEL"), s("warn"))]),
-                        url: None,
-                        headers: None,
-                        trust: Some(McpTrust::Read),
-                    },
-                    McpServerSpec {
-                        name: s("tickets"),
-                        transport: Some(s("http")),
-                        command: None,
-                        args: None,
-                        env: None,
-                        url: Some(s("https://tickets.example.com/mcp")),
-                        headers: Some(vec![NameValue::new(s("Authorization"), s("Bearer t0ken"))]),
-                        trust: None,
-                    },
+                        ])
+                        .env(vec![NameValue::new(s("LOG_LEVEL"), s("warn"))])
+                        .trust(McpTrust::Read),
+                    McpServerSpec::new(s("tickets"))
+                        .transport(s("http"))
+                        .url(s("https://tickets.example.com/mcp"))
+                        .headers(vec![NameValue::new(s("Authorization"), s("Bearer t0ken"))]),
                 ])
                 .host_tools(vec![host_samples::open_ticket()])
                 .isolation(keel_envelope::worktree::Isolation::Worktree)

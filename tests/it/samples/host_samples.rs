@@ -72,15 +72,15 @@ pub fn sample_host_event(t: EventType) -> Event {
 
 /// A host tool of the samples.
 pub fn open_ticket() -> HostToolSpec {
-    HostToolSpec {
-        name: s("open_ticket"),
-        description: s("Opens a ticket of the team's tracker by its id."),
-        input_schema: json!({
+    HostToolSpec::new(
+        s("open_ticket"),
+        s("Opens a ticket of the team's tracker by its id."),
+        json!({
             "type": "object",
             "properties": { "id": { "type": "string" } },
             "required": ["id"]
         }),
-        level: PermissionLevel::Read,
-        approval: Some(HostToolApproval::Never),
-    }
+        PermissionLevel::Read,
+    )
+    .approval(HostToolApproval::Never)
 }
