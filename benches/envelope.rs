@@ -305,9 +305,9 @@ fn main() {
     let mut rows = Vec::new();
 
     let delta = envelope_of(
-        Event::AssistantDelta(AssistantDelta {
-            text: "Reading the test file to find the failing assertion. ".into(),
-        }),
+        Event::AssistantDelta(AssistantDelta::new(
+            "Reading the test file to find the failing assertion. ",
+        )),
         Meta::default(),
     );
     let plain = plain_of(
@@ -327,12 +327,12 @@ fn main() {
         "truncated": true
     });
     let completed = envelope_of(
-        Event::ToolCallCompleted(ToolCallCompleted {
-            tool_call_id: "tool_01JQ3Z5W8K4V2N6M9P0R7T1X41".into(),
-            tool_name: "read_file".into(),
-            result: result.clone(),
-            duration_ms: 3,
-        }),
+        Event::ToolCallCompleted(ToolCallCompleted::new(
+            "tool_01JQ3Z5W8K4V2N6M9P0R7T1X41",
+            "read_file",
+            result.clone(),
+            3,
+        )),
         Meta {
             duration_ms: Some(3),
             permission_level: Some(PermissionLevel::Read),

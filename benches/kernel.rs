@@ -194,9 +194,9 @@ async fn resume_large_log() {
             1_775_600_000_000 + i,
             Source::Runtime,
             i % 100 + 1,
-            Event::AssistantDelta(keel_envelope::events::AssistantDelta {
-                text: "some streamed text of a typical size ".into(),
-            }),
+            Event::AssistantDelta(keel_envelope::events::AssistantDelta::new(
+                "some streamed text of a typical size ",
+            )),
         );
         codec::encode_into(&env, &mut bytes);
     }

@@ -41,13 +41,12 @@ async fn run_burst(calls: usize, setup: Setup) -> Duration {
         workspace: Some(ws.path().to_owned()),
         ..KernelConfig::default()
     };
-    let limits = BudgetLimits {
-        model_calls: Some(1000),
-        tokens: Some(u64::MAX / 2),
-        cost_usd: Some(1e9),
-        wall_time_secs: Some(3600),
-        tool_calls: Some(BTreeMap::from([("noop".to_owned(), 1_000_000)])),
-    };
+    let limits = BudgetLimits::new()
+        .model_calls(1000)
+        .tokens(u64::MAX / 2)
+        .cost_usd(1e9)
+        .wall_time_secs(3600)
+        .tool_calls(BTreeMap::from([("noop".to_owned(), 1_000_000)]));
     match setup {
         Setup::Budgets => {
             config.budget = BudgetConfig {
@@ -73,11 +72,7 @@ async fn run_burst(calls: usize, setup: Setup) -> Duration {
             calls,
             tool: "noop",
             args: serde_json::json!({}),
-            usage: Usage {
-                input_tokens: 100,
-                output_tokens: 10,
-                cached_input_tokens: 0,
-            },
+            usage: Usage::new(100, 10, 0),
         }))
         .memory_store()
         .builtin_tools(false)

@@ -56,11 +56,7 @@ impl Model for Replay {
                     name: "list_dir".into(),
                     arguments: serde_json::json!({"path": "."}),
                 }),
-                ModelEvent::Usage(Usage {
-                    input_tokens: 100,
-                    output_tokens: 10,
-                    cached_input_tokens: 0,
-                }),
+                ModelEvent::Usage(Usage::new(100, 10, 0)),
                 ModelEvent::Finished(FinishReason::ToolUse),
             ]
         } else {

@@ -101,15 +101,7 @@ fn main() {
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let server = keel_mcp::testing::serve_http(None).await.unwrap();
-        let plain = SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            model: None,
-            title: None,
-            mcp_servers: None,
-            host_tools: None,
-            ..Default::default()
-        };
+        let plain = SessionStart::new();
         let base = measure(&kernel("echo", dir.path(), vec![]), plain.clone(), false).await;
         let web = McpServerConfig {
             name: "web".into(),
@@ -127,16 +119,12 @@ fn main() {
             false,
         )
         .await;
-        let with_host = SessionStart {
-            host_tools: Some(vec![HostToolSpec {
-                name: "host_echo".into(),
-                description: "echo".into(),
-                input_schema: serde_json::json!({"type": "object"}),
-                level: PermissionLevel::Read,
-                approval: None,
-            }]),
-            ..plain
-        };
+        let with_host = plain.host_tools(vec![HostToolSpec::new(
+            "host_echo",
+            "echo",
+            serde_json::json!({"type": "object"}),
+            PermissionLevel::Read,
+        )]);
         let host = measure(&kernel("host_echo", dir.path(), vec![]), with_host, true).await;
         println!("per tool call through the pipeline, median of {ROUNDS} rounds of {CALLS} calls:");
         println!("  in-process tool (baseline)       {base:>9.1} µs   1.0×");

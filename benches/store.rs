@@ -21,9 +21,7 @@ fn envelope(session: &str, sequence: u64) -> Envelope {
         1_775_600_000_000 + sequence,
         Source::Runtime,
         sequence,
-        Event::AssistantDelta(AssistantDelta {
-            text: "some streamed text of a typical size ".into(),
-        }),
+        Event::AssistantDelta(AssistantDelta::new("some streamed text of a typical size ")),
     )
 }
 

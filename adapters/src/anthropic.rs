@@ -437,11 +437,7 @@ mod tests {
                     name: "read_file".into(),
                     arguments: json!({"path": "a.txt"}),
                 })),
-                Ok(ModelEvent::Usage(Usage {
-                    input_tokens: 25,
-                    output_tokens: 42,
-                    cached_input_tokens: 5
-                })),
+                Ok(ModelEvent::Usage(Usage::new(25, 42, 5))),
                 Ok(ModelEvent::Finished(FinishReason::ToolUse)),
             ]
         );

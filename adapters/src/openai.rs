@@ -210,11 +210,11 @@ impl Decoder for OpenAiDecoder {
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
-            self.usage = Some(Usage {
-                input_tokens: n(u.get("prompt_tokens")),
-                output_tokens: n(u.get("completion_tokens")),
-                cached_input_tokens: n(u.pointer("/prompt_tokens_details/cached_tokens")),
-            });
+            self.usage = Some(Usage::new(
+                n(u.get("prompt_tokens")),
+                n(u.get("completion_tokens")),
+                n(u.pointer("/prompt_tokens_details/cached_tokens")),
+            ));
         }
         let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
             return Ok(());
@@ -382,11 +382,7 @@ mod tests {
             vec![
                 Ok(ModelEvent::ThoughtDelta("thinking".into())),
                 Ok(ModelEvent::TextDelta("hi".into())),
-                Ok(ModelEvent::Usage(Usage {
-                    input_tokens: 12,
-                    output_tokens: 3,
-                    cached_input_tokens: 4
-                })),
+                Ok(ModelEvent::Usage(Usage::new(12, 3, 4))),
                 Ok(ModelEvent::Finished(FinishReason::EndTurn)),
             ]
         );

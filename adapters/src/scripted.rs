@@ -456,11 +456,11 @@ impl ScriptedModel {
             }))));
         }
         if let Some(u) = turn.usage {
-            steps.push_back(Step::Emit(Ok(ModelEvent::Usage(Usage {
-                input_tokens: u.input_tokens,
-                output_tokens: u.output_tokens,
-                cached_input_tokens: u.cached_input_tokens,
-            }))));
+            steps.push_back(Step::Emit(Ok(ModelEvent::Usage(Usage::new(
+                u.input_tokens,
+                u.output_tokens,
+                u.cached_input_tokens,
+            )))));
         }
         if let Some(e) = &turn.error {
             steps.push_back(Step::Emit(Err(ModelError(e.payload(false)))));

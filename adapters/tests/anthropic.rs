@@ -53,11 +53,7 @@ async fn streams_text_and_sends_the_right_request() {
     assert_eq!(
         items[n - 2..],
         [
-            Ok(ModelEvent::Usage(Usage {
-                input_tokens: 25,
-                output_tokens: 15,
-                cached_input_tokens: 0
-            })),
+            Ok(ModelEvent::Usage(Usage::new(25, 15, 0))),
             Ok(ModelEvent::Finished(FinishReason::EndTurn)),
         ]
     );
@@ -211,11 +207,7 @@ async fn thinking_blocks_become_thoughts() {
         vec![
             Ok(ModelEvent::ThoughtDelta("Considering…".into())),
             Ok(ModelEvent::TextDelta("Yes.".into())),
-            Ok(ModelEvent::Usage(Usage {
-                input_tokens: 10,
-                output_tokens: 9,
-                cached_input_tokens: 3
-            })),
+            Ok(ModelEvent::Usage(Usage::new(10, 9, 3))),
             Ok(ModelEvent::Finished(FinishReason::MaxTokens)),
         ]
     );

@@ -49,11 +49,7 @@ async fn streams_text_and_usage_and_sends_the_right_request() {
         tail,
         vec![
             Ok(ModelEvent::Finished(FinishReason::EndTurn)),
-            Ok(ModelEvent::Usage(Usage {
-                input_tokens: 10,
-                output_tokens: 5,
-                cached_input_tokens: 0
-            })),
+            Ok(ModelEvent::Usage(Usage::new(10, 5, 0))),
         ]
     );
 

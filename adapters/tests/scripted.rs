@@ -100,11 +100,7 @@ async fn text_is_split_into_deltas_with_thoughts_tools_and_usage() {
                 name: "read_file".into(),
                 arguments: json!({"path": "b.txt"})
             })),
-            Ok(ModelEvent::Usage(Usage {
-                input_tokens: 100,
-                output_tokens: 20,
-                cached_input_tokens: 40
-            })),
+            Ok(ModelEvent::Usage(Usage::new(100, 20, 40))),
             Ok(ModelEvent::Finished(FinishReason::ToolUse)),
         ]
     );

@@ -187,13 +187,12 @@ fn limits(raw: RawLimits, key: &str, invalid: Invalid<'_>) -> Result<BudgetLimit
             ));
         }
     }
-    Ok(BudgetLimits {
-        model_calls: raw.model_calls,
-        tokens: raw.tokens,
-        cost_usd: raw.cost_usd,
-        wall_time_secs: raw.wall_time_secs,
-        tool_calls: raw.tool_calls,
-    })
+    Ok(BudgetLimits::new()
+        .model_calls(raw.model_calls)
+        .tokens(raw.tokens)
+        .cost_usd(raw.cost_usd)
+        .wall_time_secs(raw.wall_time_secs)
+        .tool_calls(raw.tool_calls))
 }
 
 /// Lays `over` on `base` key by key (`toolCalls` tool by tool). A project's file

@@ -685,11 +685,13 @@ impl Config {
     /// configured model) marked and added first when the list lacks it.
     pub fn available_models(&self, current: Option<&str>) -> Vec<ModelInfo> {
         let current = current.or(self.model.as_deref());
-        let info = |id: &str, name: Option<&str>| ModelInfo {
-            id: id.to_owned(),
-            display_name: name.unwrap_or(id).to_owned(),
-            provider: id.split(':').next().unwrap_or_default().to_owned(),
-            is_current: Some(id) == current,
+        let info = |id: &str, name: Option<&str>| {
+            ModelInfo::new(
+                id.to_owned(),
+                name.unwrap_or(id).to_owned(),
+                id.split(':').next().unwrap_or_default().to_owned(),
+                Some(id) == current,
+            )
         };
         let mut out: Vec<ModelInfo> = self
             .available_models

@@ -141,12 +141,12 @@ fn available_models_mark_the_current_one() {
     let list = c.available_models(None);
     assert_eq!(
         list[1],
-        ModelInfo {
-            id: "anthropic:claude-sonnet-4-5".into(),
-            display_name: "Claude Sonnet 4.5".into(),
-            provider: "anthropic".into(),
-            is_current: false,
-        }
+        ModelInfo::new(
+            "anthropic:claude-sonnet-4-5",
+            "Claude Sonnet 4.5",
+            "anthropic",
+            false
+        )
     );
     assert!(list[0].is_current);
     assert_eq!(list.iter().filter(|m| m.is_current).count(), 1);

@@ -25,6 +25,7 @@ macro_rules! command_payloads {
             #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
             #[serde(rename_all = "camelCase")]
             #[ts(optional_fields = nullable)]
+            #[non_exhaustive]
             pub struct $name { $( $(#[$fdoc])* pub $field: $ty, )* }
 
             impl $name {

@@ -176,6 +176,7 @@ crate::wire::wire_enum! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields = nullable)]
+#[non_exhaustive]
 pub struct ErrorPayload {
     /// The stable code.
     pub code: ErrorCode,

@@ -8,15 +8,17 @@ use ts_rs::TS;
 
 use crate::types::PermissionLevel;
 
-/// A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
-/// header (the shape ACP's `session/new` uses).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct NameValue {
-    /// The name.
-    pub name: String,
-    /// The value.
-    pub value: String,
+crate::wire::growable! {
+    /// A `{name, value}` pair: an environment variable of a stdio server, or an HTTP
+    /// header (the shape ACP's `session/new` uses).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NameValue {
+        /// The name.
+        pub name: String,
+        /// The value.
+        pub value: String,
+    }
 }
 
 crate::wire::wire_enum! {
@@ -44,6 +46,7 @@ impl Default for McpTrust {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields = nullable)]
+#[non_exhaustive]
 pub struct McpServerSpec {
     /// The server's name; its tools appear to the model as `mcp__NAME__TOOL`.
     pub name: String,
@@ -90,6 +93,7 @@ pub enum HostToolApproval {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields = nullable)]
+#[non_exhaustive]
 pub struct HostToolSpec {
     /// The tool name: letters, digits, `_` and `-`, at most 64 characters, unique among
     /// the session's tools.
@@ -110,12 +114,14 @@ pub struct HostToolSpec {
     pub approval: Option<HostToolApproval>,
 }
 
-/// The error a host answers a host-tool call with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct HostToolError {
-    /// What went wrong (the model reads it).
-    pub message: String,
+crate::wire::growable! {
+    /// The error a host answers a host-tool call with.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct HostToolError {
+        /// What went wrong (the model reads it).
+        pub message: String,
+    }
 }
 
 crate::wire::wire_enum! {
@@ -130,39 +136,43 @@ crate::wire::wire_enum! {
     }
 }
 
-/// One tool of an MCP server, as offered to the model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct McpToolInfo {
-    /// The name the model sees, `mcp__SERVER__TOOL`.
-    pub name: String,
-    /// The tool's name on the server.
-    pub tool: String,
-    /// Its description.
-    pub description: String,
+crate::wire::growable! {
+    /// One tool of an MCP server, as offered to the model.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct McpToolInfo {
+        /// The name the model sees, `mcp__SERVER__TOOL`.
+        pub name: String,
+        /// The tool's name on the server.
+        pub tool: String,
+        /// Its description.
+        pub description: String,
+    }
 }
 
-/// One MCP server of a session, in `mcp.list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-#[ts(optional_fields = nullable)]
-pub struct McpServerInfo {
-    /// The server's name.
-    pub name: String,
-    /// `stdio` or `http`.
-    pub transport: String,
-    /// How the gate treats its tools.
-    pub trust: McpTrust,
-    /// Where it came from: `config` or `session`.
-    pub origin: String,
-    /// Its state.
-    pub state: McpServerState,
-    /// Why it failed (only when `failed`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Its tools (empty until it is ready; kept while a server that died can be
-    /// restarted by the next call).
-    pub tools: Vec<McpToolInfo>,
+crate::wire::growable! {
+    /// One MCP server of a session, in `mcp.list`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    #[ts(optional_fields = nullable)]
+    pub struct McpServerInfo {
+        /// The server's name.
+        pub name: String,
+        /// `stdio` or `http`.
+        pub transport: String,
+        /// How the gate treats its tools.
+        pub trust: McpTrust,
+        /// Where it came from: `config` or `session`.
+        pub origin: String,
+        /// Its state.
+        pub state: McpServerState,
+        /// Why it failed (only when `failed`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reason: Option<String>,
+        /// Its tools (empty until it is ready; kept while a server that died can be
+        /// restarted by the next call).
+        pub tools: Vec<McpToolInfo>,
+    }
 }
 
 /// A skill of a session, as `skills.list` shows it.
@@ -239,7 +249,46 @@ impl CustomCommandInfo {
     }
 }
 
+/// Setters of `McpServerSpec` fields that take the value itself or an `Option`.
+macro_rules! option_setters {
+    ($name:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        impl $name {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "` (takes the value itself or an `Option`).")]
+                #[must_use]
+                pub fn $field(mut self, value: impl Into<Option<$ty>>) -> Self {
+                    self.$field = value.into();
+                    self
+                }
+            )*
+        }
+    };
+}
+
+option_setters!(McpServerSpec {
+    transport: String,
+    command: String,
+    env: Vec<NameValue>,
+    url: String,
+    headers: Vec<NameValue>,
+});
+
 impl McpServerSpec {
+    /// A server named `name` with every other field unset (set them with the methods
+    /// named after them).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            transport: None,
+            command: None,
+            args: None,
+            env: None,
+            url: None,
+            headers: None,
+            trust: None,
+        }
+    }
+
     /// A stdio server: `command` started with no arguments (add them with `args`).
     pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {
         Self {

@@ -10,11 +10,47 @@
 //! let env = Envelope::new(
 //!     Some("sess_1".into()), "req_1".into(), "evt_1".into(), 1_775_600_000_000,
 //!     Source::Runtime, 1,
-//!     Event::AssistantDelta(AssistantDelta { text: "hi".into() }),
+//!     Event::AssistantDelta(AssistantDelta::new("hi")),
 //! );
 //! let line = keel_envelope::codec::encode_line(&env);
 //! let back = keel_envelope::codec::decode_envelope(&line).unwrap();
 //! assert_eq!(back, env);
+//! ```
+//!
+//! Command and event payloads (and the other wire structs that may grow) are
+//! `#[non_exhaustive]`: a minor version may add an optional field. Build them with
+//! `new(…)`, which takes the required fields, and the setters named after the optional
+//! fields:
+//!
+//! ```
+//! use keel_envelope::commands::{RequestSend, WhenBusy};
+//! use keel_envelope::events::SessionCompleted;
+//! use keel_envelope::types::{StopReason, Telemetry};
+//!
+//! let send = RequestSend::new("Fix the test").when_busy(WhenBusy::Steer);
+//! assert_eq!(send.message, "Fix the test");
+//! assert_eq!(send.when_busy, Some(WhenBusy::Steer));
+//!
+//! let done =
+//!     SessionCompleted::new(StopReason::EndTurn, Telemetry::default()).final_text("Done".to_owned());
+//! assert_eq!(done.final_text.as_deref(), Some("Done"));
+//! assert_eq!(done.budget, None);
+//! ```
+//!
+//! A struct literal of a payload does not compile outside this crate, neither of a
+//! command payload:
+//!
+//! ```compile_fail,E0639
+//! let send = keel_envelope::commands::RequestSend {
+//!     message: "Fix the test".into(),
+//!     ..Default::default()
+//! };
+//! ```
+//!
+//! nor of an event payload:
+//!
+//! ```compile_fail,E0639
+//! let delta = keel_envelope::events::AssistantDelta { text: "hi".into() };
 //! ```
 
 pub mod budget;

@@ -91,16 +91,18 @@ crate::wire::wire_enum! {
     }
 }
 
-/// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanStep {
-    /// Stable id within the plan, e.g. `s1`.
-    pub id: String,
-    /// What the step does.
-    pub title: String,
-    /// Where it stands.
-    pub status: StepStatus,
+crate::wire::growable! {
+    /// One step of a plan.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct PlanStep {
+        /// Stable id within the plan, e.g. `s1`.
+        pub id: String,
+        /// What the step does.
+        pub title: String,
+        /// Where it stands.
+        pub status: StepStatus,
+    }
 }
 
 crate::wire::wire_enum! {
@@ -117,30 +119,34 @@ crate::wire::wire_enum! {
     }
 }
 
-/// A plan as the session holds it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct Plan {
-    /// The plan id (`plan_…`).
-    pub plan_id: String,
-    /// Where it stands.
-    pub status: PlanStatus,
-    /// Optional summary written by the model.
-    pub summary: Option<String>,
-    /// The steps, in order.
-    pub steps: Vec<PlanStep>,
+crate::wire::growable! {
+    /// A plan as the session holds it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Plan {
+        /// The plan id (`plan_…`).
+        pub plan_id: String,
+        /// Where it stands.
+        pub status: PlanStatus,
+        /// Optional summary written by the model.
+        pub summary: Option<String>,
+        /// The steps, in order.
+        pub steps: Vec<PlanStep>,
+    }
 }
 
-/// Token usage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
-    /// Prompt tokens served from the provider's cache.
-    pub cached_input_tokens: u64,
+crate::wire::growable! {
+    /// Token usage.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Usage {
+        /// Prompt tokens.
+        pub input_tokens: u64,
+        /// Completion tokens.
+        pub output_tokens: u64,
+        /// Prompt tokens served from the provider's cache.
+        pub cached_input_tokens: u64,
+    }
 }
 
 impl Usage {
@@ -166,71 +172,77 @@ crate::wire::wire_enum! {
     }
 }
 
-/// A session as listed by `session.list`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionInfo {
-    /// The session id.
-    pub session_id: String,
-    /// A title, if one was given.
-    pub title: Option<String>,
-    /// The workspace root (absolute).
-    pub workspace: String,
-    /// Creation time, ms since the epoch.
-    pub created_at: u64,
-    /// Last activity, ms since the epoch.
-    pub updated_at: u64,
-    /// What it is doing.
-    pub state: SessionState,
-    /// The permission mode.
-    pub permission_mode: PermissionMode,
-    /// The model, as `provider:model`.
-    pub model: String,
-    /// Requests sent in the session (those still in its conversation after a rewind).
-    #[serde(default)]
-    pub request_count: u32,
-    /// The first line of the conversation's last message (user or assistant text), cut
-    /// at 120 characters; `None` while the conversation is empty.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_message: Option<String>,
-    /// The extra roots the session may reach (canonical paths, with their access);
-    /// absent when it has none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[ts(optional = nullable)]
-    pub additional_roots: Option<Vec<crate::worktree::AdditionalRoot>>,
+crate::wire::growable! {
+    /// A session as listed by `session.list`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SessionInfo {
+        /// The session id.
+        pub session_id: String,
+        /// A title, if one was given.
+        pub title: Option<String>,
+        /// The workspace root (absolute).
+        pub workspace: String,
+        /// Creation time, ms since the epoch.
+        pub created_at: u64,
+        /// Last activity, ms since the epoch.
+        pub updated_at: u64,
+        /// What it is doing.
+        pub state: SessionState,
+        /// The permission mode.
+        pub permission_mode: PermissionMode,
+        /// The model, as `provider:model`.
+        pub model: String,
+        /// Requests sent in the session (those still in its conversation after a rewind).
+        #[serde(default)]
+        pub request_count: u32,
+        /// The first line of the conversation's last message (user or assistant text), cut
+        /// at 120 characters; `None` while the conversation is empty.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub last_message: Option<String>,
+        /// The extra roots the session may reach (canonical paths, with their access);
+        /// absent when it has none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional = nullable)]
+        pub additional_roots: Option<Vec<crate::worktree::AdditionalRoot>>,
+    }
 }
 
-/// A model a host may offer (seed 000 §4.1 `availableLLMs`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelInfo {
-    /// The selection string, `provider:model`.
-    pub id: String,
-    /// A label for menus.
-    pub display_name: String,
-    /// The provider (`openai`, `anthropic`, `scripted`, …).
-    pub provider: String,
-    /// Whether it is the default.
-    pub is_current: bool,
+crate::wire::growable! {
+    /// A model a host may offer (seed 000 §4.1 `availableLLMs`).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ModelInfo {
+        /// The selection string, `provider:model`.
+        pub id: String,
+        /// A label for menus.
+        pub display_name: String,
+        /// The provider (`openai`, `anthropic`, `scripted`, …).
+        pub provider: String,
+        /// Whether it is the default.
+        pub is_current: bool,
+    }
 }
 
-/// The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
-/// rule is a tool name (`edit_file`) or a tool with a pattern
-/// (`run_shell(npm run test:*)`). A matching deny rule beats every allow rule and
-/// session approval.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalRules {
-    /// Rules valid in every project.
-    pub always_allow_global: Vec<String>,
-    /// Rules valid in this project.
-    pub always_allow_project: Vec<String>,
-    /// Deny rules valid in every project (absent in protocol 1.0 peers: empty).
-    #[serde(default)]
-    pub always_deny_global: Vec<String>,
-    /// Deny rules valid in this project (absent in protocol 1.0 peers: empty).
-    #[serde(default)]
-    pub always_deny_project: Vec<String>,
+crate::wire::growable! {
+    /// The always-allow and always-deny rules a host keeps and syncs (seed 000 §5.6). A
+    /// rule is a tool name (`edit_file`) or a tool with a pattern
+    /// (`run_shell(npm run test:*)`). A matching deny rule beats every allow rule and
+    /// session approval.
+    #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ApprovalRules {
+        /// Rules valid in every project.
+        pub always_allow_global: Vec<String>,
+        /// Rules valid in this project.
+        pub always_allow_project: Vec<String>,
+        /// Deny rules valid in every project (absent in protocol 1.0 peers: empty).
+        #[serde(default)]
+        pub always_deny_global: Vec<String>,
+        /// Deny rules valid in this project (absent in protocol 1.0 peers: empty).
+        #[serde(default)]
+        pub always_deny_project: Vec<String>,
+    }
 }
 
 /// The role of a history message.
@@ -248,95 +260,107 @@ pub enum Role {
     Tool,
 }
 
-/// A tool call inside a history message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct HistoryToolCall {
-    /// The call id.
-    pub id: String,
-    /// The tool name.
-    pub name: String,
-    /// The arguments.
-    #[ts(type = "unknown")]
-    pub arguments: serde_json::Value,
+crate::wire::growable! {
+    /// A tool call inside a history message.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct HistoryToolCall {
+        /// The call id.
+        pub id: String,
+        /// The tool name.
+        pub name: String,
+        /// The arguments.
+        #[ts(type = "unknown")]
+        pub arguments: serde_json::Value,
+    }
 }
 
-/// A tool result inside a history message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct HistoryToolResult {
-    /// The id of the call this answers.
-    pub tool_call_id: String,
-    /// The result as the model saw it.
-    pub content: String,
-    /// Whether the call failed or was refused.
-    #[serde(default)]
-    pub is_error: bool,
+crate::wire::growable! {
+    /// A tool result inside a history message.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct HistoryToolResult {
+        /// The id of the call this answers.
+        pub tool_call_id: String,
+        /// The result as the model saw it.
+        pub content: String,
+        /// Whether the call failed or was refused.
+        #[serde(default)]
+        pub is_error: bool,
+    }
 }
 
-/// A message of conversation history, as loaded by `session.load_history` (seed 000 §5.5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-#[ts(optional_fields = nullable)]
-pub struct HistoryMessage {
-    /// Who spoke.
-    pub role: Role,
-    /// The text.
-    pub content: String,
-    /// Tool calls made in this message (assistant).
-    #[serde(default)]
-    pub tool_calls: Option<Vec<HistoryToolCall>>,
-    /// Tool results (tool).
-    #[serde(default)]
-    pub tool_results: Option<Vec<HistoryToolResult>>,
+crate::wire::growable! {
+    /// A message of conversation history, as loaded by `session.load_history` (seed 000 §5.5).
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    #[ts(optional_fields = nullable)]
+    pub struct HistoryMessage {
+        /// Who spoke.
+        pub role: Role,
+        /// The text.
+        pub content: String,
+        /// Tool calls made in this message (assistant).
+        #[serde(default)]
+        pub tool_calls: Option<Vec<HistoryToolCall>>,
+        /// Tool results (tool).
+        #[serde(default)]
+        pub tool_results: Option<Vec<HistoryToolResult>>,
+    }
 }
 
-/// A position in a session's event log: the request and the sequence within it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct Cursor {
-    /// The request id of the last event the host has.
-    pub request_id: String,
-    /// Its sequence.
-    pub sequence: u64,
+crate::wire::growable! {
+    /// A position in a session's event log: the request and the sequence within it.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Cursor {
+        /// The request id of the last event the host has.
+        pub request_id: String,
+        /// Its sequence.
+        pub sequence: u64,
+    }
 }
 
-/// Where a client stands in one session's log: the session and the last event of it
-/// the client was sent (`runtime.stopped {resumeFrom}` of a connection cut off for
-/// being too slow). `cursor` is null when none was sent; `session.watch` with this
-/// cursor as `afterSequence` replays exactly what the client missed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionCursor {
-    /// The session.
-    pub session_id: String,
-    /// The last event of the session the client was sent.
-    pub cursor: Option<Cursor>,
+crate::wire::growable! {
+    /// Where a client stands in one session's log: the session and the last event of it
+    /// the client was sent (`runtime.stopped {resumeFrom}` of a connection cut off for
+    /// being too slow). `cursor` is null when none was sent; `session.watch` with this
+    /// cursor as `afterSequence` replays exactly what the client missed.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SessionCursor {
+        /// The session.
+        pub session_id: String,
+        /// The last event of the session the client was sent.
+        pub cursor: Option<Cursor>,
+    }
 }
 
-/// Figures reported when a request ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
-#[serde(rename_all = "camelCase")]
-pub struct Telemetry {
-    /// Wall time of the request.
-    pub elapsed_ms: u64,
-    /// Model calls made.
-    pub turns: u32,
-    /// Tool calls made.
-    pub tool_calls: u32,
-    /// Prompt tokens over the request.
-    pub input_tokens: u64,
-    /// Completion tokens over the request.
-    pub output_tokens: u64,
-    /// Prompt tokens served from the provider's cache over the request.
-    #[serde(default)]
-    pub cached_input_tokens: u64,
-    /// Estimated tokens of the context sent with the request's last model call.
-    #[serde(default)]
-    pub context_tokens: u64,
-    /// The model's context window in tokens (0 when unknown).
-    #[serde(default)]
-    pub context_window: u64,
+crate::wire::growable! {
+    /// Figures reported when a request ends.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema, TS)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Telemetry {
+        /// Wall time of the request.
+        pub elapsed_ms: u64,
+        /// Model calls made.
+        pub turns: u32,
+        /// Tool calls made.
+        pub tool_calls: u32,
+        /// Prompt tokens over the request.
+        pub input_tokens: u64,
+        /// Completion tokens over the request.
+        pub output_tokens: u64,
+        /// Prompt tokens served from the provider's cache over the request.
+        #[serde(default)]
+        pub cached_input_tokens: u64,
+        /// Estimated tokens of the context sent with the request's last model call.
+        #[serde(default)]
+        pub context_tokens: u64,
+        /// The model's context window in tokens (0 when unknown).
+        #[serde(default)]
+        pub context_window: u64,
+    }
 }
 
 crate::wire::wire_enum! {
@@ -373,27 +397,5 @@ crate::wire::wire_enum! {
         Error = "error",
         /// The request was interrupted.
         Interrupted = "interrupted",
-    }
-}
-
-impl Cursor {
-    /// The position of event `sequence` of request `request_id`.
-    pub fn new(request_id: impl Into<String>, sequence: u64) -> Self {
-        Self {
-            request_id: request_id.into(),
-            sequence,
-        }
-    }
-}
-
-impl HistoryMessage {
-    /// A message of `role` with `content` and no tool calls or results.
-    pub fn new(role: Role, content: impl Into<String>) -> Self {
-        Self {
-            role,
-            content: content.into(),
-            tool_calls: None,
-            tool_results: None,
-        }
     }
 }

@@ -359,6 +359,60 @@ macro_rules! wire_enum {
 
 pub(crate) use wire_enum;
 
+/// Declares a wire struct that may gain fields in a minor version: it is
+/// `#[non_exhaustive]` (other crates cannot build it with a struct literal) and gets
+/// `new(…)` taking its fields that are not `Option`s, in order, with every `Option`
+/// field at `None`, and one method per `Option` field, named after it, that sets it.
+/// `new` takes a field of a one-word type other than `String` (numbers, flags, enums)
+/// as that type, so that an integer literal gets the field's type, and any other field
+/// as `impl Into<…>`.
+macro_rules! growable {
+    ($(#[$attr:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        $(#[$attr])*
+        #[non_exhaustive]
+        pub struct $name { $($body)* }
+
+        crate::wire::growable!(@fields $name [] [] $($body)*);
+    };
+    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
+        $(#[$m:meta])* pub $f:ident : Option<$t:ty> $(, $($rest:tt)*)?) => {
+        crate::wire::growable!(@fields $name [$($req)*] [$($opt)* ($f: Option<$t>)] $($($rest)*)?);
+    };
+    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
+        $(#[$m:meta])* pub $f:ident : String $(, $($rest:tt)*)?) => {
+        crate::wire::growable!(@fields $name [$($req)* ($f [impl Into<String>] [$f.into()])] [$($opt)*] $($($rest)*)?);
+    };
+    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
+        $(#[$m:meta])* pub $f:ident : $t:ident $(, $($rest:tt)*)?) => {
+        crate::wire::growable!(@fields $name [$($req)* ($f [$t] [$f])] [$($opt)*] $($($rest)*)?);
+    };
+    (@fields $name:ident [$($req:tt)*] [$($opt:tt)*]
+        $(#[$m:meta])* pub $f:ident : $t:ty $(, $($rest:tt)*)?) => {
+        crate::wire::growable!(@fields $name [$($req)* ($f [impl Into<$t>] [$f.into()])] [$($opt)*] $($($rest)*)?);
+    };
+    (@fields $name:ident [$(($rf:ident [$($rt:tt)*] [$($rv:tt)*]))*] [$(($of:ident : $ot:ty))*]) => {
+        impl $name {
+            /// A value with these fields; every `Option` field is `None` (set it with
+            /// the method named after it).
+            #[allow(clippy::new_without_default, clippy::too_many_arguments)]
+            pub fn new($($rf: $($rt)*),*) -> Self {
+                Self { $($rf: $($rv)*,)* $($of: None,)* }
+            }
+
+            $(
+                #[doc = concat!("Sets `", stringify!($of), "` (takes the value itself or an `Option`).")]
+                #[must_use]
+                pub fn $of(mut self, value: impl Into<$ot>) -> Self {
+                    self.$of = value.into();
+                    self
+                }
+            )*
+        }
+    };
+}
+
+pub(crate) use growable;
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

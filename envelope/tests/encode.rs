@@ -85,32 +85,18 @@ fn source() -> impl Strategy<Value = Source> {
 
 fn event() -> impl Strategy<Value = Event> {
     prop_oneof![
-        text().prop_map(|text| Event::AssistantDelta(AssistantDelta { text })),
-        text().prop_map(|text| Event::AssistantMessage(AssistantMessage { text })),
-        text().prop_map(|text| Event::AssistantThoughtSummary(AssistantThoughtSummary { text })),
-        text().prop_map(|text| Event::AssistantFinal(AssistantFinal { text })),
+        text().prop_map(|text| Event::AssistantDelta(AssistantDelta::new(text))),
+        text().prop_map(|text| Event::AssistantMessage(AssistantMessage::new(text))),
+        text().prop_map(|text| Event::AssistantThoughtSummary(AssistantThoughtSummary::new(text))),
+        text().prop_map(|text| Event::AssistantFinal(AssistantFinal::new(text))),
         (text(), text(), value(), any::<u64>()).prop_map(|(id, name, result, ms)| {
-            Event::ToolCallCompleted(ToolCallCompleted {
-                tool_call_id: id,
-                tool_name: name,
-                result,
-                duration_ms: ms,
-            })
+            Event::ToolCallCompleted(ToolCallCompleted::new(id, name, result, ms))
         }),
         (text(), text(), value(), level()).prop_map(|(id, name, arguments, level)| {
-            Event::ToolCallStarted(ToolCallStarted {
-                tool_call_id: id,
-                tool_name: name,
-                arguments,
-                permission_level: level,
-            })
+            Event::ToolCallStarted(ToolCallStarted::new(id, name, arguments, level))
         }),
         (text(), text(), text()).prop_map(|(id, stream, chunk)| {
-            Event::ToolCallProgress(ToolCallProgress {
-                tool_call_id: id,
-                stream,
-                chunk,
-            })
+            Event::ToolCallProgress(ToolCallProgress::new(id, stream, chunk))
         }),
         (text(), value()).prop_map(|(event_type, payload)| Event::Unknown {
             event_type,
@@ -118,10 +104,7 @@ fn event() -> impl Strategy<Value = Event> {
         }),
         // Payloads that take the general (derived `Serialize`) path.
         (text(), any::<bool>()).prop_map(|(message, from_queue)| {
-            Event::RequestAccepted(RequestAccepted {
-                message,
-                from_queue,
-            })
+            Event::RequestAccepted(RequestAccepted::new(message, from_queue))
         }),
         (text(), value()).prop_map(|(message, details)| {
             let mut e = ErrorPayload::new(ErrorCode::ToolExecutionFailed, message)
@@ -216,7 +199,7 @@ fn long_strings_with_escapes_at_every_position() {
                     1,
                     Source::Runtime,
                     1,
-                    Event::AssistantDelta(AssistantDelta { text: text.clone() }),
+                    Event::AssistantDelta(AssistantDelta::new(text.clone())),
                 );
                 assert_eq!(encode_line(&env), with_serde_json(&env), "{text:?}");
             }

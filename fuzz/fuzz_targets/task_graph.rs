@@ -48,13 +48,8 @@ fn id(n: u8) -> String {
 }
 
 fn new_node(n: &Node) -> NewTaskNode {
-    NewTaskNode {
-        id: id(n.id),
-        title: format!("task {}", n.id),
-        description: None,
-        depends_on: n.deps.iter().take(8).map(|d| id(*d)).collect(),
-        metadata: None,
-    }
+    NewTaskNode::new(id(n.id), format!("task {}", n.id))
+        .depends_on(n.deps.iter().take(8).map(|d| id(*d)).collect::<Vec<_>>())
 }
 
 fn status(n: u8) -> NodeStatus {
@@ -150,13 +145,9 @@ fuzz_target!(|input: Input| {
                 status: s,
                 title,
             } => {
-                let updates = NodeUpdates {
-                    status: s.map(status),
-                    title: title.then(|| "renamed".to_owned()),
-                    result: None,
-                    error: None,
-                    metadata: None,
-                };
+                let updates = NodeUpdates::new()
+                    .status(s.map(status))
+                    .title(title.then(|| "renamed".to_owned()));
                 let target = id(*n);
                 match graph::update_node(&mut g, &target, &updates, now) {
                     Err(_) => assert_eq!(g, before, "a failed update changed the graph"),

@@ -101,13 +101,14 @@ async fn a_deny_rule_set_over_set_rules_refuses_the_command_in_auto_mode() {
         .execute(Command::new(
             "req_rules",
             Some(s.id().to_owned()),
-            CommandPayload::SessionSetRules(SetRules {
-                always_allow_global: vec!["run_shell".into()],
-                always_allow_project: vec!["run_shell(rm *)".into()],
-                always_deny_global: Vec::new(),
-                always_deny_project: vec!["run_shell(rm y)".into()],
-                deny: Some(vec!["run_shell(rm x)".into()]),
-            }),
+            CommandPayload::SessionSetRules(
+                SetRules::new()
+                    .always_allow_global(vec!["run_shell".into()])
+                    .always_allow_project(vec!["run_shell(rm *)".into()])
+                    .always_deny_global(Vec::new())
+                    .always_deny_project(vec!["run_shell(rm y)".into()])
+                    .deny(vec!["run_shell(rm x)".into()]),
+            ),
         ))
         .await
         .unwrap();

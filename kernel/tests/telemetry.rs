@@ -74,11 +74,7 @@ impl Model for Script {
                 FinishReason::ToolUse
             }
         };
-        items.push(ModelEvent::Usage(Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            ..Usage::default()
-        }));
+        items.push(ModelEvent::Usage(Usage::new(10, 5, Default::default())));
         items.push(ModelEvent::Finished(finish));
         Box::pin(stream::iter(items.into_iter().map(Ok)))
     }
@@ -488,12 +484,11 @@ fn send_cmd(
     Command::new(
         rid,
         Some(s.id().to_owned()),
-        CommandPayload::RequestSend(RequestSend {
-            message: "hello".into(),
-            traceparent: traceparent.map(str::to_owned),
-            tracestate: tracestate.map(str::to_owned),
-            ..RequestSend::default()
-        }),
+        CommandPayload::RequestSend(
+            RequestSend::new("hello")
+                .traceparent(traceparent.map(str::to_owned))
+                .tracestate(tracestate.map(str::to_owned)),
+        ),
     )
 }
 

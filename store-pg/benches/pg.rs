@@ -32,7 +32,7 @@ fn envelope(session: &str, request: &str, sequence: u64, text: &str) -> Envelope
         1_775_600_000_000 + sequence,
         Source::Runtime,
         sequence,
-        Event::AssistantDelta(AssistantDelta { text: text.into() }),
+        Event::AssistantDelta(AssistantDelta::new(text)),
     )
 }
 

@@ -85,26 +85,17 @@ pub fn append_and_replay(a: Arc<dyn Store>, _b: Arc<dyn Store>) {
     assert!(!log.torn_tail_dropped);
     assert_eq!(log.events, written);
     assert_eq!(a.events_after("sess_log", None).expect("all"), written);
-    let cursor = Cursor {
-        request_id: "req_1".into(),
-        sequence: 2,
-    };
+    let cursor = Cursor::new("req_1", 2);
     assert_eq!(
         ids(&a.events_after("sess_log", Some(&cursor)).expect("after")),
         ids(&written[2..])
     );
-    let last = Cursor {
-        request_id: "req_2".into(),
-        sequence: 5,
-    };
+    let last = Cursor::new("req_2", 5);
     assert!(a
         .events_after("sess_log", Some(&last))
         .expect("after last")
         .is_empty());
-    let bad = Cursor {
-        request_id: "req_nope".into(),
-        sequence: 1,
-    };
+    let bad = Cursor::new("req_nope", 1);
     let e = a.events_after("sess_log", Some(&bad)).err();
     assert_eq!(e.map(|e| e.code), Some(ErrorCode::RequestInvalid));
     assert_eq!(a.load_events("sess_other").expect("other").events.len(), 1);
@@ -301,10 +292,7 @@ pub fn tails(a: Arc<dyn Store>, b: Arc<dyn Store>) {
         .expect("append");
     a.append("sess_t", &event("sess_t", "req_1", 2, "two"))
         .expect("append");
-    let after = Cursor {
-        request_id: "req_1".into(),
-        sequence: 1,
-    };
+    let after = Cursor::new("req_1", 1);
     let mut tail = b
         .tail("sess_t", Some(&after))
         .expect("tail")

@@ -138,10 +138,7 @@ async fn a_tail_follows_what_another_node_writes() {
     .await
     .expect("all delivered");
     assert_eq!(ids(&got), ids(&expected[1..]));
-    let cursor = Cursor {
-        request_id: "req_20".into(),
-        sequence: 5,
-    };
+    let cursor = Cursor::new("req_20", 5);
     let mut after = late
         .tail("sess_w", TailFrom::After(cursor))
         .await

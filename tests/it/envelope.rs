@@ -21,7 +21,7 @@ fn delta(request: &str, sequence: u64) -> Envelope {
         T0,
         Source::Runtime,
         sequence,
-        Event::AssistantDelta(AssistantDelta { text: "hi".into() }),
+        Event::AssistantDelta(AssistantDelta::new("hi")),
     )
 }
 

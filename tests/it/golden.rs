@@ -125,13 +125,9 @@ async fn run_step(
         "sendBusy" => {
             let when: WhenBusy = serde_json::from_value(arg["whenBusy"].clone()).unwrap();
             let _ = session
-                .send_with(RequestSend {
-                    message: arg["message"].as_str().unwrap().to_owned(),
-                    images: None,
-                    when_busy: Some(when),
-                    patch_preview: None,
-                    ..Default::default()
-                })
+                .send_with(
+                    RequestSend::new(arg["message"].as_str().unwrap().to_owned()).when_busy(when),
+                )
                 .await;
         }
         "waitFor" => {
@@ -206,9 +202,7 @@ async fn run_step(
             let id = queued.last().expect("a queued request").clone();
             session
                 .command(CommandPayload::RequestCancelQueued(
-                    keel_envelope::commands::CancelQueued {
-                        queued_request_id: id,
-                    },
+                    keel_envelope::commands::CancelQueued::new(id),
                 ))
                 .await
                 .unwrap();

@@ -191,11 +191,9 @@ async fn the_output_cap_is_on_the_wire() {
     let rid = session.send("say OK").await.unwrap();
     completed(&mut events, &rid).await;
     let rid = session
-        .send_with(keel_envelope::commands::RequestSend {
-            message: "again, briefly".into(),
-            max_output_tokens: Some(120),
-            ..Default::default()
-        })
+        .send_with(
+            keel_envelope::commands::RequestSend::new("again, briefly").max_output_tokens(120),
+        )
         .await
         .unwrap();
     completed(&mut events, &rid).await;

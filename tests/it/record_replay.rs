@@ -24,12 +24,10 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn options(record: Option<&Path>) -> SessionStart {
-    SessionStart {
-        permission_mode: Some(PermissionMode::Auto),
-        title: Some("bump".into()),
-        record: record.map(|p| p.display().to_string()),
-        ..SessionStart::default()
-    }
+    SessionStart::new()
+        .permission_mode(PermissionMode::Auto)
+        .title(Some("bump".into()))
+        .record(record.map(|p| p.display().to_string()))
 }
 
 /// Runs one request; returns every envelope of the session up to its end.

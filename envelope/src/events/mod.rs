@@ -18,13 +18,17 @@ use crate::types::{
 };
 use crate::worktree::{AdditionalRoot, WorktreeInfo};
 
+/// Defines event payload structs: each is `#[non_exhaustive]`, with `new(…)` and
+/// setters (see `crate::wire::growable`).
 macro_rules! payloads {
-    ($( $(#[$doc:meta])* pub struct $name:ident { $( $(#[$fdoc:meta])* pub $field:ident : $ty:ty ),* $(,)? } )*) => {
+    ($( $(#[$doc:meta])* pub struct $name:ident { $($body:tt)* } )*) => {
         $(
-            $(#[$doc])*
-            #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
-            #[serde(rename_all = "camelCase")]
-            pub struct $name { $( $(#[$fdoc])* pub $field: $ty, )* }
+            crate::wire::growable! {
+                $(#[$doc])*
+                #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema, TS)]
+                #[serde(rename_all = "camelCase")]
+                pub struct $name { $($body)* }
+            }
         )*
     };
 }

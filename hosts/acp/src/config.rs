@@ -110,12 +110,12 @@ mod tests {
 
     #[test]
     fn the_model_option_lists_the_configured_models_and_the_current_one() {
-        let configured = vec![ModelInfo {
-            id: "openai:gpt-4o-mini".into(),
-            display_name: "GPT-4o mini".into(),
-            provider: "openai".into(),
-            is_current: false,
-        }];
+        let configured = vec![ModelInfo::new(
+            "openai:gpt-4o-mini",
+            "GPT-4o mini",
+            "openai",
+            false,
+        )];
         let opts = serde_json::to_value(config_options(
             PermissionMode::Ask,
             "scripted:demo",

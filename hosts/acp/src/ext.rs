@@ -56,7 +56,10 @@ impl Host {
                 let p: SessionIdParams = parse(params)?;
                 let sess = self.session(&p.session_id)?;
                 let env = self
-                    .command_event(&sess, CommandPayload::TaskGraphState(TaskGraphStateCmd {}))
+                    .command_event(
+                        &sess,
+                        CommandPayload::TaskGraphState(TaskGraphStateCmd::new()),
+                    )
                     .await?;
                 Ok(env.event.payload_value())
             }

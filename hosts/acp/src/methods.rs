@@ -118,12 +118,12 @@ impl Host {
         let mcp = mcp_specs(&p.mcp_servers)?;
         let (handle, stream) = self
             .kernel
-            .start_session(SessionStart {
-                workspace_path: Some(p.cwd.display().to_string()),
-                mcp_servers: (!mcp.is_empty()).then_some(mcp),
-                additional_roots: Some(roots_of(&p.additional_directories)),
-                ..SessionStart::default()
-            })
+            .start_session(
+                SessionStart::new()
+                    .workspace_path(p.cwd.display().to_string())
+                    .mcp_servers((!mcp.is_empty()).then_some(mcp))
+                    .additional_roots(roots_of(&p.additional_directories)),
+            )
             .await
             .map_err(from_keel)?;
         let sess = self.attach(handle, stream);
@@ -147,12 +147,8 @@ impl Host {
             .kernel
             .fork_session_with_mcp(
                 &parent,
-                keel_envelope::commands::SessionFork {
-                    at_request_id: None,
-                    files: None,
-                    isolation: None,
-                    additional_roots: Some(roots_of(&p.additional_directories)),
-                },
+                keel_envelope::commands::SessionFork::new()
+                    .additional_roots(roots_of(&p.additional_directories)),
                 &servers,
             )
             .await
@@ -322,42 +318,31 @@ fn parse_mode(id: &str) -> Result<PermissionMode, Error> {
 fn mcp_specs(servers: &[McpServer]) -> Result<Vec<McpServerSpec>, Error> {
     let pairs = |v: Vec<(String, String)>| -> Vec<NameValue> {
         v.into_iter()
-            .map(|(name, value)| NameValue { name, value })
+            .map(|(name, value)| NameValue::new(name, value))
             .collect()
     };
     servers
         .iter()
         .map(|s| match s {
-            McpServer::Stdio(s) => Ok(McpServerSpec {
-                name: s.name.clone(),
-                transport: Some("stdio".to_owned()),
-                command: Some(s.command.display().to_string()),
-                args: Some(s.args.clone()),
-                env: Some(pairs(
+            McpServer::Stdio(s) => Ok(McpServerSpec::new(s.name.clone())
+                .transport("stdio".to_owned())
+                .command(s.command.display().to_string())
+                .args(s.args.clone())
+                .env(pairs(
                     s.env
                         .iter()
                         .map(|e| (e.name.clone(), e.value.clone()))
                         .collect(),
-                )),
-                url: None,
-                headers: None,
-                trust: None,
-            }),
-            McpServer::Http(h) => Ok(McpServerSpec {
-                name: h.name.clone(),
-                transport: Some("http".to_owned()),
-                command: None,
-                args: None,
-                env: None,
-                url: Some(h.url.clone()),
-                headers: Some(pairs(
+                ))),
+            McpServer::Http(h) => Ok(McpServerSpec::new(h.name.clone())
+                .transport("http".to_owned())
+                .url(h.url.clone())
+                .headers(pairs(
                     h.headers
                         .iter()
                         .map(|e| (e.name.clone(), e.value.clone()))
                         .collect(),
-                )),
-                trust: None,
-            }),
+                ))),
             McpServer::Sse(s) => Err(invalid_params(format!(
                 "MCP server {:?}: the SSE transport is not supported (mcpCapabilities.sse is false); use streamable HTTP or stdio",
                 s.name

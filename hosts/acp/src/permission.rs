@@ -121,13 +121,14 @@ impl Host {
                 let current = sess.handle.state().rules;
                 let _ = sess
                     .handle
-                    .command(CommandPayload::SessionSetRules(SetRules {
-                        always_allow_global: current.always_allow_global,
-                        always_allow_project: current.always_allow_project,
-                        always_deny_global: current.always_deny_global,
-                        always_deny_project: current.always_deny_project,
-                        deny: Some(rules),
-                    }))
+                    .command(CommandPayload::SessionSetRules(
+                        SetRules::new()
+                            .always_allow_global(current.always_allow_global)
+                            .always_allow_project(current.always_allow_project)
+                            .always_deny_global(current.always_deny_global)
+                            .always_deny_project(current.always_deny_project)
+                            .deny(rules),
+                    ))
                     .await;
                 ApprovalDecision::Deny
             }

@@ -188,6 +188,7 @@ impl Translator {
                 tool_call_id,
                 tool_name,
                 error,
+                ..
             }) => {
                 let args = self.args_of(tool_call_id);
                 vec![self.announce(
@@ -265,7 +266,7 @@ mod tests {
             0,
             keel_envelope::Source::Runtime,
             3,
-            Event::AssistantDelta(keel_envelope::events::AssistantDelta { text: "Hi".into() }),
+            Event::AssistantDelta(keel_envelope::events::AssistantDelta::new("Hi")),
         );
         let mut t = Translator::new(PathBuf::from("/w"));
         let ups = serde_json::to_value(t.translate(&env, true)).unwrap_or_default();

@@ -24,7 +24,7 @@ use keel_envelope::codec::{self, Limits};
 use keel_envelope::commands::CommandPayload;
 use keel_envelope::events::{RuntimeReady, RuntimeStopped};
 use keel_envelope::ids::{Clock, IdGen, IdKind, SystemClock, UlidGen};
-use keel_envelope::types::{Cursor, ModelInfo, PermissionMode};
+use keel_envelope::types::{ModelInfo, PermissionMode};
 use keel_envelope::{Envelope, ErrorCode, ErrorPayload, Event, Sequencer, Source};
 use keel_kernel::Kernel;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -115,15 +115,20 @@ impl Minter {
 
 /// The `runtime.ready` event of a transport.
 pub fn runtime_ready(workspace: Option<String>, available_models: Vec<ModelInfo>) -> Event {
-    Event::RuntimeReady(RuntimeReady {
-        protocol_version: keel_envelope::PROTOCOL_VERSION.to_owned(),
-        keel_version: env!("CARGO_PKG_VERSION").to_owned(),
-        pid: std::process::id(),
-        workspace,
-        available_models,
-        permission_modes: PermissionMode::ALL.to_vec(),
-        capabilities: CAPABILITIES.iter().map(|s| (*s).to_owned()).collect(),
-    })
+    Event::RuntimeReady(
+        RuntimeReady::new(
+            keel_envelope::PROTOCOL_VERSION.to_owned(),
+            env!("CARGO_PKG_VERSION").to_owned(),
+            std::process::id(),
+            available_models,
+            PermissionMode::ALL.to_vec(),
+            CAPABILITIES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>(),
+        )
+        .workspace(workspace),
+    )
 }
 
 /// What one input line turned out to be.
@@ -334,13 +339,7 @@ where
         let cmd = keel_envelope::Command::new(
             own.request_id(),
             None,
-            CommandPayload::SessionResume(keel_envelope::commands::SessionResume {
-                session_id: id.clone(),
-                after_sequence: None::<Cursor>,
-                mcp_servers: None,
-                additional_roots: None,
-                materialize_to: None,
-            }),
+            CommandPayload::SessionResume(keel_envelope::commands::SessionResume::new(id.clone())),
         );
         let _ = kernel.execute(cmd).await;
     }
@@ -396,15 +395,14 @@ where
     let stopped = own.envelope(
         None,
         shutdown_request,
-        Event::RuntimeStopped(RuntimeStopped {
-            reason: match reason {
+        Event::RuntimeStopped(RuntimeStopped::new(
+            match reason {
                 StopReason::Eof => "eof",
                 StopReason::Shutdown => "shutdown",
                 StopReason::OutputClosed => "output_closed",
             }
             .to_owned(),
-            resume_from: None,
-        }),
+        )),
     );
     kernel.publish(stopped).await;
     match writer.await {

@@ -254,12 +254,12 @@ async fn open_session(
             Ok((o.session, true, o.running, ws))
         }
         None => {
-            let start = CommandPayload::SessionStart(SessionStart {
-                workspace_path: workspace,
-                permission_mode: args.session.mode.mode.clone(),
-                model: args.session.model.model.clone(),
-                ..SessionStart::default()
-            });
+            let start = CommandPayload::SessionStart(
+                SessionStart::new()
+                    .workspace_path(workspace)
+                    .permission_mode(args.session.mode.mode.clone())
+                    .model(args.session.model.model.clone()),
+            );
             let env = client
                 .request(None, start)
                 .await

@@ -153,14 +153,14 @@ async fn exec(
         Err(code) => return code,
     };
     let kernel = runtime.kernel.clone();
-    let start = kernel.start_session(SessionStart {
-        permission_mode: common.mode.mode,
-        title: Some(prompt.chars().take(60).collect()),
-        record: record.map(|p| p.display().to_string()),
-        isolation: isolation.isolation(),
-        base_ref: isolation.base_ref.clone(),
-        ..SessionStart::default()
-    });
+    let start = kernel.start_session(
+        SessionStart::new()
+            .permission_mode(common.mode.mode)
+            .title(prompt.chars().take(60).collect::<String>())
+            .record(record.map(|p| p.display().to_string()))
+            .isolation(isolation.isolation())
+            .base_ref(isolation.base_ref.clone()),
+    );
     // Ctrl-C while the session starts (its worktree being made) gives the start up:
     // what it made is taken back before the exit.
     let started = tokio::select! {
@@ -225,10 +225,7 @@ async fn exec(
                 eprintln!("keel exec: the plan needs approval; nobody can approve in exec mode, so it is rejected.");
                 denied = true;
                 let _ = session
-                    .command(CommandPayload::PlanReject(PlanReject {
-                        plan_id: p.plan_id.clone(),
-                        feedback: Some("Running headless: nobody can approve a plan. Stop and summarise the plan.".into()),
-                    }))
+                    .command(CommandPayload::PlanReject(PlanReject::new(p.plan_id.clone()).feedback(Some("Running headless: nobody can approve a plan. Stop and summarise the plan.".into()))))
                     .await;
             }
             Event::AskRequested(a) => {

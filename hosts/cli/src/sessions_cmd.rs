@@ -82,7 +82,7 @@ pub fn run(args: SessionsArgs) -> i32 {
 
 async fn list(socket: Option<&std::path::Path>, json: bool) -> i32 {
     let path = keel_serve::resolve_socket_path(socket);
-    let asked = ask_daemon(&path, CommandPayload::SessionList(SessionListCmd {})).await;
+    let asked = ask_daemon(&path, CommandPayload::SessionList(SessionListCmd::new())).await;
     let (sessions, place): (Vec<SessionInfo>, String) = match asked {
         Some(Ok(Event::SessionList(l))) => {
             (l.sessions, format!("the daemon on {}", path.display()))
@@ -138,9 +138,7 @@ async fn list(socket: Option<&std::path::Path>, json: bool) -> i32 {
 /// the session if open): exit 0, or 1 with the reason on stderr.
 async fn delete(socket: Option<&std::path::Path>, id: &str) -> i32 {
     let path = keel_serve::resolve_socket_path(socket);
-    let payload = CommandPayload::SessionDelete(SessionDelete {
-        session_id: id.to_owned(),
-    });
+    let payload = CommandPayload::SessionDelete(SessionDelete::new(id.to_owned()));
     let result = match ask_daemon(&path, payload).await {
         Some(Ok(Event::SessionDeleted(_))) => Ok(()),
         Some(Ok(other)) => Err(unexpected(&other)),

@@ -273,10 +273,7 @@ fn a_remote_daemon_serves_sessions_over_websocket_and_no_token_reaches_a_log() {
         let sent = c
             .request(
                 Some(&sid),
-                CommandPayload::RequestSend(RequestSend {
-                    message: "over the wire".into(),
-                    ..RequestSend::default()
-                }),
+                CommandPayload::RequestSend(RequestSend::new("over the wire")),
             )
             .await
             .unwrap();

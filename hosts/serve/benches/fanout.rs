@@ -46,9 +46,7 @@ fn envelope(session: &str) -> Envelope {
         1_775_600_000_000,
         Source::Runtime,
         1,
-        Event::AssistantDelta(AssistantDelta {
-            text: "a piece of streamed text ".into(),
-        }),
+        Event::AssistantDelta(AssistantDelta::new("a piece of streamed text ")),
     )
 }
 
@@ -99,10 +97,7 @@ async fn run(followers: usize, watchers_on: usize, watchers_off: usize) -> f64 {
             w.execute(Command::new(
                 format!("w{i}"),
                 None,
-                CommandPayload::SessionWatch(SessionWatch {
-                    session_id: sid.clone(),
-                    after_sequence: None,
-                }),
+                CommandPayload::SessionWatch(SessionWatch::new(sid.clone())),
             ))
             .await
             .unwrap();

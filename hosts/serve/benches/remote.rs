@@ -53,9 +53,7 @@ fn envelope(session: &str) -> Envelope {
         1_775_600_000_000,
         Source::Runtime,
         1,
-        Event::AssistantDelta(AssistantDelta {
-            text: "a piece of streamed text ".into(),
-        }),
+        Event::AssistantDelta(AssistantDelta::new("a piece of streamed text ")),
     )
 }
 

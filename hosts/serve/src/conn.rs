@@ -194,12 +194,7 @@ impl Cursors {
         if env.source == Source::Bridge || replay {
             return;
         }
-        let here = || {
-            Some(Cursor {
-                request_id: env.request_id.clone(),
-                sequence: env.sequence,
-            })
-        };
+        let here = || Some(Cursor::new(env.request_id.clone(), env.sequence));
         match &env.event {
             // Not logged; the events logged before it are the client's (or replayed
             // right after it).
@@ -223,10 +218,7 @@ impl Cursors {
     fn resume_from(&self) -> Vec<SessionCursor> {
         self.0
             .iter()
-            .map(|(s, c)| SessionCursor {
-                session_id: s.clone(),
-                cursor: c.clone(),
-            })
+            .map(|(s, c)| SessionCursor::new(s.clone()).cursor(c.clone()))
             .collect()
     }
 }
@@ -240,10 +232,9 @@ fn stopped(
     minter.envelope(
         None,
         request_id,
-        Event::RuntimeStopped(RuntimeStopped {
-            reason: end.reason().to_owned(),
-            resume_from,
-        }),
+        Event::RuntimeStopped(
+            RuntimeStopped::new(end.reason().to_owned()).resume_from(resume_from),
+        ),
     )
 }
 

@@ -19,12 +19,10 @@ pub struct SessionOptions {
 
 impl From<SessionOptions> for SessionStart {
     fn from(o: SessionOptions) -> Self {
-        SessionStart {
-            workspace_path: o.workspace_path,
-            permission_mode: o.permission_mode,
-            model: o.model,
-            title: o.title,
-            ..SessionStart::default()
-        }
+        SessionStart::new()
+            .workspace_path(o.workspace_path)
+            .permission_mode(o.permission_mode)
+            .model(o.model)
+            .title(o.title)
     }
 }

@@ -79,8 +79,6 @@ pub(crate) fn unfinished_requests(log: &[Envelope]) -> Vec<String> {
 
 /// The cursor of the last event of `log`.
 pub(crate) fn last_cursor(log: &[Envelope]) -> Option<Cursor> {
-    log.last().map(|e| Cursor {
-        request_id: e.request_id.clone(),
-        sequence: e.sequence,
-    })
+    log.last()
+        .map(|e| Cursor::new(e.request_id.clone(), e.sequence))
 }

@@ -73,23 +73,23 @@ impl SessionSummary {
 
     /// As listed by `session.list` for a session that is not in memory.
     pub fn info(&self) -> SessionInfo {
-        SessionInfo {
-            session_id: self.session_id.clone(),
-            title: self.title.clone(),
-            workspace: self.workspace.clone(),
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-            state: if self.closed {
+        SessionInfo::new(
+            self.session_id.clone(),
+            self.workspace.clone(),
+            self.created_at,
+            self.updated_at,
+            if self.closed {
                 SessionState::Closed
             } else {
                 SessionState::Idle
             },
-            permission_mode: self.mode.clone(),
-            model: self.model.clone(),
-            request_count: self.request_count,
-            last_message: self.last_message.clone(),
-            additional_roots: self.additional_roots.clone(),
-        }
+            self.mode.clone(),
+            self.model.clone(),
+            self.request_count,
+        )
+        .title(self.title.clone())
+        .last_message(self.last_message.clone())
+        .additional_roots(self.additional_roots.clone())
     }
 }
 

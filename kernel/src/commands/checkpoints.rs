@@ -99,14 +99,12 @@ pub(crate) async fn rewind(
         .emitter
         .emit(
             rid,
-            Event::SessionRewound(SessionRewound {
-                files,
-                not_restorable,
-                conversation_cut,
-                undo_checkpoint_id: undo,
-                shared_with: Some(shared).filter(|s| !s.is_empty()),
-                changed_by_others: Some(others).filter(|o| !o.is_empty()),
-            }),
+            Event::SessionRewound(
+                SessionRewound::new(files, not_restorable, conversation_cut)
+                    .undo_checkpoint_id(undo)
+                    .shared_with(Some(shared).filter(|s| !s.is_empty()))
+                    .changed_by_others(Some(others).filter(|o| !o.is_empty())),
+            ),
         )
         .await;
     session.persist(rid).await;

@@ -39,7 +39,7 @@ async fn review_step(
     let now = session.now();
     let review = step(&mut session.data().ext.review, now)?;
     session
-        .emit_persist(cx.rid, event(ReviewEvent { review }))
+        .emit_persist(cx.rid, event(ReviewEvent::new(review)))
         .await;
     Ok(())
 }
@@ -101,10 +101,8 @@ pub(crate) async fn review_status(
 ) -> Result<(), ErrorPayload> {
     let ev = {
         let d = session.data();
-        ReviewStateEvent {
-            review: d.ext.review.clone(),
-            blocking: review::is_blocking(d.ext.review.as_ref()),
-        }
+        ReviewStateEvent::new(review::is_blocking(d.ext.review.as_ref()))
+            .review(d.ext.review.clone())
     };
     session.emitter.emit(cx.rid, Event::ReviewState(ev)).await;
     Ok(())
@@ -164,7 +162,7 @@ pub(crate) async fn patch_propose(
     );
     session.data().ext.patches.propose(patch.clone());
     session
-        .emit_persist(cx.rid, Event::PatchProposed(PatchEvent { patch }))
+        .emit_persist(cx.rid, Event::PatchProposed(PatchEvent::new(patch)))
         .await;
     Ok(())
 }
@@ -231,7 +229,7 @@ pub(crate) async fn patch_apply(
     };
     let patch = resolved?;
     session
-        .emit_persist(cx.rid, Event::PatchApplied(PatchEvent { patch }))
+        .emit_persist(cx.rid, Event::PatchApplied(PatchEvent::new(patch)))
         .await;
     Ok(())
 }
@@ -251,7 +249,7 @@ pub(crate) async fn patch_reject(
             .resolve(taken, PatchStatus::Rejected, HOST, p.reason.clone(), now)
     };
     session
-        .emit_persist(cx.rid, Event::PatchRejected(PatchEvent { patch }))
+        .emit_persist(cx.rid, Event::PatchRejected(PatchEvent::new(patch)))
         .await;
     Ok(())
 }
@@ -264,11 +262,11 @@ pub(crate) async fn patch_summary(
 ) -> Result<(), ErrorPayload> {
     let ev = {
         let d = session.data();
-        PatchSummary {
-            pending: d.ext.patches.pending.clone(),
-            history: d.ext.patches.history.clone(),
-            totals: d.ext.patches.totals(),
-        }
+        PatchSummary::new(
+            d.ext.patches.pending.clone(),
+            d.ext.patches.history.clone(),
+            d.ext.patches.totals(),
+        )
     };
     session.emitter.emit(cx.rid, Event::PatchSummary(ev)).await;
     Ok(())
@@ -349,10 +347,10 @@ pub(crate) async fn sub_agent_list(
 ) -> Result<(), ErrorPayload> {
     let ev = {
         let d = session.data();
-        SubAgentList {
-            active: d.ext.sub_agents.active.clone(),
-            recent: d.ext.sub_agents.recent.iter().cloned().collect(),
-        }
+        SubAgentList::new(
+            d.ext.sub_agents.active.clone(),
+            d.ext.sub_agents.recent.iter().cloned().collect::<Vec<_>>(),
+        )
     };
     session.emitter.emit(cx.rid, Event::SubAgentList(ev)).await;
     Ok(())
@@ -367,7 +365,7 @@ pub(crate) async fn sub_agent_get(
     let sub_agent = session.data().ext.sub_agents.get(&p.sub_agent_id)?;
     session
         .emitter
-        .emit(cx.rid, Event::SubAgentGet(SubAgentGet { sub_agent }))
+        .emit(cx.rid, Event::SubAgentGet(SubAgentGet::new(sub_agent)))
         .await;
     Ok(())
 }
@@ -381,7 +379,7 @@ pub(crate) async fn background_list(
     let tasks = session.data().ext.background.tasks.clone();
     session
         .emitter
-        .emit(cx.rid, Event::BackgroundList(BackgroundList { tasks }))
+        .emit(cx.rid, Event::BackgroundList(BackgroundList::new(tasks)))
         .await;
     Ok(())
 }
@@ -395,7 +393,7 @@ pub(crate) async fn background_get(
     let task = session.data().ext.background.get(&p.task_id)?;
     session
         .emitter
-        .emit(cx.rid, Event::BackgroundGet(BackgroundEvent { task }))
+        .emit(cx.rid, Event::BackgroundGet(BackgroundEvent::new(task)))
         .await;
     Ok(())
 }
@@ -411,10 +409,7 @@ pub(crate) async fn background_history(
         .emitter
         .emit(
             cx.rid,
-            Event::BackgroundHistory(BackgroundHistory {
-                task_id: p.task_id.clone(),
-                lines,
-            }),
+            Event::BackgroundHistory(BackgroundHistory::new(p.task_id.clone(), lines)),
         )
         .await;
     Ok(())
@@ -428,7 +423,7 @@ pub(crate) async fn background_stop(
 ) -> Result<(), ErrorPayload> {
     let task = crate::work::process::stop(session, &p.task_id).await?;
     session
-        .emit_persist(cx.rid, Event::BackgroundStopped(BackgroundEvent { task }))
+        .emit_persist(cx.rid, Event::BackgroundStopped(BackgroundEvent::new(task)))
         .await;
     Ok(())
 }

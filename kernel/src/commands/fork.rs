@@ -188,13 +188,12 @@ pub(crate) async fn open_fork(
         .emitter
         .emit(
             rid,
-            Event::SessionForked(SessionForked {
-                session_id: id,
-                parent_session_id: parent.id.clone(),
-                at_request_id: at,
-                shared_with: shared,
-                worktree: tree.map(|(info, _)| info),
-            }),
+            Event::SessionForked(
+                SessionForked::new(id, parent.id.clone())
+                    .at_request_id(at)
+                    .shared_with(shared)
+                    .worktree(tree.map(|(info, _)| info)),
+            ),
         )
         .await;
     crate::pipeline::skills::load(&session, rid).await;

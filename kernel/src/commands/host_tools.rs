@@ -31,7 +31,7 @@ pub(crate) async fn set(
         .emitter
         .emit(
             cx.rid,
-            Event::SessionHostToolsUpdated(SessionHostToolsUpdated { tools }),
+            Event::SessionHostToolsUpdated(SessionHostToolsUpdated::new(tools)),
         )
         .await;
     Ok(())

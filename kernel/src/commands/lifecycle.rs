@@ -190,16 +190,16 @@ fn resolve_workspace(cx: &Cx<'_>, path: Option<&str>) -> Result<PathBuf, ErrorPa
 async fn emit_started(session: &Session, request_id: &str) {
     let ev = {
         let d = session.data();
-        SessionStarted {
-            session_id: session.id.clone(),
-            workspace: d.state.workspace.clone(),
-            permission_mode: d.state.mode.clone(),
-            model: d.state.model.clone(),
-            title: d.state.title.clone(),
-            created_at: d.state.created_at,
-            worktree: worktree::of_state(&d.state),
-            additional_roots: roots::wire(&d.roots),
-        }
+        SessionStarted::new(
+            session.id.clone(),
+            d.state.workspace.clone(),
+            d.state.mode.clone(),
+            d.state.model.clone(),
+            d.state.created_at,
+        )
+        .title(d.state.title.clone())
+        .worktree(worktree::of_state(&d.state))
+        .additional_roots(roots::wire(&d.roots))
     };
     session
         .emitter
@@ -349,11 +349,11 @@ pub(crate) async fn reopen(
         tracing::info!(session_id = %id, previous_owner = %previous, epoch, "session taken over");
         g.emit(
             rid,
-            Event::SessionOwnerChanged(SessionOwnerChanged {
-                previous_owner: previous.clone(),
-                owner: services.node().to_owned(),
+            Event::SessionOwnerChanged(SessionOwnerChanged::new(
+                previous.clone(),
+                services.node().to_owned(),
                 epoch,
-            }),
+            )),
         )
         .await;
     }
@@ -384,16 +384,17 @@ pub(crate) async fn reopen(
     for unfinished in unfinished_requests(&log.events) {
         g.emit(
             &unfinished,
-            Event::SessionInterrupted(SessionInterrupted {
-                interrupted_request_id: Some(unfinished.clone()),
-                reason: if previous_owner.is_some() {
-                    "owner_lost"
-                } else {
-                    "restart"
-                }
-                .into(),
-                was_running: true,
-            }),
+            Event::SessionInterrupted(
+                SessionInterrupted::new(
+                    if previous_owner.is_some() {
+                        "owner_lost"
+                    } else {
+                        "restart"
+                    },
+                    true,
+                )
+                .interrupted_request_id(unfinished.clone()),
+            ),
         )
         .await;
     }
@@ -464,16 +465,16 @@ async fn emit_resumed(
             }
             None => "no messages yet".to_owned(),
         };
-        SessionResumed {
-            session: session.info_of(&d),
+        SessionResumed::new(
+            session.info_of(&d),
             summary,
-            message_count: d.state.history.len() as u32,
-            plan: d.state.plan.clone(),
-            rules: d.state.rules.clone(),
-            last_cursor: last_cursor(log),
-            replayed: replay.len() as u32,
-            materialized,
-        }
+            d.state.history.len() as u32,
+            d.state.rules.clone(),
+            replay.len() as u32,
+        )
+        .plan(d.state.plan.clone())
+        .last_cursor(last_cursor(log))
+        .materialized(materialized)
     };
     g.emit(request_id, Event::SessionResumed(payload)).await;
     g.replay(request_id, replay).await;
@@ -518,9 +519,7 @@ pub(crate) async fn close_session(session: &Session, rid: &str, reason: &str) {
             .emit_reply(
                 &q.id,
                 Some(rid),
-                Event::RequestCancelled(RequestCancelled {
-                    queued_request_id: q.id.clone(),
-                }),
+                Event::RequestCancelled(RequestCancelled::new(q.id.clone())),
             )
             .await;
     }
@@ -539,9 +538,7 @@ pub(crate) async fn close_session(session: &Session, rid: &str, reason: &str) {
         .emitter
         .emit(
             rid,
-            Event::SessionClosed(SessionClosed {
-                reason: reason.to_owned(),
-            }),
+            Event::SessionClosed(SessionClosed::new(reason.to_owned())),
         )
         .await;
     session.cancel.cancel();
@@ -590,12 +587,9 @@ pub(crate) async fn watch(cx: &Cx<'_>, p: &SessionWatch) -> Result<(), ErrorPayl
         Some(active) => pending_prompts(&log, active, replay),
         None => Vec::new(),
     };
-    let answer = SessionWatched {
-        session: snapshot.session,
-        active_request_id: snapshot.active_request_id,
-        last_cursor: last_cursor(&log),
-        replayed: (replay.len() + pending.len()) as u32,
-    };
+    let answer = SessionWatched::new(snapshot.session, (replay.len() + pending.len()) as u32)
+        .active_request_id(snapshot.active_request_id)
+        .last_cursor(last_cursor(&log));
     g.emit_unlogged(cx.rid, Event::SessionWatched(answer)).await;
     g.replay(cx.rid, replay).await;
     g.replay(cx.rid, &pending).await;
@@ -605,9 +599,7 @@ pub(crate) async fn watch(cx: &Cx<'_>, p: &SessionWatch) -> Result<(), ErrorPayl
 /// `session.unwatch`: answered on the command's stream (not logged); the answer
 /// ends the watch of the watcher that sent it.
 pub(crate) async fn unwatch(cx: &Cx<'_>, p: &SessionUnwatch) -> Result<(), ErrorPayload> {
-    let ev = Event::SessionUnwatched(SessionUnwatched {
-        session_id: p.session_id.clone(),
-    });
+    let ev = Event::SessionUnwatched(SessionUnwatched::new(p.session_id.clone()));
     match cx.open.get(&p.session_id) {
         Some(s) => {
             s.emitter.lock().await.emit_unlogged(cx.rid, ev).await;

@@ -19,7 +19,7 @@ pub(crate) async fn list(
     let servers = session.mcp.list();
     session
         .emitter
-        .emit(cx.rid, Event::McpList(McpList { servers }))
+        .emit(cx.rid, Event::McpList(McpList::new(servers)))
         .await;
     Ok(())
 }

@@ -130,7 +130,7 @@ async fn enqueue(
         Outcome::Queued(position) => {
             session
                 .emitter
-                .emit(&q.id, Event::RequestQueued(RequestQueued { position }))
+                .emit(&q.id, Event::RequestQueued(RequestQueued::new(position)))
                 .await;
         }
         Outcome::Steered(target) => {
@@ -139,9 +139,7 @@ async fn enqueue(
                 .emit_reply(
                     &target,
                     Some(&q.id),
-                    Event::RequestSteered(RequestSteered {
-                        target_request_id: target.clone(),
-                    }),
+                    Event::RequestSteered(RequestSteered::new(target.clone())),
                 )
                 .await;
         }
@@ -195,11 +193,10 @@ pub(crate) async fn interrupt(
             .emitter
             .emit(
                 rid,
-                Event::SessionInterrupted(SessionInterrupted {
-                    was_running: already.is_some(),
-                    interrupted_request_id: already,
-                    reason: "noop".into(),
-                }),
+                Event::SessionInterrupted(
+                    SessionInterrupted::new("noop", already.is_some())
+                        .interrupted_request_id(already),
+                ),
             )
             .await;
     }
@@ -229,9 +226,7 @@ pub(crate) async fn cancel_queued(
         .emit_reply(
             &q.id,
             Some(cx.rid),
-            Event::RequestCancelled(RequestCancelled {
-                queued_request_id: q.id.clone(),
-            }),
+            Event::RequestCancelled(RequestCancelled::new(q.id.clone())),
         )
         .await;
     Ok(())

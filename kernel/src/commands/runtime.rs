@@ -17,11 +17,7 @@ pub(crate) async fn shutdown(cx: &Cx<'_>, _: &RuntimeShutdown) -> Result<(), Err
 
 /// `harness.status`.
 pub(crate) async fn status(cx: &Cx<'_>, _: &HarnessStatusCmd) -> Result<(), ErrorPayload> {
-    let mut status = HarnessStatus {
-        sessions: Vec::new(),
-        background_tasks: Vec::new(),
-        sub_agents: Vec::new(),
-    };
+    let mut status = HarnessStatus::new(Vec::new(), Vec::new(), Vec::new());
     for s in cx.open.loaded() {
         status.sessions.push(s.info());
         let d = s.data();

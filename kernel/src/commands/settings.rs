@@ -34,10 +34,7 @@ pub(crate) async fn set_mode(
     p: &SetMode,
 ) -> Result<(), ErrorPayload> {
     let previous = std::mem::replace(&mut session.data().state.mode, p.mode.clone());
-    let ev = SessionModeChanged {
-        mode: p.mode.clone(),
-        previous_mode: previous,
-    };
+    let ev = SessionModeChanged::new(p.mode.clone(), previous);
     session
         .emit_persist(cx.rid, Event::SessionModeChanged(ev))
         .await;
@@ -62,10 +59,7 @@ pub(crate) async fn set_model(
         d.model = model.clone();
         std::mem::replace(&mut d.state.model, model.id())
     };
-    let ev = SessionModelChanged {
-        model: model.id(),
-        previous_model: previous,
-    };
+    let ev = SessionModelChanged::new(model.id(), previous);
     session
         .emit_persist(cx.rid, Event::SessionModelChanged(ev))
         .await;
@@ -80,12 +74,12 @@ pub(crate) async fn set_rules(
     p: &SetRules,
 ) -> Result<(), ErrorPayload> {
     crate::pipeline::gate::check_rules(p)?;
-    let rules = ApprovalRules {
-        always_allow_global: p.always_allow_global.clone(),
-        always_allow_project: p.always_allow_project.clone(),
-        always_deny_global: p.always_deny_global.clone(),
-        always_deny_project: p.always_deny_project.clone(),
-    };
+    let rules = ApprovalRules::new(
+        p.always_allow_global.clone(),
+        p.always_allow_project.clone(),
+        p.always_deny_global.clone(),
+        p.always_deny_project.clone(),
+    );
     {
         let mut d = session.data();
         d.state.rules = rules.clone();
@@ -93,10 +87,7 @@ pub(crate) async fn set_rules(
             d.state.session_deny = deny.clone();
         }
     }
-    let ev = SessionRulesUpdated {
-        rules,
-        source: "host".into(),
-    };
+    let ev = SessionRulesUpdated::new(rules, "host");
     session
         .emit_persist(cx.rid, Event::SessionRulesUpdated(ev))
         .await;
@@ -121,9 +112,7 @@ pub(crate) async fn load_history(
         d.state.history.extend(converted);
         d.state.history.len() as u32
     };
-    let ev = SessionHistoryLoaded {
-        message_count: count,
-    };
+    let ev = SessionHistoryLoaded::new(count);
     session
         .emit_persist(cx.rid, Event::SessionHistoryLoaded(ev))
         .await;

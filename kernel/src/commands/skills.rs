@@ -18,7 +18,7 @@ pub(crate) async fn list_skills(
     session: &Arc<Session>,
     _: &SkillsListCmd,
 ) -> Result<(), ErrorPayload> {
-    let skills = session
+    let skills: Vec<SkillInfo> = session
         .skills
         .catalog()
         .map(|c| {
@@ -38,7 +38,7 @@ pub(crate) async fn list_skills(
         .unwrap_or_default();
     session
         .emitter
-        .emit(cx.rid, Event::SkillsList(SkillsList { skills }))
+        .emit(cx.rid, Event::SkillsList(SkillsList::new(skills)))
         .await;
     Ok(())
 }
@@ -49,7 +49,7 @@ pub(crate) async fn list_commands(
     session: &Arc<Session>,
     _: &CommandsListCmd,
 ) -> Result<(), ErrorPayload> {
-    let commands = session
+    let commands: Vec<CustomCommandInfo> = session
         .skills
         .catalog()
         .map(|c| {
@@ -72,7 +72,7 @@ pub(crate) async fn list_commands(
         .unwrap_or_default();
     session
         .emitter
-        .emit(cx.rid, Event::CommandsList(CommandsList { commands }))
+        .emit(cx.rid, Event::CommandsList(CommandsList::new(commands)))
         .await;
     Ok(())
 }

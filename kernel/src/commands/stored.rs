@@ -23,7 +23,7 @@ pub(crate) async fn list(cx: &Cx<'_>, _: &SessionListCmd) -> Result<(), ErrorPay
     let sessions = infos(cx.services, cx.open)?;
     cx.services
         .emitter()
-        .emit(cx.rid, Event::SessionList(SessionList { sessions }))
+        .emit(cx.rid, Event::SessionList(SessionList::new(sessions)))
         .await;
     Ok(())
 }
@@ -102,9 +102,7 @@ pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPa
         .emit_as(
             Some(id.to_owned()),
             cx.rid,
-            Event::SessionDeleted(SessionDeleted {
-                session_id: id.to_owned(),
-            }),
+            Event::SessionDeleted(SessionDeleted::new(id.to_owned())),
         )
         .await;
     Ok(())
@@ -116,18 +114,12 @@ pub(crate) async fn delete(cx: &Cx<'_>, p: &SessionDelete) -> Result<(), ErrorPa
 async fn remove_worktree(cx: &Cx<'_>, id: &str, name: &str) {
     let emitter = cx.services.emitter();
     let ev = match worktree::remove(cx.services, name, false).await {
-        Ok(r) => Event::WorktreeRemoved(WorktreeRemoved {
-            worktree: r.info,
-            branch_kept: r.branch_kept,
-        }),
+        Ok(r) => Event::WorktreeRemoved(WorktreeRemoved::new(r.info, r.branch_kept)),
         Err(e) if e.code == ErrorCode::WorktreeNotFound => return,
-        Err(e) => Event::Warning(
-            ErrorPayload {
-                message: format!("{}; the worktree is kept", e.message),
-                ..e
-            }
-            .severity(keel_envelope::error::Severity::Warning),
-        ),
+        Err(mut e) => {
+            e.message = format!("{}; the worktree is kept", e.message);
+            Event::Warning(e.severity(keel_envelope::error::Severity::Warning))
+        }
     };
     emitter.emit_as(Some(id.to_owned()), cx.rid, ev).await;
 }

@@ -52,12 +52,9 @@ pub(crate) async fn watch(cx: &Cx<'_>, p: &SessionWatch) -> Result<(), ErrorPayl
         Some(a) => pending_prompts(&log, a, replay),
         None => Vec::new(),
     };
-    let answer = SessionWatched {
-        session: info,
-        active_request_id: active,
-        last_cursor: last,
-        replayed: (replay.len() + pending.len()) as u32,
-    };
+    let answer = SessionWatched::new(info, (replay.len() + pending.len()) as u32)
+        .active_request_id(active)
+        .last_cursor(last);
     let hub = cx.services.ctx().hub.clone();
     {
         // Under the kernel emitter, so the answer and its replay go out together.

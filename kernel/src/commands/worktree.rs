@@ -14,7 +14,7 @@ pub(crate) async fn list(cx: &Cx<'_>, _: &WorktreeListCmd) -> Result<(), ErrorPa
     let worktrees = worktree::list(cx.services).await?;
     cx.services
         .emitter()
-        .emit(cx.rid, Event::WorktreeList(WorktreeList { worktrees }))
+        .emit(cx.rid, Event::WorktreeList(WorktreeList::new(worktrees)))
         .await;
     Ok(())
 }
@@ -50,10 +50,7 @@ pub(crate) async fn remove(cx: &Cx<'_>, p: &WorktreeRemove) -> Result<(), ErrorP
         .emit_as(
             owner,
             cx.rid,
-            Event::WorktreeRemoved(WorktreeRemoved {
-                worktree: removed.info,
-                branch_kept: removed.branch_kept,
-            }),
+            Event::WorktreeRemoved(WorktreeRemoved::new(removed.info, removed.branch_kept)),
         )
         .await;
     Ok(())

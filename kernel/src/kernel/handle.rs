@@ -175,11 +175,7 @@ impl SessionHandle {
 
     /// Sends a user message (queued when busy); returns its request id.
     pub async fn send(&self, message: impl Into<String>) -> Result<String, ErrorPayload> {
-        self.send_with(RequestSend {
-            message: message.into(),
-            ..RequestSend::default()
-        })
-        .await
+        self.send_with(RequestSend::new(message)).await
     }
 
     /// Sends a user message with options; returns its request id.
@@ -195,7 +191,7 @@ impl SessionHandle {
     /// Interrupts the running request (a no-op answered with a result when idle).
     pub async fn interrupt(&self) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::RequestInterrupt(
-            keel_envelope::commands::RequestInterrupt {},
+            keel_envelope::commands::RequestInterrupt::new(),
         ))
         .await
     }
@@ -207,10 +203,7 @@ impl SessionHandle {
         decision: keel_envelope::types::ApprovalDecision,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::ApprovalRespond(
-            keel_envelope::commands::ApprovalRespond {
-                approval_id: approval_id.to_owned(),
-                decision,
-            },
+            keel_envelope::commands::ApprovalRespond::new(approval_id.to_owned(), decision),
         ))
         .await
     }
@@ -222,10 +215,7 @@ impl SessionHandle {
         mode: Option<keel_envelope::types::PermissionMode>,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::PlanApprove(
-            keel_envelope::commands::PlanApprove {
-                plan_id: plan_id.to_owned(),
-                mode,
-            },
+            keel_envelope::commands::PlanApprove::new(plan_id.to_owned()).mode(mode),
         ))
         .await
     }
@@ -237,10 +227,7 @@ impl SessionHandle {
         feedback: Option<String>,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::PlanReject(
-            keel_envelope::commands::PlanReject {
-                plan_id: plan_id.to_owned(),
-                feedback,
-            },
+            keel_envelope::commands::PlanReject::new(plan_id.to_owned()).feedback(feedback),
         ))
         .await
     }
@@ -252,10 +239,7 @@ impl SessionHandle {
         answer: impl Into<String>,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::AskRespond(
-            keel_envelope::commands::AskRespond {
-                ask_id: ask_id.to_owned(),
-                answer: answer.into(),
-            },
+            keel_envelope::commands::AskRespond::new(ask_id.to_owned(), answer),
         ))
         .await
     }
@@ -266,7 +250,7 @@ impl SessionHandle {
         mode: keel_envelope::types::PermissionMode,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::SessionSetMode(
-            keel_envelope::commands::SetMode { mode },
+            keel_envelope::commands::SetMode::new(mode),
         ))
         .await
     }
@@ -278,13 +262,11 @@ impl SessionHandle {
         rules: keel_envelope::types::ApprovalRules,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::SessionSetRules(
-            keel_envelope::commands::SetRules {
-                always_allow_global: rules.always_allow_global,
-                always_allow_project: rules.always_allow_project,
-                always_deny_global: rules.always_deny_global,
-                always_deny_project: rules.always_deny_project,
-                deny: None,
-            },
+            keel_envelope::commands::SetRules::new()
+                .always_allow_global(rules.always_allow_global)
+                .always_allow_project(rules.always_allow_project)
+                .always_deny_global(rules.always_deny_global)
+                .always_deny_project(rules.always_deny_project),
         ))
         .await
     }
@@ -292,9 +274,7 @@ impl SessionHandle {
     /// Switches the model (idle only).
     pub async fn set_model(&self, model: impl Into<String>) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::SessionSetModel(
-            keel_envelope::commands::SetModel {
-                model: model.into(),
-            },
+            keel_envelope::commands::SetModel::new(model),
         ))
         .await
     }
@@ -305,7 +285,7 @@ impl SessionHandle {
         messages: Vec<keel_envelope::types::HistoryMessage>,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::SessionLoadHistory(
-            keel_envelope::commands::LoadHistory { messages },
+            keel_envelope::commands::LoadHistory::new(messages),
         ))
         .await
     }
@@ -317,7 +297,7 @@ impl SessionHandle {
         tools: Vec<keel_envelope::host::HostToolSpec>,
     ) -> Result<String, ErrorPayload> {
         self.run(CommandPayload::SessionSetHostTools(
-            keel_envelope::commands::SetHostTools { tools },
+            keel_envelope::commands::SetHostTools::new(tools),
         ))
         .await
     }
@@ -330,14 +310,12 @@ impl SessionHandle {
     ) -> Result<String, ErrorPayload> {
         let (result, error) = match answer {
             Ok(v) => (Some(v), None),
-            Err(message) => (None, Some(keel_envelope::host::HostToolError { message })),
+            Err(message) => (None, Some(keel_envelope::host::HostToolError::new(message))),
         };
         self.run(CommandPayload::HostToolRespond(
-            keel_envelope::commands::HostToolRespond {
-                tool_call_id: tool_call_id.to_owned(),
-                result,
-                error,
-            },
+            keel_envelope::commands::HostToolRespond::new(tool_call_id.to_owned())
+                .result(result)
+                .error(error),
         ))
         .await
     }

@@ -106,11 +106,7 @@ async fn stop(inner: &Arc<KernelInner>, session: Arc<Session>) {
             .emitter
             .emit(
                 &rid,
-                Event::SessionInterrupted(SessionInterrupted {
-                    interrupted_request_id: None,
-                    reason: "lease_lost".into(),
-                    was_running: false,
-                }),
+                Event::SessionInterrupted(SessionInterrupted::new("lease_lost", false)),
             )
             .await;
     }

@@ -360,23 +360,19 @@ impl Kernel {
 
     /// Closes a session.
     pub async fn close_session(&self, id: &str) -> Result<(), ErrorPayload> {
-        self.run(Some(id), CommandPayload::SessionClose(SessionClose {}))
+        self.run(Some(id), CommandPayload::SessionClose(SessionClose::new()))
             .await
     }
 
     /// Deletes a session (open or stored) and its stored files (`session.delete`).
     pub async fn delete_session(&self, id: &str) -> Result<(), ErrorPayload> {
-        let p = SessionDelete {
-            session_id: id.to_owned(),
-        };
+        let p = SessionDelete::new(id.to_owned());
         self.run(None, CommandPayload::SessionDelete(p)).await
     }
 
     /// Sets an open session's title (`session.set_title`).
     pub async fn set_session_title(&self, id: &str, title: &str) -> Result<(), ErrorPayload> {
-        let p = SetTitle {
-            title: title.to_owned(),
-        };
+        let p = SetTitle::new(title.to_owned());
         self.run(Some(id), CommandPayload::SessionSetTitle(p)).await
     }
 

@@ -89,21 +89,23 @@ async fn ask(
         .emitter
         .emit(
             rid,
-            Event::ApprovalRequested(ApprovalRequested {
-                approval_id: approval_id.clone(),
-                tool_call_id: tool_call_id.to_owned(),
-                tool_name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                preview: verdict.preview(),
-                command: verdict.command(),
-                reason: verdict.reason(),
-                action_type: verdict.action_type(),
-                risk_level: verdict.risk(),
-                permission_level: verdict.level(),
-                scope: verdict.scope(),
-                decisions: ApprovalDecision::ALL.to_vec(),
-                expires_at: expires,
-            }),
+            Event::ApprovalRequested(
+                ApprovalRequested::new(
+                    approval_id.clone(),
+                    tool_call_id.to_owned(),
+                    call.name.clone(),
+                    call.arguments.clone(),
+                    verdict.preview(),
+                    verdict.reason(),
+                    verdict.action_type(),
+                    verdict.risk(),
+                    verdict.level(),
+                    verdict.scope(),
+                    ApprovalDecision::ALL.to_vec(),
+                )
+                .command(verdict.command())
+                .expires_at(expires),
+            ),
         )
         .await;
     session.probe(Point::ApprovalWait, rid).await;
@@ -115,11 +117,7 @@ async fn ask(
             if removed {
                 // Released by the interrupt; the interrupt's one answer is
                 // `session.interrupted`, so this carries no replyTo.
-                session.emitter.emit(rid, Event::ApprovalExpired(ApprovalExpired {
-                    approval_id: approval_id.clone(),
-                    tool_call_id: tool_call_id.to_owned(),
-                    reason: "interrupted".into(),
-                })).await;
+                session.emitter.emit(rid, Event::ApprovalExpired(ApprovalExpired::new(approval_id.clone(), tool_call_id.to_owned(), "interrupted"))).await;
             }
             return Err(Interrupted);
         }
@@ -140,11 +138,11 @@ async fn ask(
             .emitter
             .emit(
                 rid,
-                Event::ApprovalExpired(ApprovalExpired {
+                Event::ApprovalExpired(ApprovalExpired::new(
                     approval_id,
-                    tool_call_id: tool_call_id.to_owned(),
-                    reason: "timeout".into(),
-                }),
+                    tool_call_id.to_owned(),
+                    "timeout",
+                )),
             )
             .await;
         return Ok(false);
@@ -156,11 +154,11 @@ async fn ask(
             .emit_reply(
                 rid,
                 Some(&reply_to),
-                Event::ApprovalDenied(ApprovalDenied {
+                Event::ApprovalDenied(ApprovalDenied::new(
                     approval_id,
-                    tool_call_id: tool_call_id.to_owned(),
-                    reason: "user".into(),
-                }),
+                    tool_call_id.to_owned(),
+                    "user",
+                )),
             )
             .await;
         return Ok(false);
@@ -170,11 +168,11 @@ async fn ask(
         .emit_reply(
             rid,
             Some(&reply_to),
-            Event::ApprovalGranted(ApprovalGranted {
+            Event::ApprovalGranted(ApprovalGranted::new(
                 approval_id,
-                tool_call_id: tool_call_id.to_owned(),
-                decision: decision.clone(),
-            }),
+                tool_call_id.to_owned(),
+                decision.clone(),
+            )),
         )
         .await;
     remember(session, rid, call, verdict, decision).await;
@@ -218,10 +216,7 @@ async fn remember(
             .emitter
             .emit(
                 rid,
-                Event::SessionRulesUpdated(SessionRulesUpdated {
-                    rules,
-                    source: "approval".into(),
-                }),
+                Event::SessionRulesUpdated(SessionRulesUpdated::new(rules, "approval")),
             )
             .await;
     }

@@ -158,12 +158,10 @@ impl KernelHandler for HostTool {
             .emitter
             .emit(
                 cx.rid,
-                Event::HostToolRequested(HostToolRequested {
-                    tool_call_id: id.to_owned(),
-                    tool_name: name.clone(),
-                    arguments: cx.call.arguments.clone(),
-                    expires_at,
-                }),
+                Event::HostToolRequested(
+                    HostToolRequested::new(id.to_owned(), name.clone(), cx.call.arguments.clone())
+                        .expires_at(expires_at),
+                ),
             )
             .await;
         let answer = tokio::select! {
@@ -193,11 +191,11 @@ impl KernelHandler for HostTool {
             .emit_reply(
                 cx.rid,
                 Some(&reply_to),
-                Event::HostToolResponded(HostToolResponded {
-                    tool_call_id: id.to_owned(),
-                    tool_name: name.clone(),
-                    is_error: result.is_err(),
-                }),
+                Event::HostToolResponded(HostToolResponded::new(
+                    id.to_owned(),
+                    name.clone(),
+                    result.is_err(),
+                )),
             )
             .await;
         match result {

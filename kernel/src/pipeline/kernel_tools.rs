@@ -48,10 +48,12 @@ impl KernelHandler for ProposePlan {
             .steps
             .iter()
             .enumerate()
-            .map(|(i, s)| PlanStep {
-                id: step_id(i, s),
-                title: s.title.clone().unwrap_or_default(),
-                status: StepStatus::Pending,
+            .map(|(i, s)| {
+                PlanStep::new(
+                    step_id(i, s),
+                    s.title.clone().unwrap_or_default(),
+                    StepStatus::Pending,
+                )
             })
             .collect();
         let (plan_id, is_new, in_plan_mode) = {
@@ -74,23 +76,14 @@ impl KernelHandler for ProposePlan {
         } else {
             PlanStatus::Approved
         };
-        session.data().state.plan = Some(Plan {
-            plan_id: plan_id.clone(),
-            status,
-            summary: a.summary.clone(),
-            steps: steps.clone(),
-        });
+        session.data().state.plan =
+            Some(Plan::new(plan_id.clone(), status, steps.clone()).summary(a.summary.clone()));
         let rid = cx.rid;
         if is_new {
-            let ev = PlanStarted {
-                plan_id: plan_id.clone(),
-            };
+            let ev = PlanStarted::new(plan_id.clone());
             session.emitter.emit(rid, Event::PlanStarted(ev)).await;
         }
-        let ev = PlanUpdated {
-            plan_id: plan_id.clone(),
-            steps: steps.clone(),
-        };
+        let ev = PlanUpdated::new(plan_id.clone(), steps.clone());
         session.emitter.emit(rid, Event::PlanUpdated(ev)).await;
         if !in_plan_mode {
             return Ok(json!({"planId": plan_id, "status": "approved",
@@ -98,11 +91,7 @@ impl KernelHandler for ProposePlan {
         }
         let (tx, rx) = oneshot::channel();
         session.data().plan_wait = Some((plan_id.clone(), tx));
-        let ev = PlanApprovalRequired {
-            plan_id: plan_id.clone(),
-            steps,
-            summary: a.summary,
-        };
+        let ev = PlanApprovalRequired::new(plan_id.clone(), steps).summary(a.summary);
         session
             .emitter
             .emit(rid, Event::PlanApprovalRequired(ev))
@@ -124,18 +113,12 @@ impl KernelHandler for ProposePlan {
                     }
                     std::mem::replace(&mut d.state.mode, mode.clone())
                 };
-                let ev = PlanApproved {
-                    plan_id: plan_id.clone(),
-                    mode: mode.clone(),
-                };
+                let ev = PlanApproved::new(plan_id.clone(), mode.clone());
                 session
                     .emitter
                     .emit_reply(rid, Some(&reply_to), Event::PlanApproved(ev))
                     .await;
-                let ev = SessionModeChanged {
-                    mode: mode.clone(),
-                    previous_mode: previous,
-                };
+                let ev = SessionModeChanged::new(mode.clone(), previous);
                 session
                     .emitter
                     .emit(rid, Event::SessionModeChanged(ev))
@@ -149,10 +132,7 @@ impl KernelHandler for ProposePlan {
                 if let Some(p) = session.data().state.plan.as_mut() {
                     p.status = PlanStatus::Rejected;
                 }
-                let ev = PlanRejected {
-                    plan_id: plan_id.clone(),
-                    feedback: feedback.clone(),
-                };
+                let ev = PlanRejected::new(plan_id.clone()).feedback(feedback.clone());
                 session
                     .emitter
                     .emit_reply(rid, Some(&reply_to), Event::PlanRejected(ev))
@@ -192,11 +172,11 @@ impl KernelHandler for UpdatePlan {
                                 step.title = t.clone();
                             }
                         }
-                        None => plan.steps.push(PlanStep {
+                        None => plan.steps.push(PlanStep::new(
                             id,
-                            title: s.title.clone().unwrap_or_default(),
-                            status: s.status.clone().unwrap_or(StepStatus::Pending),
-                        }),
+                            s.title.clone().unwrap_or_default(),
+                            s.status.clone().unwrap_or(StepStatus::Pending),
+                        )),
                     }
                 }
                 (plan.plan_id.clone(), plan.steps.clone())
@@ -208,10 +188,7 @@ impl KernelHandler for UpdatePlan {
                 "there is no plan yet: call propose_plan first",
             ));
         };
-        let ev = PlanUpdated {
-            plan_id: plan_id.clone(),
-            steps,
-        };
+        let ev = PlanUpdated::new(plan_id.clone(), steps);
         cx.session
             .emitter
             .emit(cx.rid, Event::PlanUpdated(ev))
@@ -236,20 +213,15 @@ impl KernelHandler for AskUser {
         let (tx, mut rx) = oneshot::channel();
         session.data().asks.insert(ask_id.clone(), tx);
         let (timeout, expires) = expires_at(session);
-        let ev = AskRequested {
-            ask_id: ask_id.clone(),
-            tool_call_id: cx.tool_call_id.to_owned(),
-            question: a.question,
-            candidates: a.candidates,
-            expires_at: expires,
-        };
+        let ev = AskRequested::new(
+            ask_id.clone(),
+            cx.tool_call_id.to_owned(),
+            a.question,
+            a.candidates,
+        )
+        .expires_at(expires);
         session.emitter.emit(rid, Event::AskRequested(ev)).await;
-        let expired = |reason: &str| {
-            Event::AskExpired(AskExpired {
-                ask_id: ask_id.clone(),
-                reason: reason.into(),
-            })
-        };
+        let expired = |reason: &str| Event::AskExpired(AskExpired::new(ask_id.clone(), reason));
         let answer = tokio::select! {
             biased;
             _ = cx.cancel.cancelled() => {
@@ -270,10 +242,7 @@ impl KernelHandler for AskUser {
                 "the user did not answer in time",
             ));
         };
-        let ev = AskAnswered {
-            ask_id: ask_id.clone(),
-            answer: text.clone(),
-        };
+        let ev = AskAnswered::new(ask_id.clone(), text.clone());
         session
             .emitter
             .emit_reply(rid, Some(&reply_to), Event::AskAnswered(ev))

@@ -315,11 +315,11 @@ async fn skip(session: &Session, rid: &str, tool_call_id: &str, name: &str, erro
         .emitter
         .emit(
             rid,
-            Event::ToolCallSkipped(ToolCallSkipped {
-                tool_call_id: tool_call_id.to_owned(),
-                tool_name: name.to_owned(),
+            Event::ToolCallSkipped(ToolCallSkipped::new(
+                tool_call_id.to_owned(),
+                name.to_owned(),
                 error,
-            }),
+            )),
         )
         .await;
 }
@@ -342,12 +342,12 @@ async fn run(
         .emitter
         .emit(
             cx.rid,
-            Event::ToolCallStarted(ToolCallStarted {
-                tool_call_id: cx.tool_call_id.to_owned(),
-                tool_name: cx.call.name.clone(),
-                arguments: cx.call.arguments.clone(),
-                permission_level: cx.verdict.level(),
-            }),
+            Event::ToolCallStarted(ToolCallStarted::new(
+                cx.tool_call_id.to_owned(),
+                cx.call.name.clone(),
+                cx.call.arguments.clone(),
+                cx.verdict.level(),
+            )),
         )
         .await;
     if session.lease.is_lost() {
@@ -465,18 +465,18 @@ async fn emit_end(
     meta: Option<Meta>,
 ) {
     let event = match result {
-        Ok(value) => Event::ToolCallCompleted(ToolCallCompleted {
-            tool_call_id: cx.tool_call_id.to_owned(),
-            tool_name: cx.call.name.clone(),
-            result: value,
+        Ok(value) => Event::ToolCallCompleted(ToolCallCompleted::new(
+            cx.tool_call_id.to_owned(),
+            cx.call.name.clone(),
+            value,
             duration_ms,
-        }),
-        Err(error) => Event::ToolCallFailed(ToolCallFailed {
-            tool_call_id: cx.tool_call_id.to_owned(),
-            tool_name: cx.call.name.clone(),
+        )),
+        Err(error) => Event::ToolCallFailed(ToolCallFailed::new(
+            cx.tool_call_id.to_owned(),
+            cx.call.name.clone(),
             error,
             duration_ms,
-        }),
+        )),
     };
     cx.session
         .emitter
@@ -495,11 +495,11 @@ async fn emit_progress(
         .emitter
         .emit_with(
             rid,
-            Event::ToolCallProgress(ToolCallProgress {
-                tool_call_id: tool_call_id.to_owned(),
-                stream: stream.as_str().to_owned(),
+            Event::ToolCallProgress(ToolCallProgress::new(
+                tool_call_id.to_owned(),
+                stream.as_str().to_owned(),
                 chunk,
-            }),
+            )),
             Source::Tool,
             None,
         )

@@ -80,10 +80,7 @@ impl Stage for PatchPreview {
         let p = propose_from_call(cx.session, cx.rid, cx.call, args.tool_args())?;
         cx.session
             .emitter
-            .emit(
-                cx.rid,
-                Event::PatchProposed(PatchEvent { patch: p.clone() }),
-            )
+            .emit(cx.rid, Event::PatchProposed(PatchEvent::new(p.clone())))
             .await;
         let path = p.files.first().map(|f| f.path.clone()).unwrap_or_default();
         let message = format!(

@@ -66,57 +66,54 @@ pub(crate) async fn graph_op(
             } => {
                 let id = session.services.next_id(IdKind::Graph);
                 let g = graph::create(id, title, description, &nodes, now)?;
-                events.push(Event::TaskGraphCreated(TaskGraphEvent {
-                    graph: Some(g.clone()),
-                }));
+                events.push(Event::TaskGraphCreated(
+                    TaskGraphEvent::new().graph(g.clone()),
+                ));
                 d.ext.graph = Some(g);
             }
             GraphOp::State => {
-                events.push(Event::TaskGraphState(TaskGraphEvent {
-                    graph: d.ext.graph.clone(),
-                }));
+                events.push(Event::TaskGraphState(
+                    TaskGraphEvent::new().graph(d.ext.graph.clone()),
+                ));
             }
             GraphOp::AddNode(n) => {
                 let g = d.ext.graph.as_mut().ok_or_else(no_graph)?;
                 let node = graph::add_node(g, &n, now)?;
                 graph::settle(g, now);
-                events.push(Event::TaskGraphNodeAdded(TaskGraphNodeEvent {
-                    graph_id: g.graph_id.clone(),
+                events.push(Event::TaskGraphNodeAdded(TaskGraphNodeEvent::new(
+                    g.graph_id.clone(),
                     node,
-                }));
+                )));
             }
             GraphOp::UpdateNode { node_id, updates } => {
                 let g = d.ext.graph.as_mut().ok_or_else(no_graph)?;
                 let node = graph::update_node(g, &node_id, &updates, now)?;
                 let done = graph::settle(g, now);
-                let ev = TaskGraphNodeEvent {
-                    graph_id: g.graph_id.clone(),
-                    node,
-                };
+                let ev = TaskGraphNodeEvent::new(g.graph_id.clone(), node);
                 events.push(match ev.node.status {
                     NodeStatus::Completed => Event::TaskGraphNodeCompleted(ev),
                     NodeStatus::Failed => Event::TaskGraphNodeFailed(ev),
                     _ => Event::TaskGraphNodeUpdated(ev),
                 });
                 if done {
-                    events.push(Event::TaskGraphCompleted(TaskGraphEvent {
-                        graph: Some(g.clone()),
-                    }));
+                    events.push(Event::TaskGraphCompleted(
+                        TaskGraphEvent::new().graph(g.clone()),
+                    ));
                 }
             }
             GraphOp::Advance => {
                 let g = d.ext.graph.as_mut().ok_or_else(no_graph)?;
                 became_ready = graph::advance(g, now);
                 let done = graph::settle(g, now);
-                events.push(Event::TaskGraphAdvanced(TaskGraphAdvanced {
-                    graph_id: g.graph_id.clone(),
-                    became_ready: became_ready.clone(),
-                    graph: g.clone(),
-                }));
+                events.push(Event::TaskGraphAdvanced(TaskGraphAdvanced::new(
+                    g.graph_id.clone(),
+                    became_ready.clone(),
+                    g.clone(),
+                )));
                 if done {
-                    events.push(Event::TaskGraphCompleted(TaskGraphEvent {
-                        graph: Some(g.clone()),
-                    }));
+                    events.push(Event::TaskGraphCompleted(
+                        TaskGraphEvent::new().graph(g.clone()),
+                    ));
                 }
             }
         }

@@ -501,27 +501,23 @@ fn wire_change(c: ChangeKind) -> FileChangeKind {
 
 fn wire_changes(v: &[FileChange]) -> Vec<CheckpointFileChange> {
     v.iter()
-        .map(|c| CheckpointFileChange {
-            path: c.path.clone(),
-            change: wire_change(c.change),
-        })
+        .map(|c| CheckpointFileChange::new(c.path.clone(), wire_change(c.change)))
         .collect()
 }
 
 fn entry(info: &CheckpointInfo, after: &[FileChange]) -> CheckpointEntry {
     let meta: Option<Meta> = serde_json::from_value(info.meta.clone()).ok();
-    CheckpointEntry {
-        checkpoint_id: info.id.clone(),
-        request_id: meta
-            .as_ref()
+    CheckpointEntry::new(
+        info.id.clone(),
+        meta.as_ref()
             .map(|m| m.request_id.clone())
             .unwrap_or_default(),
-        tool_call_id: meta.as_ref().and_then(|m| m.tool_call_id.clone()),
-        tool_name: meta.as_ref().and_then(|m| m.tool_name.clone()),
-        created_at: info.created_ms,
-        files_changed: wire_changes(after),
-        before_rewind_to: meta.and_then(|m| m.before_rewind),
-    }
+        info.created_ms,
+        wire_changes(after),
+    )
+    .tool_call_id(meta.as_ref().and_then(|m| m.tool_call_id.clone()))
+    .tool_name(meta.as_ref().and_then(|m| m.tool_name.clone()))
+    .before_rewind_to(meta.and_then(|m| m.before_rewind))
 }
 
 /// `checkpoint.list`.
@@ -531,14 +527,11 @@ pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, Error
         let roots_after = slot.extras.changes_after();
         let (engine, disabled) = (slot.engine.as_mut(), &mut slot.disabled);
         let Some(engine) = engine.filter(|_| enabled) else {
-            return Ok(CheckpointList {
-                checkpoints: Vec::new(),
-                disabled_reason: Some(
-                    disabled
-                        .clone()
-                        .unwrap_or_else(|| "checkpoints are off in the configuration".into()),
-                ),
-            });
+            return Ok(CheckpointList::new(Vec::new()).disabled_reason(
+                disabled
+                    .clone()
+                    .unwrap_or_else(|| "checkpoints are off in the configuration".into()),
+            ));
         };
         let pending = if engine.list().is_empty() {
             Vec::new()
@@ -546,7 +539,7 @@ pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, Error
             engine.pending_changes().map_err(checkpoint_error)?
         };
         let infos = engine.list();
-        let checkpoints = infos
+        let checkpoints: Vec<CheckpointEntry> = infos
             .iter()
             .enumerate()
             .map(|(i, info)| {
@@ -561,10 +554,7 @@ pub(crate) async fn list(session: &Arc<Session>) -> Result<CheckpointList, Error
                 }
             })
             .collect();
-        Ok(CheckpointList {
-            checkpoints,
-            disabled_reason: None,
-        })
+        Ok(CheckpointList::new(checkpoints))
     })
     .await?
 }
@@ -573,22 +563,21 @@ pub(crate) fn wire_report(r: RestoreReport) -> (Vec<RewoundFile>, Vec<NotRestora
     let files = r
         .files
         .into_iter()
-        .map(|f| RewoundFile {
-            path: f.path,
-            action: match f.action {
-                RestoreAction::Removed => RewindAction::Removed,
-                RestoreAction::Recreated => RewindAction::Recreated,
-                RestoreAction::Reverted => RewindAction::Reverted,
-            },
+        .map(|f| {
+            RewoundFile::new(
+                f.path,
+                match f.action {
+                    RestoreAction::Removed => RewindAction::Removed,
+                    RestoreAction::Recreated => RewindAction::Recreated,
+                    RestoreAction::Reverted => RewindAction::Reverted,
+                },
+            )
         })
         .collect();
     let not = r
         .not_restorable
         .into_iter()
-        .map(|n| NotRestorableFile {
-            path: n.path,
-            reason: n.reason,
-        })
+        .map(|n| NotRestorableFile::new(n.path, n.reason))
         .collect();
     (files, not)
 }
@@ -682,10 +671,8 @@ fn foreign(changes: Vec<ForeignChange>) -> Vec<ForeignFileChange> {
         last.insert((c.session_id, c.path), c.change);
     }
     last.into_iter()
-        .map(|((session_id, path), change)| ForeignFileChange {
-            session_id,
-            path,
-            change: wire_change(change),
+        .map(|((session_id, path), change)| {
+            ForeignFileChange::new(session_id, path, wire_change(change))
         })
         .collect()
 }

@@ -155,21 +155,17 @@ pub(crate) async fn materialize(
         }
     };
     tracing::info!(session_id = %id, from, to = %to.display(), checkpoint = %made.checkpoint_id, restored = made.report.files.len(), missing = made.report.not_restorable.len(), "workspace materialised");
-    Ok(MaterializedWorkspace {
-        workspace: to.display().to_string(),
-        previous_workspace: from.to_owned(),
-        checkpoint_id: made.checkpoint_id,
-        restored: made.report.files.len() as u32,
-        missing: made
-            .report
+    Ok(MaterializedWorkspace::new(
+        to.display().to_string(),
+        from.to_owned(),
+        made.checkpoint_id,
+        made.report.files.len() as u32,
+        made.report
             .not_restorable
             .into_iter()
-            .map(|n| NotRestorableFile {
-                path: n.path,
-                reason: n.reason,
-            })
-            .collect(),
-    })
+            .map(|n| NotRestorableFile::new(n.path, n.reason))
+            .collect::<Vec<_>>(),
+    ))
 }
 
 fn no_checkpoints(id: &str, why: &str) -> ErrorPayload {

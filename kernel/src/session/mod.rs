@@ -247,39 +247,39 @@ impl Session {
 
     /// [`Session::info`] from state already locked.
     pub(crate) fn info_of(&self, d: &Data) -> SessionInfo {
-        SessionInfo {
-            session_id: self.id.clone(),
-            title: d.state.title.clone(),
-            workspace: d.state.workspace.clone(),
-            created_at: d.state.created_at,
-            updated_at: d.state.updated_at,
-            state: d.session_state(),
-            permission_mode: d.state.mode.clone(),
-            model: d.state.model.clone(),
-            request_count: crate::base::summary::request_count(&d.state),
-            last_message: crate::base::summary::last_message(&d.state.history),
-            additional_roots: roots::wire(&d.roots),
-        }
+        SessionInfo::new(
+            self.id.clone(),
+            d.state.workspace.clone(),
+            d.state.created_at,
+            d.state.updated_at,
+            d.session_state(),
+            d.state.mode.clone(),
+            d.state.model.clone(),
+            crate::base::summary::request_count(&d.state),
+        )
+        .title(d.state.title.clone())
+        .last_message(crate::base::summary::last_message(&d.state.history))
+        .additional_roots(roots::wire(&d.roots))
     }
 
     /// `session.state`'s answer.
     pub(crate) fn snapshot(&self) -> SessionStateSnapshot {
         let d = self.data();
-        SessionStateSnapshot {
-            session: self.info_of(&d),
-            active_request_id: d.active.as_ref().filter(|a| !a.ended).map(|a| a.id.clone()),
-            queued_request_ids: d.queue.iter().map(|q| q.id.clone()).collect(),
-            pending_approval_ids: {
+        SessionStateSnapshot::new(
+            self.info_of(&d),
+            d.queue.iter().map(|q| q.id.clone()).collect::<Vec<_>>(),
+            {
                 let mut ids: Vec<String> = d.approvals.keys().cloned().collect();
                 ids.sort();
                 ids
             },
-            plan: d.state.plan.clone(),
-            rules: d.state.rules.clone(),
-            usage: d.state.usage,
-            message_count: d.state.history.len() as u32,
-            state: d.session_state(),
-        }
+            d.state.rules.clone(),
+            d.state.usage,
+            d.state.history.len() as u32,
+            d.session_state(),
+        )
+        .active_request_id(d.active.as_ref().filter(|a| !a.ended).map(|a| a.id.clone()))
+        .plan(d.state.plan.clone())
     }
 
     /// Whether anything runs: a request (also one waiting for an answer) or a
@@ -298,11 +298,9 @@ impl Session {
         self.emitter
             .emit(
                 request_id,
-                Event::SessionTitleChanged(SessionTitleChanged {
-                    title,
-                    previous_title: previous,
-                    source: source.to_owned(),
-                }),
+                Event::SessionTitleChanged(
+                    SessionTitleChanged::new(title, source.to_owned()).previous_title(previous),
+                ),
             )
             .await;
         self.persist(request_id).await;

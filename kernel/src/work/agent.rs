@@ -70,16 +70,16 @@ impl Counters {
 
     /// The request's figures now.
     pub(crate) fn telemetry(&self) -> Telemetry {
-        self.telemetry.unwrap_or(Telemetry {
-            elapsed_ms: self.started.elapsed().as_millis() as u64,
-            turns: self.turns,
-            tool_calls: self.tool_calls,
-            input_tokens: self.usage.input_tokens,
-            output_tokens: self.usage.output_tokens,
-            cached_input_tokens: self.usage.cached_input_tokens,
-            context_tokens: self.context_tokens,
-            context_window: self.context_window,
-        })
+        self.telemetry.unwrap_or(Telemetry::new(
+            self.started.elapsed().as_millis() as u64,
+            self.turns,
+            self.tool_calls,
+            self.usage.input_tokens,
+            self.usage.output_tokens,
+            self.usage.cached_input_tokens,
+            self.context_tokens,
+            self.context_window,
+        ))
     }
 }
 
@@ -109,14 +109,16 @@ async fn turn_completed(
         .emitter
         .emit(
             rid,
-            Event::TurnCompleted(TurnCompleted {
-                index: t.index,
-                stop_reason,
-                tool_calls: t.tool_calls,
-                usage: t.usage,
-                elapsed_ms: t.started.elapsed().as_millis() as u64,
-                telemetry,
-            }),
+            Event::TurnCompleted(
+                TurnCompleted::new(
+                    t.index,
+                    stop_reason,
+                    t.tool_calls,
+                    t.usage,
+                    t.started.elapsed().as_millis() as u64,
+                )
+                .telemetry(telemetry),
+            ),
         )
         .await;
 }
@@ -214,7 +216,7 @@ pub(crate) async fn run(
         };
         session
             .emitter
-            .emit(rid, Event::TurnStarted(TurnStarted { index: t.index }))
+            .emit(rid, Event::TurnStarted(TurnStarted::new(t.index)))
             .await;
         session.probe(Point::BeforeModelCall, rid).await;
         let echo = Echo {
@@ -374,13 +376,13 @@ async fn report_usage(
         .emitter
         .emit(
             rid,
-            Event::UsageUpdated(UsageUpdated {
+            Event::UsageUpdated(UsageUpdated::new(
                 last,
-                request: c.usage,
-                session: session_usage,
-                context_tokens: c.context_tokens,
-                context_window: window,
-            }),
+                c.usage,
+                session_usage,
+                c.context_tokens,
+                window,
+            )),
         )
         .await;
 }

@@ -108,10 +108,7 @@ impl Budget {
             let d = session.data();
             (Stored::load(&d.state.extensions), d.model.id())
         };
-        let base = BudgetLimits {
-            model_calls: Some(config.max_turns),
-            ..BudgetLimits::default()
-        };
+        let base = BudgetLimits::new().model_calls(config.max_turns);
         let started = stored.budget.clone().unwrap_or_default();
         let request = Limits::resolve(&[
             Some(&base),
@@ -198,11 +195,7 @@ impl Budget {
     /// reported none.
     pub(crate) fn record_model_call(&self, usage: Usage, est_input: u64, est_output: u64) {
         let usage = if usage.input_tokens + usage.output_tokens == 0 {
-            Usage {
-                input_tokens: est_input,
-                output_tokens: est_output,
-                cached_input_tokens: 0,
-            }
+            Usage::new(est_input, est_output, 0)
         } else {
             usage
         };
@@ -234,13 +227,10 @@ impl Budget {
         ] {
             let mut push = |limit, used: f64, max: Option<f64>, tool: Option<&str>| {
                 if let Some(max) = max {
-                    out.push(BudgetStatus {
-                        scope: scope.clone(),
-                        limit,
-                        tool_name: tool.map(str::to_owned),
-                        used,
-                        max,
-                    });
+                    out.push(
+                        BudgetStatus::new(scope.clone(), limit, used, max)
+                            .tool_name(tool.map(str::to_owned)),
+                    );
                 }
             };
             push(
@@ -364,13 +354,12 @@ impl Budget {
             .find(|f| f.used >= f.max)
             .or(wall.first())
             .cloned()
-            .unwrap_or(BudgetStatus {
-                scope: BudgetScope::Request,
-                limit: BudgetLimit::WallTimeSecs,
-                tool_name: None,
-                used: s.request.wall_time_ms as f64 / 1000.0,
-                max: s.request.wall_time_ms as f64 / 1000.0,
-            })
+            .unwrap_or(BudgetStatus::new(
+                BudgetScope::Request,
+                BudgetLimit::WallTimeSecs,
+                s.request.wall_time_ms as f64 / 1000.0,
+                s.request.wall_time_ms as f64 / 1000.0,
+            ))
     }
 
     /// Whether a cost limit is set that cannot be counted (no price for the model);
@@ -545,11 +534,11 @@ pub(crate) async fn skip_calls(
             .emitter
             .emit(
                 rid,
-                Event::ToolCallSkipped(ToolCallSkipped {
-                    tool_call_id: id,
-                    tool_name: call.name.clone(),
-                    error: e.with_detail("toolName", call.name.clone()),
-                }),
+                Event::ToolCallSkipped(ToolCallSkipped::new(
+                    id,
+                    call.name.clone(),
+                    e.with_detail("toolName", call.name.clone()),
+                )),
             )
             .await;
         session.data().state.history.push(Message::Tool {

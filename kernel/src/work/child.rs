@@ -90,11 +90,11 @@ async fn progress(session: &Session, rid: &str, id: &str, message: String) {
         .emitter
         .emit(
             rid,
-            Event::SubAgentProgress(SubAgentProgress {
-                parent_session_id: session.id.clone(),
-                sub_agent_id: id.to_owned(),
+            Event::SubAgentProgress(SubAgentProgress::new(
+                session.id.clone(),
+                id.to_owned(),
                 message,
-            }),
+            )),
         )
         .await;
 }
@@ -222,7 +222,7 @@ async fn bring_back(session: &Session, rid: &str, id: &str, tree: SubTree) -> Re
         d.ext.sub_agents.patched(id, &p.patch_id);
     }
     session
-        .emit_persist(rid, Event::PatchProposed(PatchEvent { patch: p.clone() }))
+        .emit_persist(rid, Event::PatchProposed(PatchEvent::new(p.clone())))
         .await;
     Returned {
         patch: Some(p),
@@ -259,28 +259,20 @@ impl KernelHandler for SpawnSubAgent {
             true => Some(worktree::sub_tree(session, &id).await?),
             false => None,
         };
-        let info = SubAgentInfo {
-            sub_agent_id: id.clone(),
-            parent_session_id: session.id.clone(),
-            parent_request_id: rid.to_owned(),
-            task: task.clone(),
-            tools: tools.clone(),
-            status: SubAgentStatus::Running,
-            summary: None,
-            error: None,
-            usage: Default::default(),
-            turns: 0,
-            started_at: session.now(),
-            finished_at: None,
-            worktree: tree.as_ref().map(|t| t.info.clone()),
-            patch_id: None,
-        };
+        let info = SubAgentInfo::new(
+            id.clone(),
+            session.id.clone(),
+            rid.to_owned(),
+            task.clone(),
+            tools.clone(),
+            SubAgentStatus::Running,
+            Default::default(),
+            0,
+            session.now(),
+        )
+        .worktree(tree.as_ref().map(|t| t.info.clone()));
         session.data().ext.sub_agents.start(info.clone());
-        let ev = SubAgentEvent {
-            parent_session_id: session.id.clone(),
-            sub_agent_id: id.clone(),
-            sub_agent: info,
-        };
+        let ev = SubAgentEvent::new(session.id.clone(), id.clone(), info);
         // Saved with it: a process that dies while it runs leaves a record of its
         // worktree, removed when the session opens again.
         session.emit_persist(rid, Event::SubAgentStarted(ev)).await;
@@ -370,11 +362,7 @@ impl KernelHandler for SpawnSubAgent {
             .sub_agents
             .finish(&id, outcome.clone(), session.now());
         if let Some(info) = finished {
-            let ev = SubAgentEvent {
-                parent_session_id: session.id.clone(),
-                sub_agent_id: id.clone(),
-                sub_agent: info,
-            };
+            let ev = SubAgentEvent::new(session.id.clone(), id.clone(), info);
             let event = match end {
                 ChildEnd::Done(_) => Event::SubAgentCompleted(ev),
                 _ => Event::SubAgentFailed(ev),

@@ -60,10 +60,7 @@ pub(crate) async fn run(
         .emitter
         .emit(
             rid,
-            Event::CompactionStarted(CompactionStarted {
-                trigger: trigger.to_owned(),
-                tokens_before,
-            }),
+            Event::CompactionStarted(CompactionStarted::new(trigger.to_owned(), tokens_before)),
         )
         .await;
     session.probe(Point::Compaction, rid).await;
@@ -72,11 +69,8 @@ pub(crate) async fn run(
     while cut > 0 && !matches!(history[cut], Message::User { .. }) {
         cut -= 1;
     }
-    let done = |after: u64, compacted: usize, fallback: bool| CompactionCompleted {
-        tokens_before,
-        tokens_after: after,
-        messages_compacted: compacted as u32,
-        fallback,
+    let done = |after: u64, compacted: usize, fallback: bool| {
+        CompactionCompleted::new(tokens_before, after, compacted as u32, fallback)
     };
     if cut == 0 {
         return done(tokens_before, 0, false);

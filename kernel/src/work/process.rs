@@ -101,16 +101,14 @@ fn start(
     };
     let mut child = exec::spawn_shell(&shell, &sandbox)?;
     let id = session.services.next_id(IdKind::Background);
-    let task = BackgroundTask {
-        task_id: id.clone(),
-        session_id: session.id.clone(),
-        command: args.command.clone(),
-        status: BackgroundStatus::Running,
-        exit_code: None,
-        started_at: session.now(),
-        ended_at: None,
-        output_tail: String::new(),
-    };
+    let task = BackgroundTask::new(
+        id.clone(),
+        session.id.clone(),
+        args.command.clone(),
+        BackgroundStatus::Running,
+        session.now(),
+        String::new(),
+    );
     session.data().ext.background.start(task.clone());
     let out = pump(session.clone(), id.clone(), child.take_stdout());
     let err = pump(session.clone(), id.clone(), child.take_stderr());
@@ -159,7 +157,7 @@ fn start(
             me.emitter
                 .emit(
                     &request_id,
-                    Event::BackgroundExited(BackgroundEvent { task }),
+                    Event::BackgroundExited(BackgroundEvent::new(task)),
                 )
                 .await;
         }

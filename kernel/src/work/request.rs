@@ -140,10 +140,7 @@ async fn run_request<'s>(
         .emitter
         .emit(
             rid,
-            Event::RequestAccepted(RequestAccepted {
-                message: q.message.clone(),
-                from_queue,
-            }),
+            Event::RequestAccepted(RequestAccepted::new(q.message.clone(), from_queue)),
         )
         .await;
     tracing::info!(from_queue, "request accepted");
@@ -300,22 +297,14 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
             if let Some(t) = &text {
                 session
                     .emitter
-                    .emit(
-                        rid,
-                        Event::AssistantFinal(AssistantFinal { text: t.clone() }),
-                    )
+                    .emit(rid, Event::AssistantFinal(AssistantFinal::new(t.clone())))
                     .await;
             }
             emit_terminal(
                 session,
                 rid,
                 None,
-                Event::SessionCompleted(SessionCompleted {
-                    stop_reason: stop,
-                    final_text: text,
-                    telemetry,
-                    budget: None,
-                }),
+                Event::SessionCompleted(SessionCompleted::new(stop, telemetry).final_text(text)),
             )
             .await;
         }
@@ -328,12 +317,9 @@ async fn finish(session: &Arc<Session>, rid: &str, outcome: Outcome, telemetry: 
                 session,
                 rid,
                 None,
-                Event::SessionCompleted(SessionCompleted {
-                    stop_reason: StopReason::MaxTurns,
-                    final_text: None,
-                    telemetry,
-                    budget: Some(hit),
-                }),
+                Event::SessionCompleted(
+                    SessionCompleted::new(StopReason::MaxTurns, telemetry).budget(hit),
+                ),
             )
             .await;
         }
@@ -468,11 +454,9 @@ pub(crate) async fn emit_interrupted(session: &Session, rid: &str) {
     } else {
         "user"
     };
-    let event = Event::SessionInterrupted(SessionInterrupted {
-        interrupted_request_id: Some(rid.to_owned()),
-        reason: reason.into(),
-        was_running: true,
-    });
+    let event = Event::SessionInterrupted(
+        SessionInterrupted::new(reason, true).interrupted_request_id(rid.to_owned()),
+    );
     emit_terminal(session, rid, reply.as_deref(), event).await;
 }
 
@@ -507,11 +491,7 @@ async fn release_waiters(session: &Arc<Session>, rid: &str) {
         (approvals, asks, sub_agents)
     };
     for info in sub_agents {
-        let ev = SubAgentEvent {
-            parent_session_id: session.id.clone(),
-            sub_agent_id: info.sub_agent_id.clone(),
-            sub_agent: info,
-        };
+        let ev = SubAgentEvent::new(session.id.clone(), info.sub_agent_id.clone(), info);
         session.emitter.emit(rid, Event::SubAgentFailed(ev)).await;
     }
     // Waiters normally release themselves (they select on the token); these are
@@ -521,24 +501,14 @@ async fn release_waiters(session: &Arc<Session>, rid: &str) {
             .emitter
             .emit(
                 rid,
-                Event::ApprovalExpired(ApprovalExpired {
-                    approval_id: id,
-                    tool_call_id: String::new(),
-                    reason: "interrupted".into(),
-                }),
+                Event::ApprovalExpired(ApprovalExpired::new(id, String::new(), "interrupted")),
             )
             .await;
     }
     for id in asks {
         session
             .emitter
-            .emit(
-                rid,
-                Event::AskExpired(AskExpired {
-                    ask_id: id,
-                    reason: "interrupted".into(),
-                }),
-            )
+            .emit(rid, Event::AskExpired(AskExpired::new(id, "interrupted")))
             .await;
     }
 }

@@ -74,7 +74,7 @@ pub(crate) fn spawn(session: &Arc<Session>, rid: &str, message: &str) -> Result<
         };
         let out = turn::stream(&model, request, &cancel, echo).await;
         let event = match out.end {
-            TurnEnd::Finished(_) => Event::SideAnswered(SideAnswered { text: out.text }),
+            TurnEnd::Finished(_) => Event::SideAnswered(SideAnswered::new(out.text)),
             TurnEnd::Failed(e) => Event::Error(e),
             TurnEnd::Interrupted => Event::Error(ErrorPayload::new(
                 ErrorCode::Interrupted,

@@ -112,7 +112,7 @@ pub(crate) async fn stream(
                 if echo.deltas {
                     echo.session
                         .emitter
-                        .emit(echo.rid, Event::AssistantDelta(AssistantDelta { text: t }))
+                        .emit(echo.rid, Event::AssistantDelta(AssistantDelta::new(t)))
                         .await;
                 }
             }
@@ -124,7 +124,7 @@ pub(crate) async fn stream(
                     .emitter
                     .emit(
                         echo.rid,
-                        Event::AssistantThoughtSummary(AssistantThoughtSummary { text: t }),
+                        Event::AssistantThoughtSummary(AssistantThoughtSummary::new(t)),
                     )
                     .await;
             }

@@ -12,7 +12,7 @@ async fn harness_status_aggregates_open_sessions() {
         .execute(Command::new(
             rid.clone(),
             None,
-            CommandPayload::HarnessStatus(keel_envelope::commands::HarnessStatusCmd {}),
+            CommandPayload::HarnessStatus(keel_envelope::commands::HarnessStatusCmd::new()),
         ))
         .await
         .unwrap();
@@ -41,9 +41,7 @@ async fn wait_task(
     tokio::time::timeout(Duration::from_secs(600), async {
         loop {
             let task = match h
-                .ok(CommandPayload::BackgroundGet(BackgroundGetCmd {
-                    task_id: id.into(),
-                }))
+                .ok(CommandPayload::BackgroundGet(BackgroundGetCmd::new(id)))
                 .await
                 .event
             {
@@ -51,9 +49,9 @@ async fn wait_task(
                 other => panic!("{other:?}"),
             };
             let lines = match h
-                .ok(CommandPayload::BackgroundHistory(BackgroundHistoryCmd {
-                    task_id: id.into(),
-                }))
+                .ok(CommandPayload::BackgroundHistory(
+                    BackgroundHistoryCmd::new(id),
+                ))
                 .await
                 .event
             {
@@ -166,9 +164,9 @@ async fn background_tasks_run_report_and_stop() {
     );
 
     match h
-        .ok(CommandPayload::BackgroundStop(BackgroundStopCmd {
-            task_id: ids[0].clone(),
-        }))
+        .ok(CommandPayload::BackgroundStop(BackgroundStopCmd::new(
+            ids[0].clone(),
+        )))
         .await
         .event
     {
@@ -179,7 +177,7 @@ async fn background_tasks_run_report_and_stop() {
         other => panic!("{other:?}"),
     }
     match h
-        .ok(CommandPayload::BackgroundList(BackgroundListCmd {}))
+        .ok(CommandPayload::BackgroundList(BackgroundListCmd::new()))
         .await
         .event
     {
@@ -197,15 +195,9 @@ async fn background_tasks_run_report_and_stop() {
         other => panic!("{other:?}"),
     }
     for payload in [
-        CommandPayload::BackgroundGet(BackgroundGetCmd {
-            task_id: "bg_nope".into(),
-        }),
-        CommandPayload::BackgroundHistory(BackgroundHistoryCmd {
-            task_id: "bg_nope".into(),
-        }),
-        CommandPayload::BackgroundStop(BackgroundStopCmd {
-            task_id: "bg_nope".into(),
-        }),
+        CommandPayload::BackgroundGet(BackgroundGetCmd::new("bg_nope")),
+        CommandPayload::BackgroundHistory(BackgroundHistoryCmd::new("bg_nope")),
+        CommandPayload::BackgroundStop(BackgroundStopCmd::new("bg_nope")),
     ] {
         assert_eq!(h.err(payload).await.code, ErrorCode::BackgroundTaskNotFound);
     }

@@ -10,7 +10,7 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
 
     // No graph yet.
     assert_eq!(
-        h.err(CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}))
+        h.err(CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()))
             .await
             .code,
         ErrorCode::GraphNotFound
@@ -20,15 +20,15 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
         ErrorCode::GraphNotFound
     );
     assert_eq!(
-        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode {
-            node: node("a", &[])
-        }))
+        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode::new(
+            node("a", &[])
+        )))
         .await
         .code,
         ErrorCode::GraphNotFound
     );
     match h
-        .ok(CommandPayload::TaskGraphState(TaskGraphStateCmd {}))
+        .ok(CommandPayload::TaskGraphState(TaskGraphStateCmd::new()))
         .await
         .event
     {
@@ -70,25 +70,25 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
     check_graph(&g);
     assert_eq!(g.order, ["build", "docs", "test"]);
     assert_eq!(
-        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode {
-            node: node("docs", &[])
-        }))
+        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode::new(
+            node("docs", &[])
+        )))
         .await
         .code,
         ErrorCode::DuplicateNode
     );
     assert_eq!(
-        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode {
-            node: node("x", &["nope"])
-        }))
+        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode::new(
+            node("x", &["nope"])
+        )))
         .await
         .code,
         ErrorCode::InvalidDependency
     );
     assert_eq!(
-        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode {
-            node: node("x", &["x"])
-        }))
+        h.err(CommandPayload::TaskGraphAddNode(TaskGraphAddNode::new(
+            node("x", &["x"])
+        )))
         .await
         .code,
         ErrorCode::CycleDetected
@@ -103,9 +103,9 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
         ErrorCode::RequestInvalid
     );
     match h
-        .ok(CommandPayload::TaskGraphAddNode(TaskGraphAddNode {
-            node: node("ship", &["test", "docs"]),
-        }))
+        .ok(CommandPayload::TaskGraphAddNode(TaskGraphAddNode::new(
+            node("ship", &["test", "docs"]),
+        )))
         .await
         .event
     {
@@ -113,7 +113,7 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
         other => panic!("{other:?}"),
     }
     match h
-        .ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}))
+        .ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()))
         .await
         .event
     {
@@ -136,7 +136,7 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
         ["task-graph.node.updated"]
     );
     match h
-        .ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}))
+        .ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()))
         .await
         .event
     {
@@ -149,7 +149,7 @@ async fn task_graph_commands_check_the_dag_and_complete_it() {
         ["task-graph.node.failed"]
     );
     let (_, evs) = h
-        .run(CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}))
+        .run(CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()))
         .await;
     assert_eq!(types(&evs), ["task-graph.advanced", "task-graph.completed"]);
     match &evs[1].event {
@@ -239,7 +239,7 @@ async fn the_model_plans_with_the_task_graph_tool() {
     assert!(tool_results[3].contains("TOOL_ARGUMENTS_INVALID"));
     // The host sees the model's graph.
     match h
-        .ok(CommandPayload::TaskGraphState(TaskGraphStateCmd {}))
+        .ok(CommandPayload::TaskGraphState(TaskGraphStateCmd::new()))
         .await
         .event
     {
@@ -270,7 +270,7 @@ async fn extension_state_survives_a_restart() {
             Event::TaskGraphCreated(e) => e.graph.unwrap().graph_id,
             other => panic!("{other:?}"),
         };
-        h.ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}))
+        h.ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()))
             .await;
         h.ok(update("a", NodeStatus::Completed)).await;
         h.kernel.shutdown("test").await;
@@ -291,7 +291,7 @@ async fn extension_state_survives_a_restart() {
         ws: ws.path().to_owned(),
     };
     match h
-        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd {}))
+        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd::new()))
         .await
         .event
     {
@@ -310,7 +310,7 @@ async fn extension_state_survives_a_restart() {
         ErrorCode::ReviewBlocking
     );
     match h
-        .ok(CommandPayload::PatchSummary(PatchSummaryCmd {}))
+        .ok(CommandPayload::PatchSummary(PatchSummaryCmd::new()))
         .await
         .event
     {
@@ -318,7 +318,7 @@ async fn extension_state_survives_a_restart() {
         other => panic!("{other:?}"),
     }
     match h
-        .ok(CommandPayload::TaskGraphState(TaskGraphStateCmd {}))
+        .ok(CommandPayload::TaskGraphState(TaskGraphStateCmd::new()))
         .await
         .event
     {
@@ -332,14 +332,14 @@ async fn extension_state_survives_a_restart() {
     }
     // And it goes on: advance, apply, resolve.
     match h
-        .ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}))
+        .ok(CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()))
         .await
         .event
     {
         Event::TaskGraphAdvanced(a) => assert_eq!(a.became_ready, ["b"]),
         other => panic!("{other:?}"),
     }
-    h.ok(CommandPayload::PatchApply(PatchApply { patch_id: patch }))
+    h.ok(CommandPayload::PatchApply(PatchApply::new(patch)))
         .await;
     assert_eq!(h.file("a.txt").as_deref(), Some("b\n"));
     h.ok(resolve(ReviewDecision::Approved)).await;

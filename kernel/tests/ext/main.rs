@@ -283,87 +283,56 @@ fn check_sequences(envs: &[Envelope]) {
 }
 
 fn node(id: &str, deps: &[&str]) -> NewTaskNode {
-    NewTaskNode {
-        id: id.into(),
-        title: format!("task {id}"),
-        description: None,
-        depends_on: deps.iter().map(|d| (*d).to_owned()).collect(),
-        metadata: None,
-    }
+    NewTaskNode::new(id, format!("task {id}"))
+        .depends_on(deps.iter().map(|d| (*d).to_owned()).collect::<Vec<_>>())
 }
 
 fn status(s: NodeStatus) -> NodeUpdates {
-    NodeUpdates {
-        status: Some(s),
-        title: None,
-        result: None,
-        error: None,
-        metadata: None,
-    }
+    NodeUpdates::new().status(s)
 }
 
 fn enter(blocking: bool) -> CommandPayload {
-    CommandPayload::ReviewEnter(ReviewEnter {
-        reason: "check the migration".into(),
-        blocking,
-        checklist: Some(vec!["tests pass".into()]),
-    })
+    CommandPayload::ReviewEnter(
+        ReviewEnter::new("check the migration")
+            .blocking(blocking)
+            .checklist(vec!["tests pass".into()]),
+    )
 }
 
 fn resolve(decision: ReviewDecision) -> CommandPayload {
-    CommandPayload::ReviewResolve(ReviewResolve {
-        decision,
-        summary: Some("ok".into()),
-    })
+    CommandPayload::ReviewResolve(ReviewResolve::new(decision).summary(Some("ok".into())))
 }
 
 fn submit(comment: Option<&str>, item: Option<(&str, bool)>) -> CommandPayload {
-    CommandPayload::ReviewSubmit(ReviewSubmit {
-        comment: comment.map(str::to_owned),
-        checklist_item: item.map(|(id, done)| ChecklistUpdate {
-            id: id.into(),
-            done,
-            note: None,
-        }),
-    })
+    CommandPayload::ReviewSubmit(
+        ReviewSubmit::new()
+            .comment(comment.map(str::to_owned))
+            .checklist_item(item.map(|(id, done)| ChecklistUpdate::new(id).done(done))),
+    )
 }
 
 fn propose(files: &[(&str, Option<&str>)]) -> CommandPayload {
-    CommandPayload::PatchPropose(PatchPropose {
-        files: files
-            .iter()
-            .map(|(p, c)| ProposedFile {
-                path: (*p).to_owned(),
-                content: c.map(str::to_owned),
-            })
-            .collect(),
-        reason: Some("tidy".into()),
-    })
+    CommandPayload::PatchPropose(
+        PatchPropose::new(
+            files
+                .iter()
+                .map(|(p, c)| ProposedFile::new((*p).to_owned()).content(c.map(str::to_owned)))
+                .collect::<Vec<_>>(),
+        )
+        .reason(Some("tidy".into())),
+    )
 }
 
 fn send(message: &str, preview: Option<bool>) -> CommandPayload {
-    CommandPayload::RequestSend(RequestSend {
-        message: message.into(),
-        images: None,
-        when_busy: None,
-        patch_preview: preview,
-        ..Default::default()
-    })
+    CommandPayload::RequestSend(RequestSend::new(message).patch_preview(preview))
 }
 
 fn create(nodes: Vec<NewTaskNode>) -> CommandPayload {
-    CommandPayload::TaskGraphCreate(TaskGraphCreate {
-        title: Some("release".into()),
-        description: None,
-        nodes,
-    })
+    CommandPayload::TaskGraphCreate(TaskGraphCreate::new(nodes).title(Some("release".into())))
 }
 
 fn update(id: &str, s: NodeStatus) -> CommandPayload {
-    CommandPayload::TaskGraphUpdateNode(TaskGraphUpdateNode {
-        node_id: id.into(),
-        updates: status(s),
-    })
+    CommandPayload::TaskGraphUpdateNode(TaskGraphUpdateNode::new(id, status(s)))
 }
 
 fn patch_id(env: &Envelope) -> String {

@@ -18,7 +18,7 @@ async fn review_mode_follows_its_state_machine() {
         ErrorCode::ReviewNotFound
     );
     match h
-        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd {}))
+        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd::new()))
         .await
         .event
     {
@@ -76,7 +76,7 @@ async fn review_mode_follows_its_state_machine() {
         ErrorCode::ReviewNotFound
     );
     match h
-        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd {}))
+        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd::new()))
         .await
         .event
     {
@@ -111,7 +111,7 @@ async fn a_blocking_review_refuses_requests_before_the_model_is_called() {
     .await;
     h.ok(enter(true)).await;
     match h
-        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd {}))
+        .ok(CommandPayload::ReviewStatus(ReviewStatusCmd::new()))
         .await
         .event
     {
@@ -188,18 +188,14 @@ async fn host_patches_are_applied_atomically_or_refused() {
     // A file changed since the proposal: the whole patch is refused and stays pending.
     std::fs::write(ws.path().join("old.txt"), "edited\n").unwrap();
     let e = h
-        .err(CommandPayload::PatchApply(PatchApply {
-            patch_id: id.clone(),
-        }))
+        .err(CommandPayload::PatchApply(PatchApply::new(id.clone())))
         .await;
     assert_eq!(e.code, ErrorCode::PatchConflict);
     assert_eq!(h.file("a.txt").as_deref(), Some("one\ntwo\n"));
     assert!(h.file("dir/new.txt").is_none());
     std::fs::write(ws.path().join("old.txt"), "bye\n").unwrap();
     match h
-        .ok(CommandPayload::PatchApply(PatchApply {
-            patch_id: id.clone(),
-        }))
+        .ok(CommandPayload::PatchApply(PatchApply::new(id.clone())))
         .await
         .event
     {
@@ -211,16 +207,11 @@ async fn host_patches_are_applied_atomically_or_refused() {
     assert!(h.file("old.txt").is_none());
     // Resolved patches are gone from the pending set.
     let e = h
-        .err(CommandPayload::PatchApply(PatchApply {
-            patch_id: id.clone(),
-        }))
+        .err(CommandPayload::PatchApply(PatchApply::new(id.clone())))
         .await;
     assert_eq!(e.code, ErrorCode::PatchNotFound);
     let e = h
-        .err(CommandPayload::PatchReject(PatchReject {
-            patch_id: "patch_nope".into(),
-            reason: None,
-        }))
+        .err(CommandPayload::PatchReject(PatchReject::new("patch_nope")))
         .await;
     assert_eq!(e.code, ErrorCode::PatchNotFound);
 
@@ -256,10 +247,9 @@ async fn host_patches_are_applied_atomically_or_refused() {
     let id2 = patch_id(&h.ok(propose(&[("b.txt", Some("b\n"))])).await);
     let id3 = patch_id(&h.ok(propose(&[("c.txt", Some("c\nc\n"))])).await);
     match h
-        .ok(CommandPayload::PatchReject(PatchReject {
-            patch_id: id2.clone(),
-            reason: Some("not now".into()),
-        }))
+        .ok(CommandPayload::PatchReject(
+            PatchReject::new(id2.clone()).reason(Some("not now".into())),
+        ))
         .await
         .event
     {
@@ -271,7 +261,7 @@ async fn host_patches_are_applied_atomically_or_refused() {
     }
     assert!(h.file("b.txt").is_none());
     match h
-        .ok(CommandPayload::PatchSummary(PatchSummaryCmd {}))
+        .ok(CommandPayload::PatchSummary(PatchSummaryCmd::new()))
         .await
         .event
     {
@@ -366,9 +356,9 @@ async fn patch_preview_turns_edits_into_pending_patches() {
     check_sequences(&evs);
 
     // The host applies one.
-    h.ok(CommandPayload::PatchApply(PatchApply {
-        patch_id: patches[0].patch_id.clone(),
-    }))
+    h.ok(CommandPayload::PatchApply(PatchApply::new(
+        patches[0].patch_id.clone(),
+    )))
     .await;
     assert_eq!(h.file("lib.rs").as_deref(), Some("fn b() {}\n"));
 

@@ -33,17 +33,13 @@ async fn random_command_sequences_keep_the_envelope_rules() {
                 } else {
                     ReviewDecision::Rejected
                 }),
-                3 => CommandPayload::ReviewStatus(ReviewStatusCmd {}),
+                3 => CommandPayload::ReviewStatus(ReviewStatusCmd::new()),
                 4 => {
                     let name = format!("f{}.txt", rng.next(3));
                     let content = format!("{step}\n");
-                    CommandPayload::PatchPropose(PatchPropose {
-                        files: vec![ProposedFile {
-                            path: name,
-                            content: Some(content),
-                        }],
-                        reason: None,
-                    })
+                    CommandPayload::PatchPropose(PatchPropose::new(vec![
+                        ProposedFile::new(name).content(content)
+                    ]))
                 }
                 5 => {
                     let pid = patches
@@ -51,12 +47,9 @@ async fn random_command_sequences_keep_the_envelope_rules() {
                         .cloned()
                         .unwrap_or_else(|| "patch_x".into());
                     if rng.next(2) == 0 {
-                        CommandPayload::PatchApply(PatchApply { patch_id: pid })
+                        CommandPayload::PatchApply(PatchApply::new(pid))
                     } else {
-                        CommandPayload::PatchReject(PatchReject {
-                            patch_id: pid,
-                            reason: None,
-                        })
+                        CommandPayload::PatchReject(PatchReject::new(pid))
                     }
                 }
                 6 => {
@@ -66,13 +59,7 @@ async fn random_command_sequences_keep_the_envelope_rules() {
                             let deps: Vec<String> = (0..rng.next(3))
                                 .map(|_| format!("n{}", rng.next(6)))
                                 .collect();
-                            NewTaskNode {
-                                id: format!("n{i}"),
-                                title: String::new(),
-                                description: None,
-                                depends_on: deps,
-                                metadata: None,
-                            }
+                            NewTaskNode::new(format!("n{i}"), String::new()).depends_on(deps)
                         })
                         .collect();
                     create(nodes)
@@ -80,15 +67,9 @@ async fn random_command_sequences_keep_the_envelope_rules() {
                 7 => {
                     let deps: Vec<String> = (0..rng.next(3)).map(|_| id(&mut rng)).collect();
                     let nid = id(&mut rng);
-                    CommandPayload::TaskGraphAddNode(TaskGraphAddNode {
-                        node: NewTaskNode {
-                            id: nid,
-                            title: String::new(),
-                            description: None,
-                            depends_on: deps,
-                            metadata: None,
-                        },
-                    })
+                    CommandPayload::TaskGraphAddNode(TaskGraphAddNode::new(
+                        NewTaskNode::new(nid, String::new()).depends_on(deps),
+                    ))
                 }
                 8 | 9 => {
                     let s = [
@@ -102,8 +83,8 @@ async fn random_command_sequences_keep_the_envelope_rules() {
                         .clone();
                     update(&id(&mut rng), s)
                 }
-                10 => CommandPayload::TaskGraphAdvance(TaskGraphAdvance {}),
-                _ => CommandPayload::TaskGraphState(TaskGraphStateCmd {}),
+                10 => CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new()),
+                _ => CommandPayload::TaskGraphState(TaskGraphStateCmd::new()),
             };
             let (rid, evs) = h.run(payload).await;
             // Exactly one answer, first in the command's own stream; an optional
@@ -209,7 +190,7 @@ async fn a_sub_agent_works_with_a_subset_of_tools_and_returns_a_summary() {
     assert!(parent[1].0.contains("rm_everything") && parent[1].1);
 
     match h
-        .ok(CommandPayload::SubAgentList(SubAgentListCmd {}))
+        .ok(CommandPayload::SubAgentList(SubAgentListCmd::new()))
         .await
         .event
     {
@@ -221,9 +202,9 @@ async fn a_sub_agent_works_with_a_subset_of_tools_and_returns_a_summary() {
         other => panic!("{other:?}"),
     }
     match h
-        .ok(CommandPayload::SubAgentGet(SubAgentGetCmd {
-            sub_agent_id: sub_id.clone(),
-        }))
+        .ok(CommandPayload::SubAgentGet(SubAgentGetCmd::new(
+            sub_id.clone(),
+        )))
         .await
         .event
     {
@@ -231,9 +212,7 @@ async fn a_sub_agent_works_with_a_subset_of_tools_and_returns_a_summary() {
         other => panic!("{other:?}"),
     }
     let e = h
-        .err(CommandPayload::SubAgentGet(SubAgentGetCmd {
-            sub_agent_id: "sub_nope".into(),
-        }))
+        .err(CommandPayload::SubAgentGet(SubAgentGetCmd::new("sub_nope")))
         .await;
     assert_eq!(e.code, ErrorCode::SubAgentNotFound);
 }
@@ -266,10 +245,7 @@ async fn sub_agent_approvals_reach_the_host_and_interrupts_stop_the_child() {
     };
     let (answer, _) = h
         .run(CommandPayload::ApprovalRespond(
-            keel_envelope::commands::ApprovalRespond {
-                approval_id: approval,
-                decision: ApprovalDecision::AllowOnce,
-            },
+            keel_envelope::commands::ApprovalRespond::new(approval, ApprovalDecision::AllowOnce),
         ))
         .await;
     let evs = h.finish(&rid).await;
@@ -296,7 +272,7 @@ async fn sub_agent_approvals_reach_the_host_and_interrupts_stop_the_child() {
         }
     }
     h.run(CommandPayload::RequestInterrupt(
-        keel_envelope::commands::RequestInterrupt {},
+        keel_envelope::commands::RequestInterrupt::new(),
     ))
     .await;
     let evs = h.until(&rid, "session.interrupted").await;
@@ -305,7 +281,7 @@ async fn sub_agent_approvals_reach_the_host_and_interrupts_stop_the_child() {
     assert!(t.contains(&"session.interrupted".to_owned()), "{t:?}");
     check_sequences(&evs);
     match h
-        .ok(CommandPayload::SubAgentList(SubAgentListCmd {}))
+        .ok(CommandPayload::SubAgentList(SubAgentListCmd::new()))
         .await
         .event
     {

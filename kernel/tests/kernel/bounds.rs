@@ -21,23 +21,13 @@ async fn a_busy_session_keeps_at_most_64_waiting_messages() {
         s.send(format!("queued {i}")).await.unwrap();
     }
     for i in 0..24 {
-        s.send_with(RequestSend {
-            message: format!("steered {i}"),
-            images: None,
-            when_busy: Some(WhenBusy::Steer),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        s.send_with(RequestSend::new(format!("steered {i}")).when_busy(WhenBusy::Steer))
+            .await
+            .unwrap();
     }
     for when in [WhenBusy::Queue, WhenBusy::Steer] {
         let e = s
-            .send_with(RequestSend {
-                message: "one too many".into(),
-                images: None,
-                when_busy: Some(when),
-                ..Default::default()
-            })
+            .send_with(RequestSend::new("one too many").when_busy(when))
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::SessionBusy);
@@ -49,12 +39,7 @@ async fn a_busy_session_keeps_at_most_64_waiting_messages() {
     }
     // `reject` still answers with the running request.
     let e = s
-        .send_with(RequestSend {
-            message: "reject me".into(),
-            images: None,
-            when_busy: Some(WhenBusy::Reject),
-            ..Default::default()
-        })
+        .send_with(RequestSend::new("reject me").when_busy(WhenBusy::Reject))
         .await
         .unwrap_err();
     assert_eq!(e.details["activeRequestId"], running.as_str());
@@ -63,9 +48,7 @@ async fn a_busy_session_keeps_at_most_64_waiting_messages() {
     // Once a queued request is cancelled there is room again.
     let first_queued = snap.queued_request_ids[0].clone();
     s.command(CommandPayload::RequestCancelQueued(
-        keel_envelope::commands::CancelQueued {
-            queued_request_id: first_queued,
-        },
+        keel_envelope::commands::CancelQueued::new(first_queued),
     ))
     .await
     .unwrap();

@@ -121,16 +121,9 @@ async fn max_turns_is_the_request_model_call_budget() {
 async fn a_request_budget_of_tokens_stops_before_the_tools_of_the_call_that_passed_it() {
     let (kernel, _, peek, _ws) = kernel_with(peeks(10), KernelConfig::default());
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "loop".into(),
-        budget: Some(BudgetLimits {
-            tokens: Some(40),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("loop").budget(BudgetLimits::new().tokens(40)))
+        .await
+        .unwrap();
     let all = until(&mut events, "session.completed").await;
     let hit = stopped_by(
         &all,
@@ -178,16 +171,10 @@ async fn a_session_budget_spans_requests_and_survives_a_restart() {
     };
     let kernel = build(vec![call("peek", json!({})), say("one"), say("two")]);
     let (s, mut events) = kernel
-        .start_session(SessionStart {
-            budget: Some(SessionBudget {
-                session: Some(BudgetLimits {
-                    model_calls: Some(3),
-                    ..BudgetLimits::default()
-                }),
-                request: None,
-            }),
-            ..opts().into()
-        })
+        .start_session(
+            SessionStart::from(opts())
+                .budget(SessionBudget::new().session(BudgetLimits::new().model_calls(3))),
+        )
         .await
         .unwrap();
     s.send("first").await.unwrap();
@@ -246,10 +233,7 @@ async fn a_cost_budget_counts_with_the_model_price() {
         KernelConfig {
             prices,
             budget: BudgetConfig {
-                request: BudgetLimits {
-                    cost_usd: Some(0.045),
-                    ..BudgetLimits::default()
-                },
+                request: BudgetLimits::new().cost_usd(0.045),
                 session: BudgetLimits::default(),
             },
             ..KernelConfig::default()
@@ -276,10 +260,7 @@ async fn a_cost_budget_without_a_price_says_so_once() {
         vec![call("peek", json!({})), say("ok")],
         KernelConfig {
             budget: BudgetConfig {
-                request: BudgetLimits {
-                    cost_usd: Some(1.0),
-                    ..BudgetLimits::default()
-                },
+                request: BudgetLimits::new().cost_usd(1.0),
                 session: BudgetLimits::default(),
             },
             ..KernelConfig::default()
@@ -308,17 +289,12 @@ async fn calls_per_tool_are_limited_by_name_or_by_star() {
     }
     let (kernel, _, peek, _ws) = kernel_with(turns, KernelConfig::default());
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "go".into(),
-        budget: Some(BudgetLimits {
-            tool_calls: Some(BTreeMap::from([
-                ("peek".to_owned(), 2),
-                ("*".to_owned(), 10),
-            ])),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
+    s.send_with(
+        RequestSend::new("go").budget(BudgetLimits::new().tool_calls(BTreeMap::from([
+            ("peek".to_owned(), 2),
+            ("*".to_owned(), 10),
+        ]))),
+    )
     .await
     .unwrap();
     let all = until(&mut events, "session.completed").await;
@@ -346,16 +322,9 @@ async fn the_wall_time_limit_stops_a_running_tool() {
         KernelConfig::default(),
     );
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "wait".into(),
-        budget: Some(BudgetLimits {
-            wall_time_secs: Some(1),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("wait").budget(BudgetLimits::new().wall_time_secs(1)))
+        .await
+        .unwrap();
     let all = until(&mut events, "session.completed").await;
     stopped_by(
         &all,
@@ -385,10 +354,7 @@ async fn a_user_interrupt_still_wins_over_a_wall_time_limit() {
         vec![call("peek", json!({"sleep_ms": 60_000}))],
         KernelConfig {
             budget: BudgetConfig {
-                request: BudgetLimits {
-                    wall_time_secs: Some(3600),
-                    ..BudgetLimits::default()
-                },
+                request: BudgetLimits::new().wall_time_secs(3600),
                 session: BudgetLimits::default(),
             },
             ..KernelConfig::default()
@@ -414,19 +380,12 @@ async fn the_output_cap_comes_from_the_request_the_session_or_the_configuration(
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
     s.send("x").await.unwrap();
     until(&mut events, "session.completed").await;
-    s.send_with(RequestSend {
-        message: "y".into(),
-        max_output_tokens: Some(200),
-        ..RequestSend::default()
-    })
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("y").max_output_tokens(200))
+        .await
+        .unwrap();
     until(&mut events, "session.completed").await;
     let (s2, mut events2) = kernel
-        .start_session(SessionStart {
-            max_output_tokens: Some(500),
-            ..opts().into()
-        })
+        .start_session(SessionStart::from(opts()).max_output_tokens(500))
         .await
         .unwrap();
     s2.send("z").await.unwrap();
@@ -454,33 +413,16 @@ async fn bad_limits_are_refused_with_the_field() {
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
     for (req, field) in [
         (
-            RequestSend {
-                message: "x".into(),
-                budget: Some(BudgetLimits {
-                    cost_usd: Some(-1.0),
-                    ..BudgetLimits::default()
-                }),
-                ..RequestSend::default()
-            },
+            RequestSend::new("x").budget(BudgetLimits::new().cost_usd(-1.0)),
             "payload.budget.costUsd",
         ),
         (
-            RequestSend {
-                message: "x".into(),
-                max_output_tokens: Some(0),
-                ..RequestSend::default()
-            },
+            RequestSend::new("x").max_output_tokens(0),
             "payload.maxOutputTokens",
         ),
         (
-            RequestSend {
-                message: "x".into(),
-                budget: Some(BudgetLimits {
-                    tool_calls: Some(BTreeMap::from([(" ".to_owned(), 1)])),
-                    ..BudgetLimits::default()
-                }),
-                ..RequestSend::default()
-            },
+            RequestSend::new("x")
+                .budget(BudgetLimits::new().tool_calls(BTreeMap::from([(" ".to_owned(), 1)]))),
             "payload.budget.toolCalls",
         ),
     ] {
@@ -493,24 +435,15 @@ async fn bad_limits_are_refused_with_the_field() {
         );
     }
     let err = kernel
-        .start_session(SessionStart {
-            budget: Some(SessionBudget {
-                request: None,
-                session: Some(BudgetLimits {
-                    cost_usd: Some(f64::NAN),
-                    ..BudgetLimits::default()
-                }),
-            }),
-            ..opts().into()
-        })
+        .start_session(
+            SessionStart::from(opts())
+                .budget(SessionBudget::new().session(BudgetLimits::new().cost_usd(f64::NAN))),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.details["field"], "payload.budget.session.costUsd");
     let err = kernel
-        .start_session(SessionStart {
-            max_output_tokens: Some(0),
-            ..opts().into()
-        })
+        .start_session(SessionStart::from(opts()).max_output_tokens(0))
         .await
         .unwrap_err();
     assert_eq!(err.details["field"], "payload.maxOutputTokens");
@@ -523,16 +456,9 @@ async fn bad_limits_are_refused_with_the_field() {
         },
     );
     let (s, mut events) = kernel.start_session(opts()).await.unwrap();
-    s.send_with(RequestSend {
-        message: "x".into(),
-        budget: Some(BudgetLimits {
-            model_calls: Some(0),
-            ..BudgetLimits::default()
-        }),
-        ..RequestSend::default()
-    })
-    .await
-    .unwrap();
+    s.send_with(RequestSend::new("x").budget(BudgetLimits::new().model_calls(0)))
+        .await
+        .unwrap();
     let all = until(&mut events, "session.completed").await;
     let Event::SessionCompleted(c) = &all.last().unwrap().event else {
         unreachable!()

@@ -94,7 +94,7 @@ async fn the_model_is_asked_before_the_checkpoint_and_a_write_waits_for_it() {
     );
     // The request's checkpoint holds the workspace as it was before the write: the
     // write waited for it.
-    h.command(CommandPayload::CheckpointList(CheckpointListCmd {}))
+    h.command(CommandPayload::CheckpointList(CheckpointListCmd::new()))
         .await
         .unwrap();
     let list = until(&mut ev, "checkpoint.list").await;
@@ -107,12 +107,12 @@ async fn the_model_is_asked_before_the_checkpoint_and_a_write_waits_for_it() {
         .map(|c| c.checkpoint_id.as_str())
         .collect();
     assert!(ids.contains(&r2.as_str()), "{ids:?}");
-    h.command(CommandPayload::SessionRewind(SessionRewind {
-        to_request_id: Some(r2.clone()),
-        to_tool_call_id: None,
-        files: Some(true),
-        conversation: Some(false),
-    }))
+    h.command(CommandPayload::SessionRewind(
+        SessionRewind::new()
+            .to_request_id(r2.clone())
+            .files(true)
+            .conversation(false),
+    ))
     .await
     .unwrap();
     until(&mut ev, "session.rewound").await;
@@ -164,7 +164,7 @@ async fn the_kernel_prunes_closed_sessions_past_the_age_limit() {
     // open, is still there.
     let report = second.prune_checkpoints(None, true).await.unwrap().unwrap();
     assert!(report.dropped.iter().all(|d| d.session_id != old));
-    h2.command(CommandPayload::CheckpointList(CheckpointListCmd {}))
+    h2.command(CommandPayload::CheckpointList(CheckpointListCmd::new()))
         .await
         .unwrap();
     let list = until(&mut ev2, "checkpoint.list").await;

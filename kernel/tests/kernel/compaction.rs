@@ -84,7 +84,7 @@ fn compact(
     let cmd = Command::new(
         rid.clone(),
         Some(session.to_owned()),
-        CommandPayload::ContextCompact(ContextCompact {}),
+        CommandPayload::ContextCompact(ContextCompact::new()),
     );
     let k = kernel.clone();
     (rid, tokio::spawn(async move { k.execute(cmd).await }))
@@ -123,12 +123,7 @@ async fn messages_sent_during_a_slow_summary_wait_behind_it_in_order() {
     // running model call it could join.
     let b = s.send("message b").await.unwrap();
     let c = s
-        .send_with(RequestSend {
-            message: "message c".into(),
-            images: None,
-            when_busy: Some(WhenBusy::Steer),
-            ..Default::default()
-        })
+        .send_with(RequestSend::new("message c").when_busy(WhenBusy::Steer))
         .await
         .unwrap();
     // Settings that need an idle session are refused meanwhile.
@@ -346,7 +341,7 @@ async fn close_stops_a_compaction_and_a_busy_session_refuses_one() {
     let r = s.send("slow").await.unwrap();
     until(&mut events, "turn.started").await;
     let busy = s
-        .command(CommandPayload::ContextCompact(ContextCompact {}))
+        .command(CommandPayload::ContextCompact(ContextCompact::new()))
         .await
         .unwrap_err();
     assert_eq!(busy.code, ErrorCode::SessionBusy);

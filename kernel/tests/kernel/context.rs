@@ -72,7 +72,7 @@ async fn a_failed_summary_falls_back_to_truncation_with_a_warning() {
     // By hand, while idle: answered on the command's own stream.
     let crid = s
         .command(CommandPayload::ContextCompact(
-            keel_envelope::commands::ContextCompact {},
+            keel_envelope::commands::ContextCompact::new(),
         ))
         .await
         .unwrap();

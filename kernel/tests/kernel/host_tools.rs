@@ -8,13 +8,12 @@ use keel_envelope::host::{HostToolApproval, HostToolError, HostToolSpec};
 use serde_json::json;
 
 fn host_tool(name: &str, level: PermissionLevel) -> HostToolSpec {
-    HostToolSpec {
-        name: name.into(),
-        description: format!("the host's {name}"),
-        input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
+    HostToolSpec::new(
+        name,
+        format!("the host's {name}"),
+        json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
         level,
-        approval: None,
-    }
+    )
 }
 
 fn kernel(turns: Vec<Turn>, host_timeout: Duration) -> (Kernel, Arc<TestModel>, tempfile::TempDir) {
@@ -34,12 +33,7 @@ fn kernel(turns: Vec<Turn>, host_timeout: Duration) -> (Kernel, Arc<TestModel>, 
 }
 
 fn with_tools(tools: Vec<HostToolSpec>, mode: Option<PermissionMode>) -> SessionStart {
-    SessionStart {
-        workspace_path: None,
-        permission_mode: mode,
-        host_tools: Some(tools),
-        ..SessionStart::default()
-    }
+    SessionStart::new().permission_mode(mode).host_tools(tools)
 }
 
 fn requested(envs: &[Envelope]) -> keel_envelope::events::HostToolRequested {
@@ -317,11 +311,11 @@ async fn bad_answers_are_refused_and_change_nothing() {
     let seen = until(&mut events, "host-tool.requested").await;
     let id = requested(&seen).tool_call_id;
     let respond = |tool_call_id: &str, result: Option<serde_json::Value>, error: Option<&str>| {
-        CommandPayload::HostToolRespond(HostToolRespond {
-            tool_call_id: tool_call_id.into(),
-            result,
-            error: error.map(|m| HostToolError { message: m.into() }),
-        })
+        CommandPayload::HostToolRespond(
+            HostToolRespond::new(tool_call_id)
+                .result(result)
+                .error(error.map(HostToolError::new)),
+        )
     };
     let cases = [
         (
@@ -461,7 +455,7 @@ async fn set_host_tools_replaces_them_while_idle() {
         .await
         .unwrap();
     let set =
-        |tools: Vec<HostToolSpec>| CommandPayload::SessionSetHostTools(SetHostTools { tools });
+        |tools: Vec<HostToolSpec>| CommandPayload::SessionSetHostTools(SetHostTools::new(tools));
     let rid = s
         .command(set(vec![host_tool("slow_tool", PermissionLevel::Read)]))
         .await

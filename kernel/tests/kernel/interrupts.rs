@@ -120,13 +120,7 @@ async fn busy_sessions_queue_steer_reject_and_cancel() {
     let (s, mut events) = start(&f).await;
     let r1 = s.send("one").await.unwrap();
     until(&mut events, "request.accepted").await;
-    let send = |m: &str, w: WhenBusy| RequestSend {
-        message: m.into(),
-        images: None,
-        when_busy: Some(w),
-        patch_preview: None,
-        ..Default::default()
-    };
+    let send = |m: &str, w: WhenBusy| RequestSend::new(m).when_busy(w);
     let rejected = s.send_with(send("no", WhenBusy::Reject)).await;
     assert_eq!(rejected.unwrap_err().code, ErrorCode::SessionBusy);
     let steer_rid = s
@@ -137,9 +131,7 @@ async fn busy_sessions_queue_steer_reject_and_cancel() {
     let q3 = s.send_with(send("three", WhenBusy::Queue)).await.unwrap();
     let cancel_rid = s
         .command(CommandPayload::RequestCancelQueued(
-            keel_envelope::commands::CancelQueued {
-                queued_request_id: q3.clone(),
-            },
+            keel_envelope::commands::CancelQueued::new(q3.clone()),
         ))
         .await
         .unwrap();
@@ -186,9 +178,7 @@ async fn busy_sessions_queue_steer_reject_and_cancel() {
     assert!(steered_seen);
     let cancel_again = s
         .command(CommandPayload::RequestCancelQueued(
-            keel_envelope::commands::CancelQueued {
-                queued_request_id: q3,
-            },
+            keel_envelope::commands::CancelQueued::new(q3),
         ))
         .await;
     assert_eq!(

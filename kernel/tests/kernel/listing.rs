@@ -114,12 +114,10 @@ async fn an_idle_session_leaves_memory_and_the_next_command_reloads_it_unseen() 
     assert_eq!(kernel.unload_idle_sessions(), vec![id.clone()]);
     let rid = s
         .command(CommandPayload::SessionRewind(
-            keel_envelope::commands::SessionRewind {
-                to_request_id: Some(first.clone()),
-                to_tool_call_id: None,
-                files: Some(true),
-                conversation: Some(true),
-            },
+            keel_envelope::commands::SessionRewind::new()
+                .to_request_id(first.clone())
+                .files(true)
+                .conversation(true),
         ))
         .await
         .unwrap();
@@ -195,18 +193,14 @@ async fn unloaded_sessions_count_against_the_limit_and_host_tools_keep_a_session
         .unwrap();
     let mut all = kernel.subscribe();
     let (a, _) = kernel.start_session(opts()).await.unwrap();
-    let lookup = HostToolSpec {
-        name: "lookup".into(),
-        description: "the host's lookup".into(),
-        input_schema: serde_json::json!({"type": "object"}),
-        level: PermissionLevel::Read,
-        approval: None,
-    };
+    let lookup = HostToolSpec::new(
+        "lookup",
+        "the host's lookup",
+        serde_json::json!({"type": "object"}),
+        PermissionLevel::Read,
+    );
     let (b, _) = kernel
-        .start_session(SessionStart {
-            host_tools: Some(vec![lookup]),
-            ..SessionStart::default()
-        })
+        .start_session(SessionStart::new().host_tools(vec![lookup]))
         .await
         .unwrap();
     // `a` leaves memory; `b` has a host tool (it lives only in memory) and stays.
@@ -215,12 +209,7 @@ async fn unloaded_sessions_count_against_the_limit_and_host_tools_keep_a_session
     // Unloaded is still open: a third session and a fork are refused.
     let err = kernel.start_session(opts()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::SessionLimitReached);
-    let fork = CommandPayload::SessionFork(SessionFork {
-        at_request_id: None,
-        files: None,
-        isolation: None,
-        additional_roots: None,
-    });
+    let fork = CommandPayload::SessionFork(SessionFork::new());
     let err = b.command(fork.clone()).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::SessionLimitReached);
     // Closing the unloaded one (reloaded to close it) frees its place.

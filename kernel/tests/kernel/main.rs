@@ -106,11 +106,7 @@ impl Model for TestModel {
                         arguments: args.clone(),
                     })
                 } else if step == texts + calls {
-                    ModelEvent::Usage(Usage {
-                        input_tokens: 10,
-                        output_tokens: 5,
-                        cached_input_tokens: 0,
-                    })
+                    ModelEvent::Usage(Usage::new(10, 5, 0))
                 } else if step == texts + calls + 1 {
                     ModelEvent::Finished(if calls > 0 {
                         FinishReason::ToolUse

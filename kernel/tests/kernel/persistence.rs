@@ -40,10 +40,10 @@ async fn resume_after_restart_restores_history_and_replays_from_a_cursor() {
     let (s2, mut ev2) = kernel
         .resume_session(
             &sid,
-            Some(keel_envelope::types::Cursor {
-                request_id: cursor_env.request_id.clone(),
-                sequence: cursor_env.sequence,
-            }),
+            Some(keel_envelope::types::Cursor::new(
+                cursor_env.request_id.clone(),
+                cursor_env.sequence,
+            )),
         )
         .await
         .unwrap();
@@ -144,7 +144,7 @@ async fn session_list_and_state_answer_on_the_commands_own_stream() {
         .execute(Command::new(
             "req_list",
             None,
-            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd {}),
+            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd::new()),
         ))
         .await
         .unwrap();

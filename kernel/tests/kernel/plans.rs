@@ -176,7 +176,7 @@ async fn unknown_tools_and_sessions_get_stable_codes() {
     let cmd = Command::new(
         "req_x",
         Some("sess_missing".into()),
-        CommandPayload::SessionState(keel_envelope::commands::SessionStateCmd {}),
+        CommandPayload::SessionState(keel_envelope::commands::SessionStateCmd::new()),
     );
     let err = f.kernel.execute(cmd).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::SessionNotFound);

@@ -294,10 +294,7 @@ async fn a_request_id_used_before_in_the_session_is_refused() {
         Command::new(
             rid,
             Some(s.id().to_owned()),
-            CommandPayload::RequestSend(RequestSend {
-                message: text.into(),
-                ..RequestSend::default()
-            }),
+            CommandPayload::RequestSend(RequestSend::new(text)),
         )
     };
     f.kernel.execute(send("r_one", "first")).await.unwrap();

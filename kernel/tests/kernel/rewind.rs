@@ -93,7 +93,7 @@ async fn run_two(r: &Rw) -> (SessionHandle, EventStream, String, String) {
 }
 
 async fn list(h: &SessionHandle, ev: &mut EventStream) -> CheckpointList {
-    h.command(CommandPayload::CheckpointList(CheckpointListCmd {}))
+    h.command(CommandPayload::CheckpointList(CheckpointListCmd::new()))
         .await
         .unwrap();
     match until(ev, "checkpoint.list").await.pop().unwrap().event {
@@ -103,12 +103,13 @@ async fn list(h: &SessionHandle, ev: &mut EventStream) -> CheckpointList {
 }
 
 fn rewind_to(request: Option<&str>, call: Option<&str>, files: bool, conv: bool) -> CommandPayload {
-    CommandPayload::SessionRewind(SessionRewind {
-        to_request_id: request.map(str::to_owned),
-        to_tool_call_id: call.map(str::to_owned),
-        files: Some(files),
-        conversation: Some(conv),
-    })
+    CommandPayload::SessionRewind(
+        SessionRewind::new()
+            .to_request_id(request.map(str::to_owned))
+            .to_tool_call_id(call.map(str::to_owned))
+            .files(files)
+            .conversation(conv),
+    )
 }
 
 fn message_count(h: &SessionHandle) -> u32 {
@@ -321,12 +322,9 @@ async fn a_fork_copies_the_history_up_to_a_request_and_leaves_the_parent_alone()
     let (h, mut ev, _r1, r2) = run_two(&r).await;
     let parent_count = message_count(&h);
     let mut all = r.kernel.subscribe();
-    h.command(CommandPayload::SessionFork(SessionFork {
-        at_request_id: Some(r2.clone()),
-        files: Some(true),
-        isolation: None,
-        additional_roots: None,
-    }))
+    h.command(CommandPayload::SessionFork(
+        SessionFork::new().at_request_id(r2.clone()).files(true),
+    ))
     .await
     .unwrap();
     let env = until(&mut all, "session.forked").await.pop().unwrap();
@@ -352,12 +350,11 @@ async fn a_fork_copies_the_history_up_to_a_request_and_leaves_the_parent_alone()
     // Bad input: unknown request, files without a point, a closed parent.
     let code = |res: Result<String, ErrorPayload>| res.unwrap_err().code;
     let fork = |at: Option<&str>, files: bool| {
-        CommandPayload::SessionFork(SessionFork {
-            at_request_id: at.map(str::to_owned),
-            files: Some(files),
-            isolation: None,
-            additional_roots: None,
-        })
+        CommandPayload::SessionFork(
+            SessionFork::new()
+                .at_request_id(at.map(str::to_owned))
+                .files(files),
+        )
     };
     assert_eq!(
         code(h.command(fork(Some("req_nope"), false)).await),
@@ -386,9 +383,9 @@ async fn a_side_question_is_answered_beside_a_running_request_without_entering_h
     // Idle.
     r.model.push(vec![say("side answer one")]);
     let side = h
-        .command(CommandPayload::RequestSide(RequestSide {
-            message: "what did I say?".into(),
-        }))
+        .command(CommandPayload::RequestSide(RequestSide::new(
+            "what did I say?",
+        )))
         .await
         .unwrap();
     let env = until(&mut ev, "side.answered").await.pop().unwrap();
@@ -408,9 +405,9 @@ async fn a_side_question_is_answered_beside_a_running_request_without_entering_h
     let running = h.send("slow").await.unwrap();
     until(&mut ev, "turn.started").await;
     let side = h
-        .command(CommandPayload::RequestSide(RequestSide {
-            message: "still there?".into(),
-        }))
+        .command(CommandPayload::RequestSide(RequestSide::new(
+            "still there?",
+        )))
         .await
         .unwrap();
     let got = until(&mut ev, "side.answered").await;
@@ -424,14 +421,12 @@ async fn a_side_question_is_answered_beside_a_running_request_without_entering_h
     until(&mut ev, "session.interrupted").await;
     // Bad input.
     let e = h
-        .command(CommandPayload::RequestSide(RequestSide {
-            message: "  ".into(),
-        }))
+        .command(CommandPayload::RequestSide(RequestSide::new("  ")))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::RequestInvalid);
     let _ = h
-        .command(CommandPayload::SessionState(SessionStateCmd {}))
+        .command(CommandPayload::SessionState(SessionStateCmd::new()))
         .await;
 }
 
@@ -464,7 +459,7 @@ async fn the_plan_survives_compaction_and_forks() {
         until(&mut ev, "session.completed").await;
     }
     h.command(CommandPayload::ContextCompact(
-        keel_envelope::commands::ContextCompact {},
+        keel_envelope::commands::ContextCompact::new(),
     ))
     .await
     .unwrap();
@@ -491,14 +486,9 @@ async fn the_plan_survives_compaction_and_forks() {
     assert_eq!(plan.steps.len(), 2);
     // A fork keeps it too.
     let mut all = r.kernel.subscribe();
-    h.command(CommandPayload::SessionFork(SessionFork {
-        at_request_id: None,
-        files: None,
-        isolation: None,
-        additional_roots: None,
-    }))
-    .await
-    .unwrap();
+    h.command(CommandPayload::SessionFork(SessionFork::new()))
+        .await
+        .unwrap();
     let Event::SessionForked(f) = until(&mut all, "session.forked").await.pop().unwrap().event
     else {
         panic!()

@@ -245,13 +245,7 @@ async fn a_resume_after_a_restart_keeps_the_roots_or_takes_its_own() {
         .execute(Command::new(
             "req_bad".to_owned(),
             None,
-            CommandPayload::SessionResume(SessionResume {
-                session_id: id.clone(),
-                after_sequence: None,
-                mcp_servers: None,
-                additional_roots: Some(bad),
-                materialize_to: None,
-            }),
+            CommandPayload::SessionResume(SessionResume::new(id.clone()).additional_roots(bad)),
         ))
         .await
         .unwrap_err();
@@ -293,13 +287,7 @@ async fn a_fork_keeps_the_parents_roots_or_takes_its_own() {
     )];
     let (f, _) = r
         .kernel
-        .fork_session(
-            h.id(),
-            SessionFork {
-                additional_roots: Some(own.clone()),
-                ..SessionFork::default()
-            },
-        )
+        .fork_session(h.id(), SessionFork::new().additional_roots(own.clone()))
         .await
         .unwrap();
     assert_eq!(f.state().session.additional_roots, Some(own));
@@ -307,13 +295,10 @@ async fn a_fork_keeps_the_parents_roots_or_takes_its_own() {
         .kernel
         .fork_session(
             h.id(),
-            SessionFork {
-                additional_roots: Some(vec![AdditionalRoot::new(
-                    r.ws.join("inner").display().to_string(),
-                    RootAccess::Read,
-                )]),
-                ..SessionFork::default()
-            },
+            SessionFork::new().additional_roots(vec![AdditionalRoot::new(
+                r.ws.join("inner").display().to_string(),
+                RootAccess::Read,
+            )]),
         )
         .await
         .unwrap_err();
@@ -411,12 +396,10 @@ async fn rewound(
     to: &str,
 ) -> keel_envelope::events::SessionRewound {
     h.command(CommandPayload::SessionRewind(
-        keel_envelope::commands::SessionRewind {
-            to_request_id: Some(to.to_owned()),
-            to_tool_call_id: None,
-            files: Some(true),
-            conversation: Some(false),
-        },
+        keel_envelope::commands::SessionRewind::new()
+            .to_request_id(to.to_owned())
+            .files(true)
+            .conversation(false),
     ))
     .await
     .unwrap();
@@ -454,7 +437,7 @@ async fn checkpoints_and_rewinds_cover_the_write_roots() {
     h.send("say something").await.unwrap();
     until(&mut ev, "session.completed").await;
     h.command(CommandPayload::CheckpointList(
-        keel_envelope::commands::CheckpointListCmd {},
+        keel_envelope::commands::CheckpointListCmd::new(),
     ))
     .await
     .unwrap();
@@ -542,13 +525,9 @@ async fn patches_reach_the_write_roots_and_never_the_read_ones() {
         .await
         .unwrap();
     let propose = |path: String| {
-        CommandPayload::PatchPropose(PatchPropose {
-            files: vec![ProposedFile {
-                path,
-                content: Some("patched\n".into()),
-            }],
-            reason: None,
-        })
+        CommandPayload::PatchPropose(PatchPropose::new(vec![
+            ProposedFile::new(path).content(Some("patched\n".into()))
+        ]))
     };
     h.command(propose(abs(&r.lib, "lib.rs"))).await.unwrap();
     let Event::PatchProposed(p) = until(&mut ev, "patch.proposed").await.pop().unwrap().event
@@ -560,9 +539,9 @@ async fn patches_reach_the_write_roots_and_never_the_read_ones() {
         abs(&r.lib, "lib.rs"),
         "named absolute"
     );
-    h.command(CommandPayload::PatchApply(PatchApply {
-        patch_id: p.patch.patch_id.clone(),
-    }))
+    h.command(CommandPayload::PatchApply(PatchApply::new(
+        p.patch.patch_id.clone(),
+    )))
     .await
     .unwrap();
     until(&mut ev, "patch.applied").await;

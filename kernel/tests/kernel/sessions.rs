@@ -36,15 +36,11 @@ async fn command(
 }
 
 fn set_title(title: &str) -> CommandPayload {
-    CommandPayload::SessionSetTitle(SetTitle {
-        title: title.to_owned(),
-    })
+    CommandPayload::SessionSetTitle(SetTitle::new(title.to_owned()))
 }
 
 fn delete(id: &str) -> CommandPayload {
-    CommandPayload::SessionDelete(SessionDelete {
-        session_id: id.to_owned(),
-    })
+    CommandPayload::SessionDelete(SessionDelete::new(id.to_owned()))
 }
 
 #[tokio::test]

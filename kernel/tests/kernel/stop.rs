@@ -92,11 +92,7 @@ impl Model for Scripted {
             }
             _ => items.push(ModelEvent::TextDelta("done".into())),
         }
-        items.push(ModelEvent::Usage(Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            cached_input_tokens: 0,
-        }));
+        items.push(ModelEvent::Usage(Usage::new(10, 5, 0)));
         items.push(ModelEvent::Finished(FinishReason::EndTurn));
         Box::pin(stream::unfold(
             (items.into_iter(), cancel),
@@ -292,12 +288,7 @@ async fn stop_at(point: Point, how: Stop) {
     s.set_mode(mode).await.unwrap();
     if point == Point::Compaction {
         // Earlier exchanges to summarise, loaded without model calls.
-        let msg = |role, text: &str| HistoryMessage {
-            role,
-            content: text.to_owned(),
-            tool_calls: None,
-            tool_results: None,
-        };
+        let msg = |role, text: &str| HistoryMessage::new(role, text.to_owned());
         let mut history = Vec::new();
         for i in 0..3 {
             history.push(msg(

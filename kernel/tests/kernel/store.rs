@@ -197,12 +197,7 @@ async fn the_open_session_limit_refuses_with_a_clear_error() {
     let cmd = Command::new(
         rid.clone(),
         None,
-        CommandPayload::SessionStart(keel_envelope::commands::SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            model: None,
-            ..Default::default()
-        }),
+        CommandPayload::SessionStart(keel_envelope::commands::SessionStart::new()),
     );
     assert!(kernel.execute(cmd).await.is_err());
     let answer = loop {

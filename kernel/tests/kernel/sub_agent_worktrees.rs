@@ -180,9 +180,9 @@ async fn a_sub_agent_in_a_worktree_hands_its_changes_back_as_a_patch_the_host_ap
     nothing_left(&w, &tree.branch).await;
     // The host applies it: the parent's workspace gets the changes.
     let mut all = h.subscribe();
-    h.command(CommandPayload::PatchApply(PatchApply {
-        patch_id: p.patch_id.clone(),
-    }))
+    h.command(CommandPayload::PatchApply(PatchApply::new(
+        p.patch_id.clone(),
+    )))
     .await
     .unwrap();
     let applied = until(&mut all, "patch.applied").await;
@@ -224,16 +224,15 @@ async fn a_rejected_patch_leaves_the_parent_as_it_was_and_a_denying_gate_refuses
     assert_eq!(p.files.len(), 1);
     assert!(!w.repo.join("secret.txt").exists());
     // A deny rule on the path: the apply is refused by the gate, the patch stays.
-    h.command(CommandPayload::SessionSetRules(SetRules {
-        always_deny_project: vec!["write_file(secret.txt)".into()],
-        ..SetRules::default()
-    }))
+    h.command(CommandPayload::SessionSetRules(
+        SetRules::new().always_deny_project(vec!["write_file(secret.txt)".into()]),
+    ))
     .await
     .unwrap();
     let e = h
-        .command(CommandPayload::PatchApply(PatchApply {
-            patch_id: p.patch_id.clone(),
-        }))
+        .command(CommandPayload::PatchApply(PatchApply::new(
+            p.patch_id.clone(),
+        )))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::ToolPermissionDenied, "{e:?}");
@@ -242,10 +241,9 @@ async fn a_rejected_patch_leaves_the_parent_as_it_was_and_a_denying_gate_refuses
     assert!(!w.repo.join("secret.txt").exists());
     // Still pending: the host rejects it, and nothing is written.
     let mut all = h.subscribe();
-    h.command(CommandPayload::PatchReject(PatchReject {
-        patch_id: p.patch_id.clone(),
-        reason: Some("not wanted".into()),
-    }))
+    h.command(CommandPayload::PatchReject(
+        PatchReject::new(p.patch_id.clone()).reason(Some("not wanted".into())),
+    ))
     .await
     .unwrap();
     let rejected = until(&mut all, "patch.rejected").await;
@@ -254,9 +252,9 @@ async fn a_rejected_patch_leaves_the_parent_as_it_was_and_a_denying_gate_refuses
     assert!(!w.repo.join("secret.txt").exists());
     assert_eq!(read(&w.repo.join("a.txt")).as_deref(), Some("one\n"));
     let e = h
-        .command(CommandPayload::PatchApply(PatchApply {
-            patch_id: p.patch_id.clone(),
-        }))
+        .command(CommandPayload::PatchApply(PatchApply::new(
+            p.patch_id.clone(),
+        )))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::PatchNotFound);
@@ -273,16 +271,14 @@ async fn a_rejected_patch_leaves_the_parent_as_it_was_and_a_denying_gate_refuses
         .expect("patch.proposed")
         .patch;
     h.command(CommandPayload::SessionSetMode(
-        keel_envelope::commands::SetMode {
-            mode: PermissionMode::Plan,
-        },
+        keel_envelope::commands::SetMode::new(PermissionMode::Plan),
     ))
     .await
     .unwrap();
     let e = h
-        .command(CommandPayload::PatchApply(PatchApply {
-            patch_id: p.patch_id.clone(),
-        }))
+        .command(CommandPayload::PatchApply(PatchApply::new(
+            p.patch_id.clone(),
+        )))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::PlanApprovalRequired, "{e:?}");
@@ -521,9 +517,9 @@ async fn a_sub_agent_cut_off_by_a_dead_process_has_its_worktree_removed_on_resum
     // Recorded as failed.
     let mut all = kernel.subscribe();
     h2.command(CommandPayload::SubAgentGet(
-        keel_envelope::commands::SubAgentGetCmd {
-            sub_agent_id: first_event!(envs, SubAgentStarted).unwrap().sub_agent_id,
-        },
+        keel_envelope::commands::SubAgentGetCmd::new(
+            first_event!(envs, SubAgentStarted).unwrap().sub_agent_id,
+        ),
     ))
     .await
     .unwrap();

@@ -15,10 +15,7 @@ fn watch_cmd(rid: &str, session: &str, after: Option<Cursor>) -> Command {
     cmd(
         rid,
         None,
-        CommandPayload::SessionWatch(SessionWatch {
-            session_id: session.to_owned(),
-            after_sequence: after,
-        }),
+        CommandPayload::SessionWatch(SessionWatch::new(session.to_owned()).after_sequence(after)),
     )
 }
 
@@ -26,11 +23,7 @@ fn send_cmd(rid: &str, session: &str, text: &str) -> Command {
     cmd(
         rid,
         Some(session),
-        CommandPayload::RequestSend(RequestSend {
-            message: text.to_owned(),
-            images: None,
-            ..RequestSend::default()
-        }),
+        CommandPayload::RequestSend(RequestSend::new(text.to_owned())),
     )
 }
 
@@ -74,11 +67,7 @@ async fn watched_session(f: &Fixture) -> (String, Watcher, WatchStream) {
     w.execute(cmd(
         "c_start",
         None,
-        CommandPayload::SessionStart(keel_envelope::commands::SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            ..Default::default()
-        }),
+        CommandPayload::SessionStart(keel_envelope::commands::SessionStart::new()),
     ))
     .await
     .unwrap();
@@ -113,7 +102,7 @@ async fn two_watchers_see_the_same_events_in_the_same_order_and_only_their_own_a
     b.execute(cmd(
         "b_list",
         None,
-        CommandPayload::SessionList(keel_envelope::commands::SessionListCmd {}),
+        CommandPayload::SessionList(keel_envelope::commands::SessionListCmd::new()),
     ))
     .await
     .unwrap();
@@ -146,9 +135,7 @@ async fn unwatch_stops_the_stream_and_answers_even_for_an_unknown_session() {
     b.execute(cmd(
         "b_unwatch",
         None,
-        CommandPayload::SessionUnwatch(SessionUnwatch {
-            session_id: sid.clone(),
-        }),
+        CommandPayload::SessionUnwatch(SessionUnwatch::new(sid.clone())),
     ))
     .await
     .unwrap();
@@ -164,9 +151,7 @@ async fn unwatch_stops_the_stream_and_answers_even_for_an_unknown_session() {
     b.execute(cmd(
         "b_unwatch2",
         None,
-        CommandPayload::SessionUnwatch(SessionUnwatch {
-            session_id: "sess_nope".into(),
-        }),
+        CommandPayload::SessionUnwatch(SessionUnwatch::new("sess_nope")),
     ))
     .await
     .unwrap();
@@ -189,10 +174,7 @@ async fn watching_an_unknown_session_or_with_a_cursor_not_in_the_log_is_refused(
     assert_eq!(e.code, ErrorCode::SessionNotFound);
     let got = b_ev.recv().await.unwrap();
     assert_eq!((got.type_name(), got.request_id.as_str()), ("error", "b1"));
-    let bad = Cursor {
-        request_id: "req_nope".into(),
-        sequence: 3,
-    };
+    let bad = Cursor::new("req_nope", 3);
     let e = b
         .execute(watch_cmd("b2", &sid, Some(bad)))
         .await
@@ -221,10 +203,7 @@ async fn a_watch_with_a_cursor_during_a_running_request_has_no_gap_and_no_duplic
         a.execute(send_cmd("r1", &sid, "one")).await.unwrap();
         let first = until_w(&mut a_ev, "r1", completed("r1")).await;
         let last = first.last().unwrap();
-        let cursor = Cursor {
-            request_id: last.request_id.clone(),
-            sequence: last.sequence,
-        };
+        let cursor = Cursor::new(last.request_id.clone(), last.sequence);
         a.execute(send_cmd("r2", &sid, "two")).await.unwrap();
         // Let the request run a varying while before the watch starts.
         for _ in 0..(round * 7) {
@@ -286,21 +265,12 @@ async fn a_resume_replay_goes_only_to_the_watcher_that_asked() {
     let (sid, a, mut a_ev) = watched_session(&f).await;
     a.execute(send_cmd("r1", &sid, "one")).await.unwrap();
     let first = until_w(&mut a_ev, "r1", completed("r1")).await;
-    let cursor = Cursor {
-        request_id: first[0].request_id.clone(),
-        sequence: first[0].sequence,
-    };
+    let cursor = Cursor::new(first[0].request_id.clone(), first[0].sequence);
     let (b, mut b_ev) = f.kernel.watcher(1024);
     b.execute(cmd(
         "b_resume",
         None,
-        CommandPayload::SessionResume(SessionResume {
-            session_id: sid.clone(),
-            after_sequence: Some(cursor),
-            mcp_servers: None,
-            additional_roots: None,
-            materialize_to: None,
-        }),
+        CommandPayload::SessionResume(SessionResume::new(sid.clone()).after_sequence(cursor)),
     ))
     .await
     .unwrap();
@@ -359,10 +329,10 @@ async fn a_watch_without_a_cursor_gets_the_pending_approval_and_one_answer_close
         cmd(
             rid,
             Some(&sid),
-            CommandPayload::ApprovalRespond(keel_envelope::commands::ApprovalRespond {
-                approval_id: approval.clone(),
-                decision: ApprovalDecision::AllowOnce,
-            }),
+            CommandPayload::ApprovalRespond(keel_envelope::commands::ApprovalRespond::new(
+                approval.clone(),
+                ApprovalDecision::AllowOnce,
+            )),
         )
     };
     b.execute(respond("b_yes")).await.unwrap();

@@ -88,12 +88,12 @@ async fn a_session_in_a_worktree_of_a_ten_thousand_file_repository() {
         "file 42/17\n",
         "the repository's tree is untouched"
     );
-    h.command(CommandPayload::SessionRewind(SessionRewind {
-        to_request_id: Some(rid),
-        to_tool_call_id: None,
-        files: Some(true),
-        conversation: Some(false),
-    }))
+    h.command(CommandPayload::SessionRewind(
+        SessionRewind::new()
+            .to_request_id(rid)
+            .files(true)
+            .conversation(false),
+    ))
     .await
     .unwrap();
     until(&mut ev, "session.rewound").await;

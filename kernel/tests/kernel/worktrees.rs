@@ -99,13 +99,13 @@ pub(super) async fn kernel_command(
 pub(super) async fn listed(w: &Wt) -> Vec<WorktreeInfo> {
     let answers = kernel_command(
         w,
-        CommandPayload::WorktreeList(WorktreeListCmd {}),
+        CommandPayload::WorktreeList(WorktreeListCmd::new()),
         "worktree.list",
     )
     .await
     .unwrap();
     match answers.into_iter().last().unwrap().event {
-        Event::WorktreeList(WorktreeList { worktrees }) => worktrees,
+        Event::WorktreeList(WorktreeList { worktrees, .. }) => worktrees,
         other => panic!("{other:?}"),
     }
 }
@@ -171,20 +171,18 @@ async fn a_session_in_a_worktree_works_there_and_goes_with_its_deletion() {
     assert_eq!(l[0].dirty, Some(true));
     // Not while its session is open.
     let remove = |force| {
-        CommandPayload::WorktreeRemove(WorktreeRemove {
-            path: None,
-            session_id: Some(h.id().to_owned()),
-            force: Some(force),
-        })
+        CommandPayload::WorktreeRemove(
+            WorktreeRemove::new()
+                .session_id(h.id().to_owned())
+                .force(force),
+        )
     };
     let e = kernel_command(&w, remove(true), "worktree.removed")
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::SessionBusy, "{e:?}");
     // Deleting the session keeps a worktree with uncommitted changes, and says so.
-    let delete = CommandPayload::SessionDelete(SessionDelete {
-        session_id: h.id().to_owned(),
-    });
+    let delete = CommandPayload::SessionDelete(SessionDelete::new(h.id().to_owned()));
     let answers = kernel_command(&w, delete, "session.deleted").await.unwrap();
     let warning = answers
         .iter()
@@ -213,9 +211,7 @@ async fn a_session_in_a_worktree_works_there_and_goes_with_its_deletion() {
     // A clean one goes with its session, branch and all.
     let (h2, mut ev2) = w.kernel.start_session(isolated()).await.unwrap();
     let t2 = started(&mut ev2).await.worktree.unwrap();
-    let delete = CommandPayload::SessionDelete(SessionDelete {
-        session_id: h2.id().to_owned(),
-    });
+    let delete = CommandPayload::SessionDelete(SessionDelete::new(h2.id().to_owned()));
     let answers = kernel_command(&w, delete, "session.deleted").await.unwrap();
     let kinds = types(&answers);
     let removed = kinds
@@ -250,12 +246,9 @@ async fn a_fork_in_its_own_worktree_never_touches_its_parents_files() {
     std::fs::write(w.repo.join("a.txt"), "edited by hand\n").unwrap();
     let mut all = w.kernel.subscribe();
     parent
-        .command(CommandPayload::SessionFork(SessionFork {
-            at_request_id: None,
-            files: None,
-            isolation: Some(Isolation::Worktree),
-            additional_roots: None,
-        }))
+        .command(CommandPayload::SessionFork(
+            SessionFork::new().isolation(Isolation::Worktree),
+        ))
         .await
         .unwrap();
     let env = until(&mut all, "session.forked").await.pop().unwrap();
@@ -295,12 +288,12 @@ async fn a_fork_in_its_own_worktree_never_touches_its_parents_files() {
     assert!(!fork_root.join("q.txt").exists());
     // A rewind of the fork touches the fork's tree only.
     child
-        .command(CommandPayload::SessionRewind(SessionRewind {
-            to_request_id: Some(rf),
-            to_tool_call_id: None,
-            files: Some(true),
-            conversation: Some(false),
-        }))
+        .command(CommandPayload::SessionRewind(
+            SessionRewind::new()
+                .to_request_id(rf)
+                .files(true)
+                .conversation(false),
+        ))
         .await
         .unwrap();
     until(&mut cev, "session.rewound").await;
@@ -320,12 +313,12 @@ async fn a_fork_in_its_own_worktree_never_touches_its_parents_files() {
     );
     // `files: true` cannot go with a worktree.
     let e = parent
-        .command(CommandPayload::SessionFork(SessionFork {
-            at_request_id: Some("req_x".into()),
-            files: Some(true),
-            isolation: Some(Isolation::Worktree),
-            additional_roots: None,
-        }))
+        .command(CommandPayload::SessionFork(
+            SessionFork::new()
+                .at_request_id(Some("req_x".into()))
+                .files(true)
+                .isolation(Isolation::Worktree),
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::RequestInvalid);
@@ -404,11 +397,11 @@ async fn bad_input_is_refused_with_a_structured_error() {
     );
     assert!(listed(&w).await.is_empty(), "no refusal left a worktree");
     let remove = |path: Option<&str>, session: Option<&str>| {
-        CommandPayload::WorktreeRemove(WorktreeRemove {
-            path: path.map(str::to_owned),
-            session_id: session.map(str::to_owned),
-            force: None,
-        })
+        CommandPayload::WorktreeRemove(
+            WorktreeRemove::new()
+                .path(path.map(str::to_owned))
+                .session_id(session.map(str::to_owned)),
+        )
     };
     for (payload, want) in [
         (

@@ -8,111 +8,76 @@ use keel_envelope::ErrorCode;
 use serde_json::json;
 
 fn spec(name: &str) -> McpServerSpec {
-    McpServerSpec {
-        name: name.into(),
-        transport: None,
-        command: None,
-        args: None,
-        env: None,
-        url: None,
-        headers: None,
-        trust: None,
-    }
+    McpServerSpec::new(name)
 }
 
 #[tokio::test]
 async fn bad_mcp_servers_refuse_the_session_with_the_field() {
     let h = Harness::new(vec![], PermissionMode::Ask, vec![]);
-    let nv = |n: &str, v: &str| NameValue {
-        name: n.into(),
-        value: v.into(),
-    };
+    let nv = |n: &str, v: &str| NameValue::new(n, v);
     let cases: Vec<(McpServerSpec, &str, &str)> = vec![
         (spec("a"), "payload.mcpServers[0]", "needs either `command`"),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                url: Some("http://127.0.0.1:1/mcp".into()),
-                ..spec("a")
-            },
+            spec("a")
+                .command(Some("x".into()))
+                .url(Some("http://127.0.0.1:1/mcp".into())),
             "payload.mcpServers[0]",
             "not both",
         ),
         (
-            McpServerSpec {
-                transport: Some("sse".into()),
-                url: Some("http://127.0.0.1:1/sse".into()),
-                ..spec("a")
-            },
+            spec("a")
+                .transport(Some("sse".into()))
+                .url(Some("http://127.0.0.1:1/sse".into())),
             "payload.mcpServers[0].type",
             "SSE transport is not supported",
         ),
         (
-            McpServerSpec {
-                transport: Some("carrier-pigeon".into()),
-                command: Some("x".into()),
-                ..spec("a")
-            },
+            spec("a")
+                .transport(Some("carrier-pigeon".into()))
+                .command(Some("x".into())),
             "payload.mcpServers[0].type",
             "unknown transport",
         ),
         (
-            McpServerSpec {
-                url: Some("ftp://example.com".into()),
-                ..spec("a")
-            },
+            spec("a").url(Some("ftp://example.com".into())),
             "payload.mcpServers[0].url",
             "not an http",
         ),
         (
-            McpServerSpec {
-                url: Some("http://127.0.0.1:1/mcp".into()),
-                headers: Some(vec![nv("bad header", "v")]),
-                ..spec("a")
-            },
+            spec("a")
+                .url(Some("http://127.0.0.1:1/mcp".into()))
+                .headers(vec![nv("bad header", "v")]),
             "payload.mcpServers[0].headers",
             "not a valid HTTP header name",
         ),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                headers: Some(vec![nv("A", "b")]),
-                ..spec("a")
-            },
+            spec("a")
+                .command(Some("x".into()))
+                .headers(vec![nv("A", "b")]),
             "payload.mcpServers[0].headers",
             "for http servers",
         ),
         (
-            McpServerSpec {
-                url: Some("http://127.0.0.1:1/mcp".into()),
-                env: Some(vec![nv("A", "b")]),
-                ..spec("a")
-            },
+            spec("a")
+                .url(Some("http://127.0.0.1:1/mcp".into()))
+                .env(vec![nv("A", "b")]),
             "payload.mcpServers[0].env",
             "for stdio servers",
         ),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                env: Some(vec![nv("A=B", "c")]),
-                ..spec("a")
-            },
+            spec("a")
+                .command(Some("x".into()))
+                .env(vec![nv("A=B", "c")]),
             "payload.mcpServers[0].env",
             "not a valid environment variable name",
         ),
         (
-            McpServerSpec {
-                command: Some("  ".into()),
-                ..spec("a")
-            },
+            spec("a").command(Some("  ".into())),
             "payload.mcpServers[0].command",
             "empty",
         ),
         (
-            McpServerSpec {
-                command: Some("x".into()),
-                ..spec(" ")
-            },
+            spec(" ").command(Some("x".into())),
             "payload.mcpServers[0].name",
             "empty",
         ),
@@ -120,15 +85,7 @@ async fn bad_mcp_servers_refuse_the_session_with_the_field() {
     for (bad, field, says) in cases {
         let err = h
             .kernel
-            .start_session(SessionStart {
-                workspace_path: None,
-                permission_mode: None,
-                model: None,
-                title: None,
-                mcp_servers: Some(vec![bad.clone()]),
-                host_tools: None,
-                ..Default::default()
-            })
+            .start_session(SessionStart::new().mcp_servers(vec![bad.clone()]))
             .await
             .map(|_| ())
             .unwrap_err();
@@ -137,21 +94,10 @@ async fn bad_mcp_servers_refuse_the_session_with_the_field() {
         assert!(err.message.contains(says), "{bad:?}: {}", err.message);
     }
     // Two servers of one name.
-    let twice = McpServerSpec {
-        command: Some("x".into()),
-        ..spec("a")
-    };
+    let twice = spec("a").command(Some("x".into()));
     let err = h
         .kernel
-        .start_session(SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            model: None,
-            title: None,
-            mcp_servers: Some(vec![twice.clone(), twice]),
-            host_tools: None,
-            ..Default::default()
-        })
+        .start_session(SessionStart::new().mcp_servers(vec![twice.clone(), twice]))
         .await
         .map(|_| ())
         .unwrap_err();
@@ -173,13 +119,9 @@ async fn a_bad_resume_entry_is_refused_too() {
         .execute(Command::new(
             rid,
             None,
-            CommandPayload::SessionResume(SessionResume {
-                session_id: id,
-                after_sequence: None,
-                mcp_servers: Some(vec![spec("nothing")]),
-                additional_roots: None,
-                materialize_to: None,
-            }),
+            CommandPayload::SessionResume(
+                SessionResume::new(id).mcp_servers(vec![spec("nothing")]),
+            ),
         ))
         .await
         .unwrap_err();
@@ -204,13 +146,10 @@ async fn a_resumed_session_starts_its_servers_again() {
         .execute(Command::new(
             rid,
             None,
-            CommandPayload::SessionResume(SessionResume {
-                session_id: id.clone(),
-                after_sequence: None,
-                mcp_servers: Some(vec![stdio_spec("again", &journal, None)]),
-                additional_roots: None,
-                materialize_to: None,
-            }),
+            CommandPayload::SessionResume(
+                SessionResume::new(id.clone())
+                    .mcp_servers(vec![stdio_spec("again", &journal, None)]),
+            ),
         ))
         .await
         .unwrap();
@@ -233,21 +172,12 @@ async fn an_mcp_tool_whose_name_is_taken_is_left_out_with_a_warning() {
     let h = Harness::new(vec![], PermissionMode::Ask, vec![files]);
     let (session, mut events) = h
         .kernel
-        .start_session(SessionStart {
-            workspace_path: None,
-            permission_mode: None,
-            model: None,
-            title: None,
-            mcp_servers: None,
-            host_tools: Some(vec![HostToolSpec {
-                name: "mcp__files__echo".into(),
-                description: "the host's echo".into(),
-                input_schema: json!({"type": "object"}),
-                level: PermissionLevel::Read,
-                approval: None,
-            }]),
-            ..Default::default()
-        })
+        .start_session(SessionStart::new().host_tools(vec![HostToolSpec::new(
+            "mcp__files__echo",
+            "the host's echo",
+            json!({"type": "object"}),
+            PermissionLevel::Read,
+        )]))
         .await
         .unwrap();
     let seen = until(

@@ -13,16 +13,11 @@ async fn servers_are_listed_and_their_tools_offered_to_the_model() {
     let (broken, _) = stdio_server("broken", dir.path(), &["--fail-start"]);
     let h = Harness::new(vec![], PermissionMode::Ask, vec![files, broken]);
     let web = keel_mcp::testing::serve_http(None).await.unwrap();
-    let given = McpServerSpec {
-        name: "web".into(),
-        transport: Some("http".into()),
-        command: None,
-        args: None,
-        env: None,
-        url: Some(web.url()),
-        headers: Some(vec![]),
-        trust: Some(McpTrust::Read),
-    };
+    let given = McpServerSpec::new("web")
+        .transport(Some("http".into()))
+        .url(web.url())
+        .headers(vec![])
+        .trust(McpTrust::Read);
     let (session, mut events) = h.start(vec![given]).await;
     let started = until(&mut events, |e| matches!(e.event, Event::SessionStarted(_))).await;
     let start_rid = started.last().unwrap().request_id.clone();
@@ -41,7 +36,12 @@ async fn servers_are_listed_and_their_tools_offered_to_the_model() {
     };
     assert_eq!(w.details["server"], "broken");
 
-    let rid = run(&h.kernel, &session, CommandPayload::McpList(McpListCmd {})).await;
+    let rid = run(
+        &h.kernel,
+        &session,
+        CommandPayload::McpList(McpListCmd::new()),
+    )
+    .await;
     let answer = until(&mut events, |e| e.request_id == rid).await;
     let Event::McpList(list) = &answer.last().unwrap().event else {
         panic!("{:?}", answer.last())

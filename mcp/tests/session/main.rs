@@ -128,18 +128,13 @@ pub fn stdio_server(name: &str, dir: &Path, extra: &[&str]) -> (McpServerConfig,
 
 /// The same server as a `session.start` entry.
 pub fn stdio_spec(name: &str, journal: &Path, trust: Option<McpTrust>) -> McpServerSpec {
-    McpServerSpec {
-        name: name.to_owned(),
-        transport: None,
-        command: Some(SERVER.to_owned()),
-        args: Some(vec!["--journal".into(), journal.display().to_string()]),
-        env: Some(vec![NameValue {
-            name: "KEEL_TEST".into(),
-            value: "1".into(),
-        }]),
-        url: None,
-        headers: None,
-        trust,
+    let spec = McpServerSpec::new(name.to_owned())
+        .command(SERVER.to_owned())
+        .args(vec!["--journal".into(), journal.display().to_string()])
+        .env(vec![NameValue::new("KEEL_TEST", "1")]);
+    match trust {
+        Some(trust) => spec.trust(trust),
+        None => spec,
     }
 }
 
@@ -191,15 +186,7 @@ impl Harness {
     /// the requestId of the start.
     pub async fn start(&self, servers: Vec<McpServerSpec>) -> (SessionHandle, EventStream) {
         self.kernel
-            .start_session(SessionStart {
-                workspace_path: None,
-                permission_mode: None,
-                model: None,
-                title: None,
-                mcp_servers: Some(servers),
-                host_tools: None,
-                ..Default::default()
-            })
+            .start_session(SessionStart::new().mcp_servers(servers))
             .await
             .unwrap()
     }

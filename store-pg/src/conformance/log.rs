@@ -46,10 +46,7 @@ pub async fn append_and_replay(store: &dyn AsyncStore) {
         "the log reads back whole, in order, byte for byte"
     );
     assert!(!log.torn_tail_dropped);
-    let cursor = |r: &str, s| Cursor {
-        request_id: r.into(),
-        sequence: s,
-    };
+    let cursor = |r: &str, s| Cursor::new(r, s);
     let after = store
         .events_after("sess_a", &cursor("req_1", 2))
         .await
@@ -121,18 +118,12 @@ pub async fn tail(store: &dyn AsyncStore) {
         .expect("append");
     let mut from_start = store.tail("sess_a", TailFrom::Start).await.expect("tail");
     let mut from_now = store.tail("sess_a", TailFrom::Now).await.expect("tail");
-    let cursor = Cursor {
-        request_id: "req_1".into(),
-        sequence: 2,
-    };
+    let cursor = Cursor::new("req_1", 2);
     let mut after = store
         .tail("sess_a", TailFrom::After(cursor))
         .await
         .expect("tail");
-    let bad = Cursor {
-        request_id: "req_x".into(),
-        sequence: 1,
-    };
+    let bad = Cursor::new("req_x", 1);
     let bad = store.tail("sess_a", TailFrom::After(bad)).await.err();
     assert_eq!(bad.map(|e| e.code), Some(ErrorCode::RequestInvalid));
     assert_eq!(ids(&take(&mut from_start, 3).await), ids(&first));

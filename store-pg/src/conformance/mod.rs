@@ -79,7 +79,7 @@ pub fn event(session: &str, request: &str, sequence: u64, text: &str) -> Envelop
         1_775_600_000_000 + sequence,
         Source::Runtime,
         sequence,
-        Event::AssistantDelta(AssistantDelta { text: text.into() }),
+        Event::AssistantDelta(AssistantDelta::new(text)),
     )
 }
 

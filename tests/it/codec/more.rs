@@ -56,13 +56,7 @@ fn escaped_keys_and_values_decode() {
     );
     assert_eq!(cmd.request_id, "r\"1");
     match cmd.payload {
-        CommandPayload::SessionResume(p) => assert_eq!(
-            p.after_sequence,
-            Some(Cursor {
-                request_id: "q".into(),
-                sequence: 4
-            })
-        ),
+        CommandPayload::SessionResume(p) => assert_eq!(p.after_sequence, Some(Cursor::new("q", 4))),
         other => panic!("{other:?}"),
     }
     // An escaped key still gets a field error with the requestId echoed.

@@ -40,19 +40,19 @@ fn s(v: &str) -> String {
 }
 
 pub fn session_info() -> SessionInfo {
-    SessionInfo {
-        session_id: s(SESSION),
-        title: Some(s("Fix the failing test")),
-        workspace: s("/home/dev/project"),
-        created_at: T0,
-        updated_at: T0 + 5_000,
-        state: SessionState::Idle,
-        permission_mode: PermissionMode::Ask,
-        model: s("scripted:demo"),
-        request_count: 2,
-        last_message: Some(s("The test passes now: the parser kept a stale index.")),
-        additional_roots: Some(extra_roots()),
-    }
+    SessionInfo::new(
+        s(SESSION),
+        s("/home/dev/project"),
+        T0,
+        T0 + 5_000,
+        SessionState::Idle,
+        PermissionMode::Ask,
+        s("scripted:demo"),
+        2,
+    )
+    .title(s("Fix the failing test"))
+    .last_message(s("The test passes now: the parser kept a stale index."))
+    .additional_roots(extra_roots())
 }
 
 /// A session's extra roots: a library it may change, documentation it only reads.
@@ -66,48 +66,32 @@ pub fn extra_roots() -> Vec<keel_envelope::worktree::AdditionalRoot> {
 
 fn steps() -> Vec<PlanStep> {
     vec![
-        PlanStep {
-            id: s("s1"),
-            title: s("Read the relevant files"),
-            status: StepStatus::Completed,
-        },
-        PlanStep {
-            id: s("s2"),
-            title: s("Change the registration logic"),
-            status: StepStatus::InProgress,
-        },
-        PlanStep {
-            id: s("s3"),
-            title: s("Add tests"),
-            status: StepStatus::Pending,
-        },
+        PlanStep::new(s("s1"), s("Read the relevant files"), StepStatus::Completed),
+        PlanStep::new(
+            s("s2"),
+            s("Change the registration logic"),
+            StepStatus::InProgress,
+        ),
+        PlanStep::new(s("s3"), s("Add tests"), StepStatus::Pending),
     ]
 }
 
 fn plan() -> Plan {
-    Plan {
-        plan_id: s("plan_0001"),
-        status: PlanStatus::AwaitingApproval,
-        summary: Some(s("Fix the parser and add a test")),
-        steps: steps(),
-    }
+    Plan::new(s("plan_0001"), PlanStatus::AwaitingApproval, steps())
+        .summary(s("Fix the parser and add a test"))
 }
 
 fn rules() -> ApprovalRules {
-    ApprovalRules {
-        always_allow_global: vec![s("read_file")],
-        always_allow_project: vec![s("run_shell(cargo test:*)")],
-        always_deny_global: vec![s("run_shell(rm -rf *)")],
-        always_deny_project: vec![s("git(push*)")],
-    }
+    ApprovalRules::new(
+        vec![s("read_file")],
+        vec![s("run_shell(cargo test:*)")],
+        vec![s("run_shell(rm -rf *)")],
+        vec![s("git(push*)")],
+    )
 }
 
 fn usage(i: u64, o: u64) -> Usage {
-    Usage {
-        input_tokens: i,
-        output_tokens: o,
-        cached_input_tokens: i / 2,
-    }
+    Usage::new(i, o, i / 2)
 }
 
 pub fn error_payload(code: ErrorCode) -> ErrorPayload {
@@ -118,138 +102,96 @@ pub fn error_payload(code: ErrorCode) -> ErrorPayload {
 }
 
 fn review() -> ReviewState {
-    ReviewState {
-        review_id: s("rev_0001"),
-        status: ReviewStatus::Pending,
-        reason: s("Check the migration before it runs"),
-        requested_by: s("host"),
-        requested_at: T0,
-        resolved_by: None,
-        resolved_at: None,
-        decision: None,
-        blocking: true,
-        comments: vec![ReviewComment {
-            id: s("c1"),
-            author: s("host"),
-            content: s("Looks right so far"),
-            created_at: T0 + 1,
-        }],
-        checklist: vec![ChecklistItem {
-            id: s("k1"),
-            title: s("Tests pass"),
-            done: false,
-            note: None,
-        }],
-        summary: None,
-    }
+    ReviewState::new(
+        s("rev_0001"),
+        ReviewStatus::Pending,
+        s("Check the migration before it runs"),
+        s("host"),
+        T0,
+        true,
+        vec![ReviewComment::new(
+            s("c1"),
+            s("host"),
+            s("Looks right so far"),
+            T0 + 1,
+        )],
+        vec![ChecklistItem::new(s("k1"), s("Tests pass"), false)],
+    )
 }
 
 fn patch() -> Patch {
-    Patch {
-        patch_id: s("patch_0001"),
-        status: PatchStatus::Pending,
-        origin: s("tool"),
-        reason: Some(s("Fix the off-by-one")),
-        request_id: Some(s("req_0001")),
-        proposed_at: T0,
-        resolved_at: None,
-        resolved_by: None,
-        files: vec![PatchFile {
-            index: 0,
-            path: s("src/lib.rs"),
-            op: PatchOp::Modify,
-            before: Some(s("let n = len - 1;\n")),
-            after: Some(s("let n = len;\n")),
-            diff: s("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-let n = len - 1;\n+let n = len;\n"),
-            stats: DiffStats {
+    Patch::new(s("patch_0001"), PatchStatus::Pending, s("tool"), T0, vec![PatchFile::new(0, s("src/lib.rs"), PatchOp::Modify, s("--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-let n = len - 1;\n+let n = len;\n"), DiffStats {
                 added: 1,
                 removed: 1,
-            },
-        }],
-        stats: PatchStats {
-            file_count: 1,
-            added: 1,
-            removed: 1,
-        },
-    }
+            }).before(s("let n = len - 1;\n")).after(s("let n = len;\n"))], PatchStats::new(1, 1, 1)).reason(s("Fix the off-by-one")).request_id(s("req_0001"))
 }
 
 fn node(id: &str, status: NodeStatus, deps: &[&str]) -> TaskNode {
     let mut metadata = serde_json::Map::new();
     metadata.insert(s("owner"), json!("agent"));
-    TaskNode {
-        id: s(id),
-        title: format!("Task {id}"),
-        description: None,
+    TaskNode::new(
+        s(id),
+        format!("Task {id}"),
         status,
-        depends_on: deps.iter().map(|d| s(d)).collect(),
+        deps.iter().map(|d| s(d)).collect::<Vec<_>>(),
         metadata,
-        created_at: T0,
-        updated_at: T0 + 10,
-        started_at: Some(T0 + 5),
-        completed_at: None,
-        result: serde_json::Value::Null,
-        error: serde_json::Value::Null,
-    }
+        T0,
+        T0 + 10,
+        serde_json::Value::Null,
+        serde_json::Value::Null,
+    )
+    .started_at(T0 + 5)
 }
 
 fn graph() -> TaskGraph {
     let mut nodes = BTreeMap::new();
     nodes.insert(s("a"), node("a", NodeStatus::Completed, &[]));
     nodes.insert(s("b"), node("b", NodeStatus::Ready, &["a"]));
-    TaskGraph {
-        graph_id: s("graph_0001"),
-        title: Some(s("Release")),
-        description: None,
-        status: GraphStatus::Active,
-        order: vec![s("a"), s("b")],
+    TaskGraph::new(
+        s("graph_0001"),
+        GraphStatus::Active,
+        vec![s("a"), s("b")],
         nodes,
-        created_at: T0,
-        updated_at: T0 + 10,
-        completed_at: None,
-    }
+        T0,
+        T0 + 10,
+    )
+    .title(s("Release"))
 }
 
 fn sub_agent() -> SubAgentInfo {
-    SubAgentInfo {
-        sub_agent_id: s("sub_0001"),
-        parent_session_id: s(SESSION),
-        parent_request_id: s("req_0001"),
-        task: s("Find every caller of parse()"),
-        tools: vec![s("read_file"), s("search_files")],
-        status: SubAgentStatus::Running,
-        summary: None,
-        error: None,
-        usage: usage(1200, 80),
-        turns: 2,
-        started_at: T0,
-        finished_at: None,
-        worktree: None,
-        patch_id: None,
-    }
+    SubAgentInfo::new(
+        s("sub_0001"),
+        s(SESSION),
+        s("req_0001"),
+        s("Find every caller of parse()"),
+        vec![s("read_file"), s("search_files")],
+        SubAgentStatus::Running,
+        usage(1200, 80),
+        2,
+        T0,
+    )
 }
 
 fn background() -> BackgroundTask {
-    BackgroundTask {
-        task_id: s("bg_0001"),
-        session_id: s(SESSION),
-        command: s("npm run dev"),
-        status: BackgroundStatus::Running,
-        exit_code: None,
-        started_at: T0,
-        ended_at: None,
-        output_tail: s("ready on port 5173\n"),
-    }
+    BackgroundTask::new(
+        s("bg_0001"),
+        s(SESSION),
+        s("npm run dev"),
+        BackgroundStatus::Running,
+        T0,
+        s("ready on port 5173\n"),
+    )
 }
 
 /// A representative `tool.call.completed` with a structured result.
 pub fn tool_call_completed() -> ev::ToolCallCompleted {
-    ev::ToolCallCompleted {
-        tool_call_id: s("tool_0001"),
-        tool_name: s("read_file"),
+    ev::ToolCallCompleted::new(
+        s("tool_0001"),
+        s("read_file"),
         // Keys in sorted order: the wire keeps a map's order when a dependency turns
+
         // on `serde_json`'s `preserve_order`, and sorts it otherwise.
-        result: json!({
+        json!({
             "content": "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
             "lineCount": 3,
             "path": "src/lib.rs",
@@ -258,278 +200,233 @@ pub fn tool_call_completed() -> ev::ToolCallCompleted {
             "totalLines": 3,
             "truncated": false
         }),
-        duration_ms: 3,
-    }
+        3,
+    )
 }
 
 /// A representative value of `t`.
 fn telemetry() -> Telemetry {
-    Telemetry {
-        elapsed_ms: 1830,
-        turns: 2,
-        tool_calls: 1,
-        input_tokens: 2400,
-        output_tokens: 160,
-        cached_input_tokens: 1024,
-        context_tokens: 2560,
-        context_window: 200_000,
-    }
+    Telemetry::new(1830, 2, 1, 2400, 160, 1024, 2560, 200_000)
 }
 
 pub fn sample_event(t: EventType) -> Event {
     match t {
-        EventType::RuntimeReady => Event::RuntimeReady(ev::RuntimeReady {
-            protocol_version: s("1.0"),
-            keel_version: s("0.1.0"),
-            pid: 4242,
-            workspace: Some(s("/home/dev/project")),
-            available_models: vec![ModelInfo {
-                id: s("scripted:demo"),
-                display_name: s("Scripted demo"),
-                provider: s("scripted"),
-                is_current: true,
-            }],
-            permission_modes: PermissionMode::ALL.to_vec(),
-            capabilities: vec![s("approvals"), s("plan"), s("resume"), s("queue")],
-        }),
-        EventType::RuntimeStopped => Event::RuntimeStopped(ev::RuntimeStopped {
-            reason: s("shutdown"),
-            resume_from: None,
-        }),
-        EventType::SessionStarted => Event::SessionStarted(ev::SessionStarted {
-            session_id: s(SESSION),
-            workspace: s("/home/dev/.local/share/keel/worktrees/sess_0001"),
-            permission_mode: PermissionMode::Ask,
-            model: s("scripted:demo"),
-            title: None,
-            created_at: T0,
-            worktree: Some(rewind_samples::worktree()),
-            additional_roots: Some(extra_roots()),
-        }),
-        EventType::SessionResumed => Event::SessionResumed(ev::SessionResumed {
-            session: session_info(),
-            summary: s("Fix the failing test (4 messages)"),
-            message_count: 4,
-            plan: Some(plan()),
-            rules: rules(),
-            last_cursor: Some(Cursor {
-                request_id: s("req_0001"),
-                sequence: 12,
-            }),
-            replayed: 0,
-            materialized: None,
-        }),
-        EventType::SessionInterrupted => Event::SessionInterrupted(ev::SessionInterrupted {
-            interrupted_request_id: Some(s("req_0001")),
-            reason: s("user"),
-            was_running: true,
-        }),
-        EventType::SessionOwnerChanged => Event::SessionOwnerChanged(ev::SessionOwnerChanged {
-            previous_owner: s("node-a"),
-            owner: s("node-b"),
-            epoch: 4,
-        }),
-        EventType::SessionCompleted => Event::SessionCompleted(ev::SessionCompleted {
-            stop_reason: StopReason::EndTurn,
-            final_text: Some(s("The test passes now.")),
-            telemetry: telemetry(),
-            budget: None,
-        }),
-        EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed {
-            reason: s("requested"),
-        }),
-        EventType::SessionList => Event::SessionList(ev::SessionList {
-            sessions: vec![session_info()],
-        }),
-        EventType::SessionState => Event::SessionState(ev::SessionStateSnapshot {
-            session: session_info(),
-            active_request_id: Some(s("req_0002")),
-            queued_request_ids: vec![s("req_0003")],
-            pending_approval_ids: vec![s("appr_0001")],
-            plan: None,
-            rules: rules(),
-            usage: usage(2400, 160),
-            message_count: 6,
-            state: SessionState::WaitingApproval,
-        }),
+        EventType::RuntimeReady => Event::RuntimeReady(
+            ev::RuntimeReady::new(
+                s("1.0"),
+                s("0.1.0"),
+                4242,
+                vec![ModelInfo::new(
+                    s("scripted:demo"),
+                    s("Scripted demo"),
+                    s("scripted"),
+                    true,
+                )],
+                PermissionMode::ALL.to_vec(),
+                vec![s("approvals"), s("plan"), s("resume"), s("queue")],
+            )
+            .workspace(s("/home/dev/project")),
+        ),
+        EventType::RuntimeStopped => Event::RuntimeStopped(ev::RuntimeStopped::new(s("shutdown"))),
+        EventType::SessionStarted => Event::SessionStarted(
+            ev::SessionStarted::new(
+                s(SESSION),
+                s("/home/dev/.local/share/keel/worktrees/sess_0001"),
+                PermissionMode::Ask,
+                s("scripted:demo"),
+                T0,
+            )
+            .worktree(rewind_samples::worktree())
+            .additional_roots(extra_roots()),
+        ),
+        EventType::SessionResumed => Event::SessionResumed(
+            ev::SessionResumed::new(
+                session_info(),
+                s("Fix the failing test (4 messages)"),
+                4,
+                rules(),
+                0,
+            )
+            .plan(plan())
+            .last_cursor(Cursor::new(s("req_0001"), 12)),
+        ),
+        EventType::SessionInterrupted => Event::SessionInterrupted(
+            ev::SessionInterrupted::new(s("user"), true).interrupted_request_id(s("req_0001")),
+        ),
+        EventType::SessionOwnerChanged => {
+            Event::SessionOwnerChanged(ev::SessionOwnerChanged::new(s("node-a"), s("node-b"), 4))
+        }
+        EventType::SessionCompleted => Event::SessionCompleted(
+            ev::SessionCompleted::new(StopReason::EndTurn, telemetry())
+                .final_text(s("The test passes now.")),
+        ),
+        EventType::SessionClosed => Event::SessionClosed(ev::SessionClosed::new(s("requested"))),
+        EventType::SessionList => Event::SessionList(ev::SessionList::new(vec![session_info()])),
+        EventType::SessionState => Event::SessionState(
+            ev::SessionStateSnapshot::new(
+                session_info(),
+                vec![s("req_0003")],
+                vec![s("appr_0001")],
+                rules(),
+                usage(2400, 160),
+                6,
+                SessionState::WaitingApproval,
+            )
+            .active_request_id(s("req_0002")),
+        ),
         EventType::CheckpointList => rewind_samples::checkpoint_list(),
         EventType::SessionRewound => rewind_samples::session_rewound(),
         EventType::SessionForked => rewind_samples::session_forked(),
         EventType::SideAnswered => rewind_samples::side_answered(),
-        EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged {
-            mode: PermissionMode::AutoEdit,
-            previous_mode: PermissionMode::Ask,
-        }),
-        EventType::SessionModelChanged => Event::SessionModelChanged(ev::SessionModelChanged {
-            model: s("anthropic:claude-sonnet"),
-            previous_model: s("scripted:demo"),
-        }),
-        EventType::SessionRulesUpdated => Event::SessionRulesUpdated(ev::SessionRulesUpdated {
-            rules: rules(),
-            source: s("host"),
-        }),
-        EventType::SessionHistoryLoaded => {
-            Event::SessionHistoryLoaded(ev::SessionHistoryLoaded { message_count: 4 })
+        EventType::SessionModeChanged => Event::SessionModeChanged(ev::SessionModeChanged::new(
+            PermissionMode::AutoEdit,
+            PermissionMode::Ask,
+        )),
+        EventType::SessionModelChanged => Event::SessionModelChanged(ev::SessionModelChanged::new(
+            s("anthropic:claude-sonnet"),
+            s("scripted:demo"),
+        )),
+        EventType::SessionRulesUpdated => {
+            Event::SessionRulesUpdated(ev::SessionRulesUpdated::new(rules(), s("host")))
         }
-        EventType::SessionTitleChanged => Event::SessionTitleChanged(ev::SessionTitleChanged {
-            title: s("Fix the failing parser test"),
-            previous_title: Some(s("Fix the failing test")),
-            source: s("host"),
-        }),
-        EventType::SessionDeleted => Event::SessionDeleted(ev::SessionDeleted {
-            session_id: s(SESSION),
-        }),
-        EventType::RequestAccepted => Event::RequestAccepted(ev::RequestAccepted {
-            message: s("Why does the test fail?"),
-            from_queue: false,
-        }),
+        EventType::SessionHistoryLoaded => {
+            Event::SessionHistoryLoaded(ev::SessionHistoryLoaded::new(4))
+        }
+        EventType::SessionTitleChanged => Event::SessionTitleChanged(
+            ev::SessionTitleChanged::new(s("Fix the failing parser test"), s("host"))
+                .previous_title(s("Fix the failing test")),
+        ),
+        EventType::SessionDeleted => Event::SessionDeleted(ev::SessionDeleted::new(s(SESSION))),
+        EventType::RequestAccepted => Event::RequestAccepted(ev::RequestAccepted::new(
+            s("Why does the test fail?"),
+            false,
+        )),
         EventType::RequestRejected => Event::RequestRejected(
             ErrorPayload::new(ErrorCode::SessionBusy, "the session is busy")
                 .category(ErrorCategory::Business),
         ),
-        EventType::RequestQueued => Event::RequestQueued(ev::RequestQueued { position: 1 }),
-        EventType::RequestSteered => Event::RequestSteered(ev::RequestSteered {
-            target_request_id: s("req_0001"),
-        }),
-        EventType::RequestCancelled => Event::RequestCancelled(ev::RequestCancelled {
-            queued_request_id: s("req_0003"),
-        }),
-        EventType::AssistantMessage => Event::AssistantMessage(ev::AssistantMessage {
-            text: s("I will read the test first."),
-        }),
-        EventType::AssistantDelta => Event::AssistantDelta(ev::AssistantDelta {
-            text: s("I will read "),
-        }),
-        EventType::AssistantThoughtSummary => {
-            Event::AssistantThoughtSummary(ev::AssistantThoughtSummary {
-                text: s("Looking for the failing assertion."),
-            })
+        EventType::RequestQueued => Event::RequestQueued(ev::RequestQueued::new(1)),
+        EventType::RequestSteered => Event::RequestSteered(ev::RequestSteered::new(s("req_0001"))),
+        EventType::RequestCancelled => {
+            Event::RequestCancelled(ev::RequestCancelled::new(s("req_0003")))
         }
-        EventType::AssistantFinal => Event::AssistantFinal(ev::AssistantFinal {
-            text: s("The test passes now."),
-        }),
-        EventType::PlanStarted => Event::PlanStarted(ev::PlanStarted {
-            plan_id: s("plan_0001"),
-        }),
-        EventType::PlanUpdated => Event::PlanUpdated(ev::PlanUpdated {
-            plan_id: s("plan_0001"),
-            steps: steps(),
-        }),
-        EventType::PlanApprovalRequired => Event::PlanApprovalRequired(ev::PlanApprovalRequired {
-            plan_id: s("plan_0001"),
-            steps: steps(),
-            summary: Some(s("Fix the parser and add a test")),
-        }),
-        EventType::PlanApproved => Event::PlanApproved(ev::PlanApproved {
-            plan_id: s("plan_0001"),
-            mode: PermissionMode::AutoEdit,
-        }),
-        EventType::PlanRejected => Event::PlanRejected(ev::PlanRejected {
-            plan_id: s("plan_0001"),
-            feedback: Some(s("Do not touch the public API")),
-        }),
-        EventType::ToolCallStarted => Event::ToolCallStarted(ev::ToolCallStarted {
-            tool_call_id: s("tool_0001"),
-            tool_name: s("read_file"),
-            arguments: json!({ "path": "src/lib.rs" }),
-            permission_level: PermissionLevel::Read,
-        }),
-        EventType::ToolCallProgress => Event::ToolCallProgress(ev::ToolCallProgress {
-            tool_call_id: s("tool_0002"),
-            stream: s("stdout"),
-            chunk: s("running 3 tests\n"),
-        }),
+        EventType::AssistantMessage => {
+            Event::AssistantMessage(ev::AssistantMessage::new(s("I will read the test first.")))
+        }
+        EventType::AssistantDelta => {
+            Event::AssistantDelta(ev::AssistantDelta::new(s("I will read ")))
+        }
+        EventType::AssistantThoughtSummary => Event::AssistantThoughtSummary(
+            ev::AssistantThoughtSummary::new(s("Looking for the failing assertion.")),
+        ),
+        EventType::AssistantFinal => {
+            Event::AssistantFinal(ev::AssistantFinal::new(s("The test passes now.")))
+        }
+        EventType::PlanStarted => Event::PlanStarted(ev::PlanStarted::new(s("plan_0001"))),
+        EventType::PlanUpdated => Event::PlanUpdated(ev::PlanUpdated::new(s("plan_0001"), steps())),
+        EventType::PlanApprovalRequired => Event::PlanApprovalRequired(
+            ev::PlanApprovalRequired::new(s("plan_0001"), steps())
+                .summary(s("Fix the parser and add a test")),
+        ),
+        EventType::PlanApproved => Event::PlanApproved(ev::PlanApproved::new(
+            s("plan_0001"),
+            PermissionMode::AutoEdit,
+        )),
+        EventType::PlanRejected => Event::PlanRejected(
+            ev::PlanRejected::new(s("plan_0001")).feedback(s("Do not touch the public API")),
+        ),
+        EventType::ToolCallStarted => Event::ToolCallStarted(ev::ToolCallStarted::new(
+            s("tool_0001"),
+            s("read_file"),
+            json!({ "path": "src/lib.rs" }),
+            PermissionLevel::Read,
+        )),
+        EventType::ToolCallProgress => Event::ToolCallProgress(ev::ToolCallProgress::new(
+            s("tool_0002"),
+            s("stdout"),
+            s("running 3 tests\n"),
+        )),
         EventType::ToolCallCompleted => Event::ToolCallCompleted(tool_call_completed()),
-        EventType::ToolCallFailed => Event::ToolCallFailed(ev::ToolCallFailed {
-            tool_call_id: s("tool_0002"),
-            tool_name: s("run_shell"),
-            error: ErrorPayload::new(ErrorCode::ToolExecutionFailed, "exit code 101")
+        EventType::ToolCallFailed => Event::ToolCallFailed(ev::ToolCallFailed::new(
+            s("tool_0002"),
+            s("run_shell"),
+            ErrorPayload::new(ErrorCode::ToolExecutionFailed, "exit code 101")
                 .with_detail("exitCode", 101),
-            duration_ms: 2100,
-        }),
-        EventType::ToolCallSkipped => Event::ToolCallSkipped(ev::ToolCallSkipped {
-            tool_call_id: s("tool_0003"),
-            tool_name: s("edit_file"),
-            error: error_payload(ErrorCode::ToolPermissionDenied),
-        }),
-        EventType::ApprovalRequested => Event::ApprovalRequested(ev::ApprovalRequested {
-            approval_id: s("appr_0001"),
-            tool_call_id: s("tool_0002"),
-            tool_name: s("run_shell"),
-            arguments: json!({ "command": "npm run test:jest" }),
-            preview: s("npm run test:jest"),
-            command: Some(s("npm run test:jest")),
-            reason: s("about to run a shell command that may change workspace files"),
-            action_type: s("shell.execute"),
-            risk_level: RiskLevel::High,
-            permission_level: PermissionLevel::Execute,
-            scope: vec![s("process:spawn"), s("filesystem:workspace")],
-            decisions: ApprovalDecision::ALL.to_vec(),
-            expires_at: Some(T0 + 60_000),
-        }),
-        EventType::ApprovalGranted => Event::ApprovalGranted(ev::ApprovalGranted {
-            approval_id: s("appr_0001"),
-            tool_call_id: s("tool_0002"),
-            decision: ApprovalDecision::AllowOnce,
-        }),
-        EventType::ApprovalDenied => Event::ApprovalDenied(ev::ApprovalDenied {
-            approval_id: s("appr_0001"),
-            tool_call_id: s("tool_0002"),
-            reason: s("user"),
-        }),
-        EventType::ApprovalExpired => Event::ApprovalExpired(ev::ApprovalExpired {
-            approval_id: s("appr_0001"),
-            tool_call_id: s("tool_0002"),
-            reason: s("timeout"),
-        }),
-        EventType::AskRequested => Event::AskRequested(ev::AskRequested {
-            ask_id: s("ask_0001"),
-            tool_call_id: s("tool_0004"),
-            question: s("Which database should the tests use?"),
-            candidates: vec![s("sqlite"), s("postgres")],
-            expires_at: None,
-        }),
-        EventType::AskAnswered => Event::AskAnswered(ev::AskAnswered {
-            ask_id: s("ask_0001"),
-            answer: s("sqlite"),
-        }),
-        EventType::AskExpired => Event::AskExpired(ev::AskExpired {
-            ask_id: s("ask_0001"),
-            reason: s("interrupted"),
-        }),
-        EventType::CompactionStarted => Event::CompactionStarted(ev::CompactionStarted {
-            trigger: s("auto"),
-            tokens_before: 180_000,
-        }),
-        EventType::CompactionCompleted => Event::CompactionCompleted(ev::CompactionCompleted {
-            tokens_before: 180_000,
-            tokens_after: 24_000,
-            messages_compacted: 40,
-            fallback: false,
-        }),
-        EventType::UsageUpdated => Event::UsageUpdated(ev::UsageUpdated {
-            last: usage(1200, 80),
-            request: usage(2400, 160),
-            session: usage(9600, 640),
-            context_tokens: 2560,
-            context_window: 200_000,
-        }),
-        EventType::TurnStarted => Event::TurnStarted(ev::TurnStarted { index: 2 }),
-        EventType::TurnCompleted => Event::TurnCompleted(ev::TurnCompleted {
-            index: 2,
-            stop_reason: TurnStopReason::EndTurn,
-            tool_calls: 0,
-            usage: usage(1200, 80),
-            elapsed_ms: 640,
-            telemetry: Some(telemetry()),
-        }),
-        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus {
-            scope: BudgetScope::Request,
-            limit: BudgetLimit::Tokens,
-            tool_name: None,
-            used: 161_000.0,
-            max: 200_000.0,
-        }),
+            2100,
+        )),
+        EventType::ToolCallSkipped => Event::ToolCallSkipped(ev::ToolCallSkipped::new(
+            s("tool_0003"),
+            s("edit_file"),
+            error_payload(ErrorCode::ToolPermissionDenied),
+        )),
+        EventType::ApprovalRequested => Event::ApprovalRequested(
+            ev::ApprovalRequested::new(
+                s("appr_0001"),
+                s("tool_0002"),
+                s("run_shell"),
+                json!({ "command": "npm run test:jest" }),
+                s("npm run test:jest"),
+                s("about to run a shell command that may change workspace files"),
+                s("shell.execute"),
+                RiskLevel::High,
+                PermissionLevel::Execute,
+                vec![s("process:spawn"), s("filesystem:workspace")],
+                ApprovalDecision::ALL.to_vec(),
+            )
+            .command(s("npm run test:jest"))
+            .expires_at(T0 + 60_000),
+        ),
+        EventType::ApprovalGranted => Event::ApprovalGranted(ev::ApprovalGranted::new(
+            s("appr_0001"),
+            s("tool_0002"),
+            ApprovalDecision::AllowOnce,
+        )),
+        EventType::ApprovalDenied => Event::ApprovalDenied(ev::ApprovalDenied::new(
+            s("appr_0001"),
+            s("tool_0002"),
+            s("user"),
+        )),
+        EventType::ApprovalExpired => Event::ApprovalExpired(ev::ApprovalExpired::new(
+            s("appr_0001"),
+            s("tool_0002"),
+            s("timeout"),
+        )),
+        EventType::AskRequested => Event::AskRequested(ev::AskRequested::new(
+            s("ask_0001"),
+            s("tool_0004"),
+            s("Which database should the tests use?"),
+            vec![s("sqlite"), s("postgres")],
+        )),
+        EventType::AskAnswered => {
+            Event::AskAnswered(ev::AskAnswered::new(s("ask_0001"), s("sqlite")))
+        }
+        EventType::AskExpired => {
+            Event::AskExpired(ev::AskExpired::new(s("ask_0001"), s("interrupted")))
+        }
+        EventType::CompactionStarted => {
+            Event::CompactionStarted(ev::CompactionStarted::new(s("auto"), 180_000))
+        }
+        EventType::CompactionCompleted => {
+            Event::CompactionCompleted(ev::CompactionCompleted::new(180_000, 24_000, 40, false))
+        }
+        EventType::UsageUpdated => Event::UsageUpdated(ev::UsageUpdated::new(
+            usage(1200, 80),
+            usage(2400, 160),
+            usage(9600, 640),
+            2560,
+            200_000,
+        )),
+        EventType::TurnStarted => Event::TurnStarted(ev::TurnStarted::new(2)),
+        EventType::TurnCompleted => Event::TurnCompleted(
+            ev::TurnCompleted::new(2, TurnStopReason::EndTurn, 0, usage(1200, 80), 640)
+                .telemetry(telemetry()),
+        ),
+        EventType::BudgetWarning => Event::BudgetWarning(BudgetStatus::new(
+            BudgetScope::Request,
+            BudgetLimit::Tokens,
+            161_000.0,
+            200_000.0,
+        )),
         EventType::Warning => Event::Warning(
             ErrorPayload::new(
                 ErrorCode::ContextCompactionFailed,
@@ -544,157 +441,128 @@ pub fn sample_event(t: EventType) -> Event {
                 .hint(ErrorHint::QuotaExceeded)
                 .retryable(true),
         ),
-        EventType::ReviewRequested => Event::ReviewRequested(ev::ReviewEvent { review: review() }),
-        EventType::ReviewUpdated => Event::ReviewUpdated(ev::ReviewEvent { review: review() }),
+        EventType::ReviewRequested => Event::ReviewRequested(ev::ReviewEvent::new(review())),
+        EventType::ReviewUpdated => Event::ReviewUpdated(ev::ReviewEvent::new(review())),
         EventType::ReviewResolved => {
             let mut r = review();
             r.status = ReviewStatus::Approved;
             r.decision = Some(ReviewStatus::Approved);
             r.resolved_by = Some(s("host"));
             r.resolved_at = Some(T0 + 100);
-            Event::ReviewResolved(ev::ReviewEvent { review: r })
+            Event::ReviewResolved(ev::ReviewEvent::new(r))
         }
-        EventType::ReviewState => Event::ReviewState(ev::ReviewStateEvent {
-            review: Some(review()),
-            blocking: true,
-        }),
-        EventType::PatchProposed => Event::PatchProposed(ev::PatchEvent { patch: patch() }),
+        EventType::ReviewState => {
+            Event::ReviewState(ev::ReviewStateEvent::new(true).review(review()))
+        }
+        EventType::PatchProposed => Event::PatchProposed(ev::PatchEvent::new(patch())),
         EventType::PatchApplied => {
             let mut p = patch();
             p.status = PatchStatus::Applied;
             p.resolved_at = Some(T0 + 50);
             p.resolved_by = Some(s("host"));
-            Event::PatchApplied(ev::PatchEvent { patch: p })
+            Event::PatchApplied(ev::PatchEvent::new(p))
         }
         EventType::PatchRejected => {
             let mut p = patch();
             p.status = PatchStatus::Rejected;
-            Event::PatchRejected(ev::PatchEvent { patch: p })
+            Event::PatchRejected(ev::PatchEvent::new(p))
         }
-        EventType::PatchSummary => Event::PatchSummary(ev::PatchSummary {
-            pending: vec![patch()],
-            history: vec![],
-            totals: PatchStats {
-                file_count: 1,
-                added: 1,
-                removed: 1,
-            },
-        }),
-        EventType::TaskGraphCreated => Event::TaskGraphCreated(ev::TaskGraphEvent {
-            graph: Some(graph()),
-        }),
-        EventType::TaskGraphUpdated => Event::TaskGraphUpdated(ev::TaskGraphEvent {
-            graph: Some(graph()),
-        }),
-        EventType::TaskGraphNodeAdded => Event::TaskGraphNodeAdded(ev::TaskGraphNodeEvent {
-            graph_id: s("graph_0001"),
-            node: node("c", NodeStatus::Pending, &["b"]),
-        }),
-        EventType::TaskGraphNodeUpdated => Event::TaskGraphNodeUpdated(ev::TaskGraphNodeEvent {
-            graph_id: s("graph_0001"),
-            node: node("b", NodeStatus::Running, &["a"]),
-        }),
+        EventType::PatchSummary => Event::PatchSummary(ev::PatchSummary::new(
+            vec![patch()],
+            vec![],
+            PatchStats::new(1, 1, 1),
+        )),
+        EventType::TaskGraphCreated => {
+            Event::TaskGraphCreated(ev::TaskGraphEvent::new().graph(graph()))
+        }
+        EventType::TaskGraphUpdated => {
+            Event::TaskGraphUpdated(ev::TaskGraphEvent::new().graph(graph()))
+        }
+        EventType::TaskGraphNodeAdded => Event::TaskGraphNodeAdded(ev::TaskGraphNodeEvent::new(
+            s("graph_0001"),
+            node("c", NodeStatus::Pending, &["b"]),
+        )),
+        EventType::TaskGraphNodeUpdated => Event::TaskGraphNodeUpdated(
+            ev::TaskGraphNodeEvent::new(s("graph_0001"), node("b", NodeStatus::Running, &["a"])),
+        ),
         EventType::TaskGraphNodeCompleted => {
             let mut n = node("b", NodeStatus::Completed, &["a"]);
             n.completed_at = Some(T0 + 20);
             n.result = json!({ "ok": true });
-            Event::TaskGraphNodeCompleted(ev::TaskGraphNodeEvent {
-                graph_id: s("graph_0001"),
-                node: n,
-            })
+            Event::TaskGraphNodeCompleted(ev::TaskGraphNodeEvent::new(s("graph_0001"), n))
         }
         EventType::TaskGraphNodeFailed => {
             let mut n = node("b", NodeStatus::Failed, &["a"]);
             n.error = json!({ "message": "build failed" });
-            Event::TaskGraphNodeFailed(ev::TaskGraphNodeEvent {
-                graph_id: s("graph_0001"),
-                node: n,
-            })
+            Event::TaskGraphNodeFailed(ev::TaskGraphNodeEvent::new(s("graph_0001"), n))
         }
-        EventType::TaskGraphAdvanced => Event::TaskGraphAdvanced(ev::TaskGraphAdvanced {
-            graph_id: s("graph_0001"),
-            became_ready: vec![s("b")],
-            graph: graph(),
-        }),
+        EventType::TaskGraphAdvanced => Event::TaskGraphAdvanced(ev::TaskGraphAdvanced::new(
+            s("graph_0001"),
+            vec![s("b")],
+            graph(),
+        )),
         EventType::TaskGraphCompleted => {
             let mut g = graph();
             g.status = GraphStatus::Completed;
             g.completed_at = Some(T0 + 99);
-            Event::TaskGraphCompleted(ev::TaskGraphEvent { graph: Some(g) })
+            Event::TaskGraphCompleted(ev::TaskGraphEvent::new().graph(g))
         }
-        EventType::TaskGraphState => Event::TaskGraphState(ev::TaskGraphEvent { graph: None }),
-        EventType::SubAgentStarted => Event::SubAgentStarted(ev::SubAgentEvent {
-            parent_session_id: s(SESSION),
-            sub_agent_id: s("sub_0001"),
-            sub_agent: sub_agent(),
-        }),
-        EventType::SubAgentProgress => Event::SubAgentProgress(ev::SubAgentProgress {
-            parent_session_id: s(SESSION),
-            sub_agent_id: s("sub_0001"),
-            message: s("searching src/"),
-        }),
+        EventType::TaskGraphState => Event::TaskGraphState(ev::TaskGraphEvent::new()),
+        EventType::SubAgentStarted => Event::SubAgentStarted(ev::SubAgentEvent::new(
+            s(SESSION),
+            s("sub_0001"),
+            sub_agent(),
+        )),
+        EventType::SubAgentProgress => Event::SubAgentProgress(ev::SubAgentProgress::new(
+            s(SESSION),
+            s("sub_0001"),
+            s("searching src/"),
+        )),
         EventType::SubAgentCompleted => {
             let mut a = sub_agent();
             a.status = SubAgentStatus::Completed;
             a.summary = Some(s("3 callers, all in src/parse.rs"));
             a.finished_at = Some(T0 + 900);
-            Event::SubAgentCompleted(ev::SubAgentEvent {
-                parent_session_id: s(SESSION),
-                sub_agent_id: s("sub_0001"),
-                sub_agent: a,
-            })
+            Event::SubAgentCompleted(ev::SubAgentEvent::new(s(SESSION), s("sub_0001"), a))
         }
         EventType::SubAgentFailed => {
             let mut a = sub_agent();
             a.status = SubAgentStatus::Failed;
             a.error = Some(ErrorPayload::new(ErrorCode::Interrupted, "cancelled"));
             a.finished_at = Some(T0 + 900);
-            Event::SubAgentFailed(ev::SubAgentEvent {
-                parent_session_id: s(SESSION),
-                sub_agent_id: s("sub_0001"),
-                sub_agent: a,
-            })
+            Event::SubAgentFailed(ev::SubAgentEvent::new(s(SESSION), s("sub_0001"), a))
         }
-        EventType::SubAgentList => Event::SubAgentList(ev::SubAgentList {
-            active: vec![sub_agent()],
-            recent: vec![],
-        }),
-        EventType::SubAgentGet => Event::SubAgentGet(ev::SubAgentGet {
-            sub_agent: sub_agent(),
-        }),
-        EventType::HarnessStatus => Event::HarnessStatus(ev::HarnessStatus {
-            sessions: vec![session_info()],
-            background_tasks: vec![background()],
-            sub_agents: vec![sub_agent()],
-        }),
-        EventType::BackgroundList => Event::BackgroundList(ev::BackgroundList {
-            tasks: vec![background()],
-        }),
-        EventType::BackgroundGet => {
-            Event::BackgroundGet(ev::BackgroundEvent { task: background() })
+        EventType::SubAgentList => {
+            Event::SubAgentList(ev::SubAgentList::new(vec![sub_agent()], vec![]))
         }
-        EventType::BackgroundHistory => Event::BackgroundHistory(ev::BackgroundHistory {
-            task_id: s("bg_0001"),
-            lines: vec![s("> vite"), s("ready on port 5173")],
-        }),
+        EventType::SubAgentGet => Event::SubAgentGet(ev::SubAgentGet::new(sub_agent())),
+        EventType::HarnessStatus => Event::HarnessStatus(ev::HarnessStatus::new(
+            vec![session_info()],
+            vec![background()],
+            vec![sub_agent()],
+        )),
+        EventType::BackgroundList => {
+            Event::BackgroundList(ev::BackgroundList::new(vec![background()]))
+        }
+        EventType::BackgroundGet => Event::BackgroundGet(ev::BackgroundEvent::new(background())),
+        EventType::BackgroundHistory => Event::BackgroundHistory(ev::BackgroundHistory::new(
+            s("bg_0001"),
+            vec![s("> vite"), s("ready on port 5173")],
+        )),
         EventType::BackgroundStopped => {
             let mut b = background();
             b.status = BackgroundStatus::Stopped;
             b.ended_at = Some(T0 + 3_000);
-            Event::BackgroundStopped(ev::BackgroundEvent { task: b })
+            Event::BackgroundStopped(ev::BackgroundEvent::new(b))
         }
-        EventType::SessionWatched => Event::SessionWatched(ev::SessionWatched {
-            session: session_info(),
-            active_request_id: Some(s("req_0001")),
-            last_cursor: Some(Cursor {
-                request_id: s("req_0001"),
-                sequence: 14,
-            }),
-            replayed: 2,
-        }),
-        EventType::SessionUnwatched => Event::SessionUnwatched(ev::SessionUnwatched {
-            session_id: s(SESSION),
-        }),
+        EventType::SessionWatched => Event::SessionWatched(
+            ev::SessionWatched::new(session_info(), 2)
+                .active_request_id(s("req_0001"))
+                .last_cursor(Cursor::new(s("req_0001"), 14)),
+        ),
+        EventType::SessionUnwatched => {
+            Event::SessionUnwatched(ev::SessionUnwatched::new(s(SESSION)))
+        }
         EventType::McpList
         | EventType::SkillsList
         | EventType::CommandsList
@@ -707,7 +575,7 @@ pub fn sample_event(t: EventType) -> Event {
             b.status = BackgroundStatus::Exited;
             b.exit_code = Some(0);
             b.ended_at = Some(T0 + 4_000);
-            Event::BackgroundExited(ev::BackgroundEvent { task: b })
+            Event::BackgroundExited(ev::BackgroundEvent::new(b))
         }
         other => panic!("no sample event for {other:?}"),
     }

@@ -303,7 +303,7 @@ impl Repl {
         let st = self.screen.style;
         let (sub, rest) = split_word(arg);
         let payload = match sub {
-            "" => CommandPayload::ReviewStatus(ReviewStatusCmd {}),
+            "" => CommandPayload::ReviewStatus(ReviewStatusCmd::new()),
             "enter" => {
                 let blocking = rest.split_whitespace().any(|w| w == "--blocking");
                 let reason = rest
@@ -315,32 +315,23 @@ impl Repl {
                     self.warn_line("usage: /review enter <reason> [--blocking]");
                     return;
                 }
-                CommandPayload::ReviewEnter(ReviewEnter {
-                    reason,
-                    blocking,
-                    checklist: None,
-                })
+                CommandPayload::ReviewEnter(ReviewEnter::new(reason).blocking(blocking))
             }
-            "comment" if !rest.is_empty() => CommandPayload::ReviewSubmit(ReviewSubmit {
-                comment: Some(rest.to_owned()),
-                checklist_item: None,
-            }),
-            "check" if !rest.is_empty() => CommandPayload::ReviewSubmit(ReviewSubmit {
-                comment: None,
-                checklist_item: Some(ChecklistUpdate {
-                    id: rest.to_owned(),
-                    done: true,
-                    note: None,
-                }),
-            }),
-            "approve" | "reject" => CommandPayload::ReviewResolve(ReviewResolve {
-                decision: if sub == "approve" {
+            "comment" if !rest.is_empty() => {
+                CommandPayload::ReviewSubmit(ReviewSubmit::new().comment(rest.to_owned()))
+            }
+            "check" if !rest.is_empty() => CommandPayload::ReviewSubmit(
+                ReviewSubmit::new()
+                    .checklist_item(ChecklistUpdate::new(rest.to_owned()).done(true)),
+            ),
+            "approve" | "reject" => CommandPayload::ReviewResolve(
+                ReviewResolve::new(if sub == "approve" {
                     ReviewDecision::Approved
                 } else {
                     ReviewDecision::Rejected
-                },
-                summary: optional(rest),
-            }),
+                })
+                .summary(optional(rest)),
+            ),
             _ => {
                 self.warn_line(
                     "usage: /review [enter <reason> [--blocking] | comment <text> | check <itemId> | approve [summary] | reject [summary]]",
@@ -390,16 +381,13 @@ impl Repl {
         let (sub, rest) = split_word(arg);
         let (id, reason) = split_word(rest);
         let payload = match sub {
-            "" => CommandPayload::PatchSummary(PatchSummaryCmd {}),
+            "" => CommandPayload::PatchSummary(PatchSummaryCmd::new()),
             "apply" if !id.is_empty() && reason.is_empty() => {
-                CommandPayload::PatchApply(PatchApply {
-                    patch_id: id.to_owned(),
-                })
+                CommandPayload::PatchApply(PatchApply::new(id.to_owned()))
             }
-            "reject" if !id.is_empty() => CommandPayload::PatchReject(PatchReject {
-                patch_id: id.to_owned(),
-                reason: optional(reason),
-            }),
+            "reject" if !id.is_empty() => CommandPayload::PatchReject(
+                PatchReject::new(id.to_owned()).reason(optional(reason)),
+            ),
             _ => {
                 self.warn_line("usage: /patches [apply <patchId> | reject <patchId> [reason]]");
                 return;
@@ -483,21 +471,15 @@ impl Repl {
             _ => None,
         };
         let payload = match (sub, status) {
-            ("", _) => CommandPayload::TaskGraphState(TaskGraphStateCmd {}),
+            ("", _) => CommandPayload::TaskGraphState(TaskGraphStateCmd::new()),
             ("advance", _) if rest.is_empty() => {
-                CommandPayload::TaskGraphAdvance(TaskGraphAdvance {})
+                CommandPayload::TaskGraphAdvance(TaskGraphAdvance::new())
             }
             (_, Some(status)) if !rest.is_empty() && !rest.contains(char::is_whitespace) => {
-                CommandPayload::TaskGraphUpdateNode(TaskGraphUpdateNode {
-                    node_id: rest.to_owned(),
-                    updates: NodeUpdates {
-                        status: Some(status),
-                        title: None,
-                        result: None,
-                        error: None,
-                        metadata: None,
-                    },
-                })
+                CommandPayload::TaskGraphUpdateNode(TaskGraphUpdateNode::new(
+                    rest.to_owned(),
+                    NodeUpdates::new().status(status),
+                ))
             }
             _ => {
                 self.warn_line(
@@ -553,11 +535,9 @@ impl Repl {
     pub(super) fn agents(&mut self, arg: &str) {
         let st = self.screen.style;
         let payload = if arg.is_empty() {
-            CommandPayload::SubAgentList(SubAgentListCmd {})
+            CommandPayload::SubAgentList(SubAgentListCmd::new())
         } else {
-            CommandPayload::SubAgentGet(SubAgentGetCmd {
-                sub_agent_id: arg.to_owned(),
-            })
+            CommandPayload::SubAgentGet(SubAgentGetCmd::new(arg.to_owned()))
         };
         let Some(events) = self.ext_command(payload) else {
             return;
@@ -603,13 +583,13 @@ impl Repl {
         let st = self.screen.style;
         let (sub, id) = split_word(arg);
         let payload = match sub {
-            "" => CommandPayload::BackgroundList(BackgroundListCmd {}),
-            "stop" if !id.is_empty() => CommandPayload::BackgroundStop(BackgroundStopCmd {
-                task_id: id.to_owned(),
-            }),
-            "log" if !id.is_empty() => CommandPayload::BackgroundHistory(BackgroundHistoryCmd {
-                task_id: id.to_owned(),
-            }),
+            "" => CommandPayload::BackgroundList(BackgroundListCmd::new()),
+            "stop" if !id.is_empty() => {
+                CommandPayload::BackgroundStop(BackgroundStopCmd::new(id.to_owned()))
+            }
+            "log" if !id.is_empty() => {
+                CommandPayload::BackgroundHistory(BackgroundHistoryCmd::new(id.to_owned()))
+            }
             _ => {
                 self.warn_line("usage: /background [stop <taskId> | log <taskId>]");
                 return;

@@ -115,7 +115,7 @@ impl Backend {
             Backend::Remote(r) => {
                 let env = r
                     .client
-                    .query(None, CommandPayload::SessionList(SessionListCmd {}))
+                    .query(None, CommandPayload::SessionList(SessionListCmd::new()))
                     .await?;
                 match env.event {
                     Event::SessionList(l) => Ok(l.sessions),
@@ -148,10 +148,7 @@ impl Backend {
                 })
             }
             Backend::Remote(r) => {
-                let watch = CommandPayload::SessionWatch(SessionWatch {
-                    session_id: id.to_owned(),
-                    after_sequence: None,
-                });
+                let watch = CommandPayload::SessionWatch(SessionWatch::new(id.to_owned()));
                 let session = Session::remote(r.client.clone(), id.to_owned());
                 match r.client.request(None, watch).await {
                     Ok(env) => {
@@ -162,27 +159,23 @@ impl Backend {
                         Ok(Opened {
                             session,
                             events: None,
-                            resumed: Some(SessionResumed {
-                                session: w.session,
-                                summary: String::new(),
-                                message_count: snap.message_count,
-                                plan: snap.plan,
-                                rules: snap.rules,
-                                last_cursor: w.last_cursor,
-                                replayed: w.replayed,
-                                materialized: None,
-                            }),
+                            resumed: Some(
+                                SessionResumed::new(
+                                    w.session,
+                                    String::new(),
+                                    snap.message_count,
+                                    snap.rules,
+                                    w.replayed,
+                                )
+                                .plan(snap.plan)
+                                .last_cursor(w.last_cursor),
+                            ),
                             running: w.active_request_id,
                         })
                     }
                     Err(e) if e.code == ErrorCode::SessionNotFound => {
-                        let resume = CommandPayload::SessionResume(SessionResume {
-                            session_id: id.to_owned(),
-                            after_sequence: None,
-                            mcp_servers: None,
-                            additional_roots: None,
-                            materialize_to: None,
-                        });
+                        let resume =
+                            CommandPayload::SessionResume(SessionResume::new(id.to_owned()));
                         let env = r.client.request(None, resume).await?;
                         let Event::SessionResumed(p) = env.event else {
                             return Err(unexpected(&env));
@@ -279,7 +272,7 @@ impl Session {
                     .client
                     .query(
                         Some(&r.id),
-                        CommandPayload::SessionState(SessionStateCmd {}),
+                        CommandPayload::SessionState(SessionStateCmd::new()),
                     )
                     .await?;
                 let Event::SessionState(s) = env.event else {
@@ -320,7 +313,7 @@ impl Session {
                 }
                 let ask = r.client.query(
                     Some(&r.id),
-                    CommandPayload::McpList(keel_envelope::commands::McpListCmd {}),
+                    CommandPayload::McpList(keel_envelope::commands::McpListCmd::new()),
                 );
                 match r.rt.block_on(ask) {
                     Ok(Envelope {
@@ -356,7 +349,7 @@ impl Session {
     }
 
     pub(crate) async fn interrupt(&self) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::RequestInterrupt(RequestInterrupt {}))
+        self.command(CommandPayload::RequestInterrupt(RequestInterrupt::new()))
             .await
     }
 
@@ -365,10 +358,10 @@ impl Session {
         approval_id: &str,
         decision: ApprovalDecision,
     ) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::ApprovalRespond(ApprovalRespond {
-            approval_id: approval_id.to_owned(),
+        self.command(CommandPayload::ApprovalRespond(ApprovalRespond::new(
+            approval_id.to_owned(),
             decision,
-        }))
+        )))
         .await
     }
 
@@ -377,10 +370,9 @@ impl Session {
         plan_id: &str,
         mode: Option<PermissionMode>,
     ) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::PlanApprove(PlanApprove {
-            plan_id: plan_id.to_owned(),
-            mode,
-        }))
+        self.command(CommandPayload::PlanApprove(
+            PlanApprove::new(plan_id.to_owned()).mode(mode),
+        ))
         .await
     }
 
@@ -389,10 +381,9 @@ impl Session {
         plan_id: &str,
         feedback: Option<String>,
     ) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::PlanReject(PlanReject {
-            plan_id: plan_id.to_owned(),
-            feedback,
-        }))
+        self.command(CommandPayload::PlanReject(
+            PlanReject::new(plan_id.to_owned()).feedback(feedback),
+        ))
         .await
     }
 
@@ -401,33 +392,33 @@ impl Session {
         ask_id: &str,
         answer: impl Into<String>,
     ) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::AskRespond(AskRespond {
-            ask_id: ask_id.to_owned(),
-            answer: answer.into(),
-        }))
+        self.command(CommandPayload::AskRespond(AskRespond::new(
+            ask_id.to_owned(),
+            answer,
+        )))
         .await
     }
 
     pub(crate) async fn set_mode(&self, mode: PermissionMode) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::SessionSetMode(SetMode { mode }))
+        self.command(CommandPayload::SessionSetMode(SetMode::new(mode)))
             .await
     }
 
     pub(crate) async fn set_model(&self, model: &str) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::SessionSetModel(SetModel {
-            model: model.to_owned(),
-        }))
+        self.command(CommandPayload::SessionSetModel(SetModel::new(
+            model.to_owned(),
+        )))
         .await
     }
 
     pub(crate) async fn set_rules(&self, rules: ApprovalRules) -> Result<String, ErrorPayload> {
-        self.command(CommandPayload::SessionSetRules(SetRules {
-            always_allow_global: rules.always_allow_global,
-            always_allow_project: rules.always_allow_project,
-            always_deny_global: rules.always_deny_global,
-            always_deny_project: rules.always_deny_project,
-            deny: None,
-        }))
+        self.command(CommandPayload::SessionSetRules(
+            SetRules::new()
+                .always_allow_global(rules.always_allow_global)
+                .always_allow_project(rules.always_allow_project)
+                .always_deny_global(rules.always_deny_global)
+                .always_deny_project(rules.always_deny_project),
+        ))
         .await
     }
 
@@ -440,9 +431,7 @@ impl Session {
                 .client
                 .request(
                     None,
-                    CommandPayload::SessionUnwatch(SessionUnwatch {
-                        session_id: r.id.clone(),
-                    }),
+                    CommandPayload::SessionUnwatch(SessionUnwatch::new(r.id.clone())),
                 )
                 .await
                 .map(|_| ()),
@@ -452,27 +441,22 @@ impl Session {
 
 /// A state to show when nothing could be read.
 fn placeholder(id: &str) -> SessionStateSnapshot {
-    SessionStateSnapshot {
-        session: SessionInfo {
-            session_id: id.to_owned(),
-            title: None,
-            workspace: String::new(),
-            created_at: 0,
-            updated_at: 0,
-            state: keel_envelope::types::SessionState::Idle,
-            permission_mode: PermissionMode::Ask,
-            model: String::new(),
-            request_count: 0,
-            last_message: None,
-            additional_roots: None,
-        },
-        active_request_id: None,
-        queued_request_ids: Vec::new(),
-        pending_approval_ids: Vec::new(),
-        plan: None,
-        rules: ApprovalRules::default(),
-        usage: Default::default(),
-        message_count: 0,
-        state: keel_envelope::types::SessionState::Idle,
-    }
+    SessionStateSnapshot::new(
+        SessionInfo::new(
+            id.to_owned(),
+            String::new(),
+            0,
+            0,
+            keel_envelope::types::SessionState::Idle,
+            PermissionMode::Ask,
+            String::new(),
+            0,
+        ),
+        Vec::new(),
+        Vec::new(),
+        ApprovalRules::default(),
+        keel_envelope::types::Usage::default(),
+        0,
+        keel_envelope::types::SessionState::Idle,
+    )
 }

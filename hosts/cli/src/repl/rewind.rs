@@ -25,7 +25,7 @@ fn change_mark(c: FileChangeKind) -> &'static str {
 
 impl Repl {
     fn checkpoints(&mut self) -> Option<Vec<CheckpointEntry>> {
-        let payload = CommandPayload::CheckpointList(CheckpointListCmd {});
+        let payload = CommandPayload::CheckpointList(CheckpointListCmd::new());
         let rid = self.send_command(payload)?;
         match self
             .await_reply(&rid, Duration::from_secs(30))
@@ -140,12 +140,13 @@ impl Repl {
         files: bool,
         conversation: bool,
     ) {
-        let payload = CommandPayload::SessionRewind(SessionRewind {
-            to_request_id,
-            to_tool_call_id,
-            files: Some(files),
-            conversation: Some(conversation),
-        });
+        let payload = CommandPayload::SessionRewind(
+            SessionRewind::new()
+                .to_request_id(to_request_id)
+                .to_tool_call_id(to_tool_call_id)
+                .files(files)
+                .conversation(conversation),
+        );
         let Some(rid) = self.send_command(payload) else {
             return;
         };
@@ -227,12 +228,9 @@ impl Repl {
                 }
             }
         };
-        let payload = CommandPayload::SessionFork(SessionFork {
-            at_request_id,
-            files: Some(false),
-            isolation: None,
-            additional_roots: None,
-        });
+        let payload = CommandPayload::SessionFork(
+            SessionFork::new().at_request_id(at_request_id).files(false),
+        );
         let super::link::Backend::Local(kernel) = &self.kernel else {
             self.fork_remote(payload);
             return;
@@ -332,9 +330,9 @@ impl Repl {
 
     /// Sends a side question; returns its request id.
     pub(super) fn btw_send(&mut self, question: &str) -> Option<String> {
-        self.send_command(CommandPayload::RequestSide(RequestSide {
-            message: question.to_owned(),
-        }))
+        self.send_command(CommandPayload::RequestSide(RequestSide::new(
+            question.to_owned(),
+        )))
     }
 
     /// `/btw <question>` at the prompt: asks and waits for the answer.

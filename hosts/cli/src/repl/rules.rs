@@ -77,15 +77,15 @@ impl RulesFile {
         let Some(mut stored) = self.read()? else {
             return Ok(ApprovalRules::default());
         };
-        Ok(ApprovalRules {
-            always_allow_global: stored.global,
-            always_allow_project: stored.projects.remove(&self.workspace).unwrap_or_default(),
-            always_deny_global: stored.deny_global,
-            always_deny_project: stored
+        Ok(ApprovalRules::new(
+            stored.global,
+            stored.projects.remove(&self.workspace).unwrap_or_default(),
+            stored.deny_global,
+            stored
                 .deny_projects
                 .remove(&self.workspace)
                 .unwrap_or_default(),
-        })
+        ))
     }
 
     /// Stores the rules in force for this workspace (and the global ones).
@@ -126,11 +126,12 @@ mod tests {
         let a = RulesFile::new(&dir, Path::new("/projects/a"));
         let b = RulesFile::new(&dir, Path::new("/projects/b"));
         assert_eq!(a.load(), Ok(ApprovalRules::default()));
-        let rules = ApprovalRules {
-            always_allow_global: vec!["read_file".into()],
-            always_allow_project: vec!["write_file".into()],
-            ..ApprovalRules::default()
-        };
+        let rules = ApprovalRules::new(
+            vec!["read_file".into()],
+            vec!["write_file".into()],
+            Vec::new(),
+            Vec::new(),
+        );
         assert_eq!(a.save(&rules), Ok(()));
         assert_eq!(a.load(), Ok(rules));
         let other = b.load();

@@ -98,13 +98,14 @@ impl Repl {
             allow_project.push(rule.to_owned());
             session.allow.push(rule.to_owned());
         }
-        let payload = CommandPayload::SessionSetRules(SetRules {
-            always_allow_global: rules.always_allow_global,
-            always_allow_project: allow_project,
-            always_deny_global: rules.always_deny_global,
-            always_deny_project: rules.always_deny_project,
-            deny: Some(session.deny.clone()),
-        });
+        let payload = CommandPayload::SessionSetRules(
+            SetRules::new()
+                .always_allow_global(rules.always_allow_global)
+                .always_allow_project(allow_project)
+                .always_deny_global(rules.always_deny_global)
+                .always_deny_project(rules.always_deny_project)
+                .deny(session.deny.clone()),
+        );
         let rid = match self.rt.block_on(self.session.command(payload)) {
             Ok(rid) => rid,
             Err(e) => {

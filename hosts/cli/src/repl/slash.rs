@@ -366,9 +366,7 @@ impl Repl {
             }
             return;
         }
-        let payload = CommandPayload::SessionSetTitle(SetTitle {
-            title: arg.to_owned(),
-        });
+        let payload = CommandPayload::SessionSetTitle(SetTitle::new(arg.to_owned()));
         let rid = match self.rt.block_on(self.session.command(payload)) {
             Ok(rid) => rid,
             Err(e) => {
@@ -560,7 +558,7 @@ impl Repl {
         self.screen.line(&st.dim("compacting the context…"));
         let rid = match self.rt.block_on(
             self.session
-                .command(CommandPayload::ContextCompact(ContextCompact {})),
+                .command(CommandPayload::ContextCompact(ContextCompact::new())),
         ) {
             Ok(rid) => rid,
             Err(e) => {

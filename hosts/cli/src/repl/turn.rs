@@ -71,13 +71,9 @@ impl Repl {
     /// Sends a message and follows it to its end.
     pub(super) fn send(&mut self, message: &str, when_busy: Option<WhenBusy>) {
         self.rt.block_on(self.ctrlc.drain());
-        let req = RequestSend {
-            message: message.to_owned(),
-            images: None,
-            when_busy,
-            patch_preview: self.patch_preview,
-            ..Default::default()
-        };
+        let req = RequestSend::new(message.to_owned())
+            .when_busy(when_busy)
+            .patch_preview(self.patch_preview);
         match self.rt.block_on(self.session.send_with(req)) {
             Ok(rid) => self.follow(rid),
             Err(e) => self.error_line(&format!("request refused: {}", super::ext::error_text(&e))),
@@ -169,9 +165,7 @@ impl Repl {
             let _ = self
                 .rt
                 .block_on(self.session.command(CommandPayload::RequestCancelQueued(
-                    CancelQueued {
-                        queued_request_id: queued,
-                    },
+                    CancelQueued::new(queued),
                 )));
         }
         if let Err(e) = self.rt.block_on(self.session.interrupt()) {
@@ -545,13 +539,9 @@ impl Repl {
             }
             "/queue" => self.show_queue(),
             "/steer" if !rest.is_empty() => {
-                let req = RequestSend {
-                    message: rest.to_owned(),
-                    images: None,
-                    when_busy: Some(WhenBusy::Steer),
-                    patch_preview: self.patch_preview,
-                    ..Default::default()
-                };
+                let req = RequestSend::new(rest.to_owned())
+                    .when_busy(WhenBusy::Steer)
+                    .patch_preview(self.patch_preview);
                 if let Err(e) = self.rt.block_on(self.session.send_with(req)) {
                     self.error_line(&e.message);
                 }
@@ -560,13 +550,9 @@ impl Repl {
                 self.warn_line("while a request runs: /abort, /steer <text>, /queue, /btw <question>, or type a message to queue it");
             }
             _ => {
-                let req = RequestSend {
-                    message: line.to_owned(),
-                    images: None,
-                    when_busy: Some(WhenBusy::Queue),
-                    patch_preview: self.patch_preview,
-                    ..Default::default()
-                };
+                let req = RequestSend::new(line.to_owned())
+                    .when_busy(WhenBusy::Queue)
+                    .patch_preview(self.patch_preview);
                 match self.rt.block_on(self.session.send_with(req)) {
                     Ok(rid) => {
                         self.queued_text.insert(rid.clone(), line.to_owned());

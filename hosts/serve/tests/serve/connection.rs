@@ -96,13 +96,11 @@ async fn input_and_watched_events_keep_a_connection_open() {
             .execute(Command::new(
                 format!("o{i}"),
                 Some(sid.clone()),
-                CommandPayload::SessionSetMode(SetMode {
-                    mode: if i % 2 == 0 {
-                        PermissionMode::Plan
-                    } else {
-                        PermissionMode::Ask
-                    },
-                }),
+                CommandPayload::SessionSetMode(SetMode::new(if i % 2 == 0 {
+                    PermissionMode::Plan
+                } else {
+                    PermissionMode::Ask
+                })),
             ))
             .await
             .unwrap();

@@ -94,11 +94,7 @@ impl Model for TestModel {
                 arguments: serde_json::json!({}),
             })));
         }
-        items.push(Ok(ModelEvent::Usage(Usage {
-            input_tokens: 10,
-            output_tokens: 5,
-            cached_input_tokens: 0,
-        })));
+        items.push(Ok(ModelEvent::Usage(Usage::new(10, 5, 0))));
         items.push(Ok(ModelEvent::Finished(if turn.poke {
             FinishReason::ToolUse
         } else {
@@ -261,15 +257,7 @@ pub fn is_replay(e: &Envelope) -> bool {
 
 pub async fn start_session(c: &Client) -> String {
     let ans = c
-        .request(
-            None,
-            CommandPayload::SessionStart(SessionStart {
-                workspace_path: None,
-                permission_mode: None,
-                model: None,
-                ..SessionStart::default()
-            }),
-        )
+        .request(None, CommandPayload::SessionStart(SessionStart::new()))
         .await
         .unwrap();
     ans.session_id.unwrap()
@@ -279,11 +267,7 @@ pub async fn send(c: &Client, sid: &str, text: &str) -> String {
     let ans = c
         .request(
             Some(sid),
-            CommandPayload::RequestSend(RequestSend {
-                message: text.into(),
-                images: None,
-                ..RequestSend::default()
-            }),
+            CommandPayload::RequestSend(RequestSend::new(text)),
         )
         .await
         .unwrap();
@@ -293,10 +277,7 @@ pub async fn send(c: &Client, sid: &str, text: &str) -> String {
 pub async fn watch(c: &Client, sid: &str, after: Option<Cursor>) -> Envelope {
     c.request(
         None,
-        CommandPayload::SessionWatch(SessionWatch {
-            session_id: sid.into(),
-            after_sequence: after,
-        }),
+        CommandPayload::SessionWatch(SessionWatch::new(sid).after_sequence(after)),
     )
     .await
     .unwrap()

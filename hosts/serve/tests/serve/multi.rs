@@ -16,10 +16,7 @@ fn approval_id(envs: &[Envelope]) -> String {
 }
 
 fn approve(id: &str) -> CommandPayload {
-    CommandPayload::ApprovalRespond(ApprovalRespond {
-        approval_id: id.into(),
-        decision: ApprovalDecision::AllowOnce,
-    })
+    CommandPayload::ApprovalRespond(ApprovalRespond::new(id, ApprovalDecision::AllowOnce))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,10 +163,7 @@ async fn a_client_killed_mid_stream_leaves_the_request_running_and_a_new_client_
     };
     // Killed: the socket vanishes without a word.
     drop(s);
-    let cursor = Cursor {
-        request_id: last.request_id.clone(),
-        sequence: last.sequence,
-    };
+    let cursor = Cursor::new(last.request_id.clone(), last.sequence);
 
     let (b, mut b_rx) = connect(&d.socket).await;
     let answer = watch(&b, &sid, Some(cursor.clone())).await;
@@ -256,7 +250,7 @@ async fn bad_input_on_one_connection_is_answered_there_and_everything_else_goes_
     let listed = b
         .request(
             None,
-            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd {}),
+            CommandPayload::SessionList(keel_envelope::commands::SessionListCmd::new()),
         )
         .await
         .unwrap();
@@ -266,15 +260,9 @@ async fn bad_input_on_one_connection_is_answered_there_and_everything_else_goes_
 }
 
 async fn watch_err(c: &Client, sid: &str) -> ErrorPayload {
-    c.request(
-        None,
-        CommandPayload::SessionWatch(SessionWatch {
-            session_id: sid.into(),
-            after_sequence: None,
-        }),
-    )
-    .await
-    .unwrap_err()
+    c.request(None, CommandPayload::SessionWatch(SessionWatch::new(sid)))
+        .await
+        .unwrap_err()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,10 +322,7 @@ async fn a_client_that_does_not_read_is_disconnected_and_the_others_go_on() {
     assert_eq!(resume[0].session_id, sid);
     assert_eq!(
         resume[0].cursor,
-        Some(Cursor {
-            request_id: tail.request_id.clone(),
-            sequence: tail.sequence
-        })
+        Some(Cursor::new(tail.request_id.clone(), tail.sequence))
     );
     // The daemon and the other client go on.
     let rid = send(&a, &sid, "again").await;
@@ -380,12 +365,7 @@ async fn the_connection_that_forks_a_session_watches_the_fork_and_the_others_do_
     let forked = a
         .request(
             Some(&sid),
-            CommandPayload::SessionFork(keel_envelope::commands::SessionFork {
-                at_request_id: None,
-                files: None,
-                isolation: None,
-                additional_roots: None,
-            }),
+            CommandPayload::SessionFork(keel_envelope::commands::SessionFork::new()),
         )
         .await
         .unwrap();

@@ -124,10 +124,7 @@ async fn a_slow_client_is_cut_off_told_where_to_resume_and_gets_exactly_what_it_
     let tail = live.last().unwrap();
     assert_eq!(
         cursor,
-        Cursor {
-            request_id: tail.request_id.clone(),
-            sequence: tail.sequence
-        },
+        Cursor::new(tail.request_id.clone(), tail.sequence),
         "the cursor is the last event it was sent"
     );
     // Watching again from the cursor replays exactly the rest.

@@ -127,16 +127,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn task(id: &str) -> BackgroundTask {
-        BackgroundTask {
-            task_id: id.into(),
-            session_id: "sess".into(),
-            command: "true".into(),
-            status: BackgroundStatus::Running,
-            exit_code: None,
-            started_at: 0,
-            ended_at: None,
-            output_tail: String::new(),
-        }
+        BackgroundTask::new(
+            id,
+            "sess",
+            "true",
+            BackgroundStatus::Running,
+            0,
+            String::new(),
+        )
     }
 
     proptest! {

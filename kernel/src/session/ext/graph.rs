@@ -172,20 +172,18 @@ fn new_node(n: &NewTaskNode, now: u64) -> Result<TaskNode, ErrorPayload> {
             deps.push(d.clone());
         }
     }
-    Ok(TaskNode {
-        id: n.id.clone(),
-        title: n.title.clone(),
-        description: n.description.clone(),
-        status: NodeStatus::Pending,
-        depends_on: deps,
-        metadata: n.metadata.clone().unwrap_or_default(),
-        created_at: now,
-        updated_at: now,
-        started_at: None,
-        completed_at: None,
-        result: serde_json::Value::Null,
-        error: serde_json::Value::Null,
-    })
+    Ok(TaskNode::new(
+        n.id.clone(),
+        n.title.clone(),
+        NodeStatus::Pending,
+        deps,
+        n.metadata.clone().unwrap_or_default(),
+        now,
+        now,
+        serde_json::Value::Null,
+        serde_json::Value::Null,
+    )
+    .description(n.description.clone()))
 }
 
 /// A new graph from `nodes`, or the first problem found.
@@ -204,17 +202,11 @@ pub(crate) fn create(
         map.insert(n.id.clone(), new_node(n, now)?);
     }
     let order = order_of(&map)?;
-    Ok(TaskGraph {
-        graph_id,
-        title,
-        description,
-        status: GraphStatus::Active,
-        order,
-        nodes: map,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-    })
+    Ok(
+        TaskGraph::new(graph_id, GraphStatus::Active, order, map, now, now)
+            .title(title)
+            .description(description),
+    )
 }
 
 fn duplicate(id: &str) -> ErrorPayload {
@@ -517,23 +509,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn nn(id: &str, deps: &[&str]) -> NewTaskNode {
-        NewTaskNode {
-            id: id.into(),
-            title: format!("task {id}"),
-            description: None,
-            depends_on: deps.iter().map(|d| (*d).to_owned()).collect(),
-            metadata: None,
-        }
+        NewTaskNode::new(id, format!("task {id}"))
+            .depends_on(deps.iter().map(|d| (*d).to_owned()).collect::<Vec<_>>())
     }
 
     fn st(s: NodeStatus) -> NodeUpdates {
-        NodeUpdates {
-            status: Some(s),
-            title: None,
-            result: None,
-            error: None,
-            metadata: None,
-        }
+        NodeUpdates::new().status(s)
     }
 
     #[test]
@@ -641,7 +622,7 @@ mod tests {
                 .iter()
                 .map(|(i, d)| {
                     let deps: Vec<String> = d.iter().map(|x| id(*x)).collect();
-                    NewTaskNode { id: id(*i), title: String::new(), description: None, depends_on: deps, metadata: None }
+                    NewTaskNode::new(id(*i), String::new()).depends_on(deps)
                 })
                 .collect();
             let mut g = match create("g".into(), None, None, &nodes, 0) {
@@ -657,8 +638,7 @@ mod tests {
                 let before = g.clone();
                 match op {
                     Op::Add(i, d) => {
-                        let n = NewTaskNode { id: id(i), title: String::new(), description: None,
-                            depends_on: d.iter().map(|x| id(*x)).collect(), metadata: None };
+                        let n = NewTaskNode::new(id(i), String::new()).depends_on(d.iter().map(|x| id(*x)).collect::<Vec<_>>());
                         if add_node(&mut g, &n, now).is_err() {
                             prop_assert_eq!(&g, &before);
                         }

@@ -74,15 +74,9 @@ pub(crate) fn file_change(
         before.as_deref().unwrap_or(""),
         after.as_deref().unwrap_or(""),
     );
-    PatchFile {
-        index,
-        path: path.to_owned(),
-        op,
-        before,
-        after,
-        diff,
-        stats,
-    }
+    PatchFile::new(index, path.to_owned(), op, diff, stats)
+        .before(before)
+        .after(after)
 }
 
 /// A pending patch over `files`.
@@ -98,25 +92,20 @@ pub(crate) fn new_patch(
         files.iter().map(|f| (f.stats.added, f.stats.removed)),
         files.len(),
     );
-    Patch {
+    Patch::new(
         patch_id,
-        status: PatchStatus::Pending,
-        origin: origin.to_owned(),
-        reason,
-        request_id,
-        proposed_at: now,
-        resolved_at: None,
-        resolved_by: None,
+        PatchStatus::Pending,
+        origin.to_owned(),
+        now,
         files,
         stats,
-    }
+    )
+    .reason(reason)
+    .request_id(request_id)
 }
 
 fn totals(lines: impl Iterator<Item = (u64, u64)>, count: usize) -> PatchStats {
-    let mut s = PatchStats {
-        file_count: count as u32,
-        ..PatchStats::default()
-    };
+    let mut s = PatchStats::new(count as u32, Default::default(), Default::default());
     for (a, r) in lines {
         s.added += a;
         s.removed += r;

@@ -65,29 +65,20 @@ pub(crate) fn enter(
                 .with_detail("field", "payload.reason"),
         );
     }
-    let state = ReviewState {
+    let state = ReviewState::new(
         review_id,
-        status: ReviewStatus::Pending,
-        reason: reason.to_owned(),
-        requested_by: requested_by.to_owned(),
-        requested_at: now,
-        resolved_by: None,
-        resolved_at: None,
-        decision: None,
+        ReviewStatus::Pending,
+        reason.to_owned(),
+        requested_by.to_owned(),
+        now,
         blocking,
-        comments: Vec::new(),
-        checklist: checklist
+        Vec::new(),
+        checklist
             .iter()
             .enumerate()
-            .map(|(i, title)| ChecklistItem {
-                id: format!("k{}", i + 1),
-                title: title.clone(),
-                done: false,
-                note: None,
-            })
-            .collect(),
-        summary: None,
-    };
+            .map(|(i, title)| ChecklistItem::new(format!("k{}", i + 1), title.clone(), false))
+            .collect::<Vec<_>>(),
+    );
     *review = Some(state.clone());
     Ok(state)
 }
@@ -122,12 +113,12 @@ pub(crate) fn submit(
     }
     if let Some(text) = comment {
         let id = format!("c{}", r.comments.len() + 1);
-        r.comments.push(ReviewComment {
+        r.comments.push(ReviewComment::new(
             id,
-            author: author.to_owned(),
-            content: text.to_owned(),
-            created_at: now,
-        });
+            author.to_owned(),
+            text.to_owned(),
+            now,
+        ));
     }
     if let Some(u) = item {
         if let Some(c) = r.checklist.iter_mut().find(|c| c.id == u.id) {
@@ -202,7 +193,7 @@ mod tests {
                     }
                     Op::Comment(c) => submit(&mut review, Some(c), None, "host", n),
                     Op::Check(i, d) => {
-                        let u = ChecklistUpdate { id: format!("k{}", i + 1), done: *d, note: None };
+                        let u = ChecklistUpdate::new(format!("k{}", i + 1)).done(*d);
                         submit(&mut review, None, Some(&u), "host", n)
                     }
                     Op::Resolve(ok) => {

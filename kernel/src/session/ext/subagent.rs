@@ -122,22 +122,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn info(id: &str) -> SubAgentInfo {
-        SubAgentInfo {
-            sub_agent_id: id.into(),
-            parent_session_id: "sess".into(),
-            parent_request_id: "req".into(),
-            task: "t".into(),
-            tools: Vec::new(),
-            status: SubAgentStatus::Running,
-            summary: None,
-            error: None,
-            usage: Usage::default(),
-            turns: 0,
-            started_at: 0,
-            finished_at: None,
-            worktree: None,
-            patch_id: None,
-        }
+        SubAgentInfo::new(
+            id,
+            "sess",
+            "req",
+            "t",
+            Vec::new(),
+            SubAgentStatus::Running,
+            Usage::default(),
+            0,
+            0,
+        )
     }
 
     proptest! {

@@ -114,19 +114,19 @@ impl Server {
             Phase::Ready(_) => (McpServerState::Ready, None),
             Phase::Failed { reason, .. } => (McpServerState::Failed, Some(reason)),
         };
-        McpServerInfo {
-            name: self.config.name.clone(),
-            transport: self.config.transport.kind().to_owned(),
-            trust: self.config.trust.clone(),
-            origin: match self.origin {
+        McpServerInfo::new(
+            self.config.name.clone(),
+            self.config.transport.kind().to_owned(),
+            self.config.trust.clone(),
+            match self.origin {
                 ServerOrigin::Config => "config",
                 ServerOrigin::Session => "session",
             }
             .to_owned(),
             state,
-            reason,
-            tools: self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-        }
+            self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        )
+        .reason(reason)
     }
 
     /// The error of a call that cannot reach the server.
@@ -228,11 +228,11 @@ impl Server {
                             })),
                             decoder: Decoder::Row,
                         });
-                        infos.push(McpToolInfo {
+                        infos.push(McpToolInfo::new(
                             name,
-                            tool: t.name.clone(),
-                            description: t.description.clone(),
-                        });
+                            t.name.clone(),
+                            t.description.clone(),
+                        ));
                     }
                     let refused = session.tools.set_mcp(
                         session.services.registry(),
