@@ -45,7 +45,6 @@ use crate::base::store::Store;
 use crate::session::shared_checkpoints::Sharing;
 use crate::session::Session;
 
-
 /// What a checkpoint records besides the files.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -7,12 +7,11 @@ use keel_tools::checkpoint::{BundleItem, CheckpointHome, Mirror};
 
 use super::*;
 
+/// Objects (hash → bytes) and records (number, body).
+type Carried = (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>);
+
 /// What one carry handed out: objects (hash → bytes) and record numbers.
-fn carry(
-    home: &CheckpointHome,
-    ws: &Path,
-    mirror: &mut Mirror,
-) -> (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>) {
+fn carry(home: &CheckpointHome, ws: &Path, mirror: &mut Mirror) -> Carried {
     let mut objects = BTreeMap::new();
     let mut records = Vec::new();
     home.carry_new(ws, "s1", mirror, &mut |item| {
