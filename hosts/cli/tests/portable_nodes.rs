@@ -11,7 +11,6 @@
 mod nodes_support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
 use keel_envelope::{ErrorCode, Event};
 use keel_store_pg::testing::PgServer;
@@ -104,21 +103,7 @@ fn a_node_without_the_workspace_takes_the_session_over_into_a_folder_made_from_c
     let node_b = cluster.node("b");
     let mut cb = Conn::open(&node_b);
     // While a's lease is live: owned elsewhere; then: the workspace is missing.
-    let start = Instant::now();
-    let missing = loop {
-        let rid = cb.send(
-            "session.resume",
-            None,
-            serde_json::json!({ "sessionId": sid }),
-        );
-        let e = cb.answer(&rid, &["session.resumed"]);
-        let p = error_of(&e).clone();
-        if p.code != ErrorCode::SessionOwnedElsewhere {
-            break p;
-        }
-        assert!(start.elapsed() < HANG_GUARD, "the lease never ran out");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let missing = resume_once_free(&mut cb, &sid);
     assert_eq!(missing.code, ErrorCode::WorkspaceMissing, "{missing:?}");
     assert_eq!(missing.details["checkpoints"], 3);
 

@@ -10,14 +10,13 @@
 mod nodes_support;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
-use std::time::Instant;
 
 use keel_envelope::{ErrorCode, Event};
 use keel_kernel::store::Store;
 use keel_store_pg::testing::PgServer;
 use keel_store_pg::PgKernelStore;
+use keel_testsupport::git;
 use nodes_support::*;
 
 /// Two requests: the first writes `a.txt`, the second appends to it and writes `b.txt`.
@@ -27,27 +26,6 @@ fn script() -> serde_json::Value {
         shell("echo one > a.txt"), {"text": "wrote a"},
         shell("echo two >> a.txt && echo new > b.txt"), {"text": "wrote b"},
     ]})
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A clean git checkout of 60 files (enough that the checkpoint asks git which are
@@ -160,20 +138,7 @@ fn a_node_that_never_saw_the_session_makes_its_workspace_and_rewinds_from_the_da
 
     let node_b = cluster.node("b");
     let mut cb = Conn::open(&node_b);
-    let start = Instant::now();
-    let missing = loop {
-        let rid = cb.send(
-            "session.resume",
-            None,
-            serde_json::json!({ "sessionId": sid }),
-        );
-        let p = error_of(&cb.answer(&rid, &["session.resumed"])).clone();
-        if p.code != ErrorCode::SessionOwnedElsewhere {
-            break p;
-        }
-        assert!(start.elapsed() < HANG_GUARD, "the lease never ran out");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let missing = resume_once_free(&mut cb, &sid);
     assert_eq!(missing.code, ErrorCode::WorkspaceMissing, "{missing:?}");
     // Counted from the database: b has none of its own.
     assert_eq!(missing.details["checkpoints"], 4, "{missing:?}");

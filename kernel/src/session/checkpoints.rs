@@ -147,18 +147,19 @@ impl Slot {
             }
         }
     }
+}
 
-    /// Carries the checkpoints recorded since the last time to the shared store, if
-    /// any; a failure is logged and returned.
-    fn share(&mut self) -> Result<(), ErrorPayload> {
-        let (Some(sharing), Some(engine)) = (self.sharing.as_mut(), self.engine.as_ref()) else {
-            return Ok(());
-        };
-        let newest = engine.list().last().map_or(0, |i| i.seq);
-        sharing.push(newest).map(drop).inspect_err(|e| {
-            tracing::warn!(session_id = %engine.session_id(), error = %e.message, "checkpoint not kept in the shared store");
-        })
-    }
+/// Carries the checkpoints `engine` recorded since the last time to the shared store,
+/// if the session has one (`sharing`); a failure is logged and returned. Called where
+/// the book records a checkpoint: a request's or a tool call's, a rewind's undo point.
+fn share(sharing: &mut Option<Sharing>, engine: &Checkpoints) -> Result<(), ErrorPayload> {
+    let Some(sharing) = sharing.as_mut() else {
+        return Ok(());
+    };
+    let newest = engine.list().last().map_or(0, |i| i.seq);
+    sharing.push(newest).map(drop).inspect_err(|e| {
+        tracing::warn!(session_id = %engine.session_id(), error = %e.message, "checkpoint not kept in the shared store");
+    })
 }
 
 fn internal(e: impl std::fmt::Display) -> ErrorPayload {
@@ -259,10 +260,7 @@ async fn with_slot<T: Send + 'static>(
         if slot.engine.is_some() {
             touch(&book.slot);
         }
-        let out = f(slot);
-        // What `f` recorded (a rewind's undo point) goes to the shared store too.
-        let _ = slot.share();
-        out
+        f(slot)
     })
     .await
     .map_err(internal)
@@ -412,7 +410,7 @@ async fn record(
         };
         let disabled = &mut slot.disabled;
         match engine.checkpoint(&id, value) {
-            Ok(_) => match slot.share() {
+            Ok(_) => match share(&mut slot.sharing, engine) {
                 Ok(()) => in_roots(),
                 Err(e) => Some(Failure {
                     shared_only: true,
@@ -648,6 +646,9 @@ pub(crate) async fn restore_files(
         extras
             .record_undo(&id, &undo, &undo_meta)
             .map_err(unsaved)?;
+        // The undo point goes to the shared store too (a failure is logged: the
+        // rewind itself does not depend on it).
+        let _ = share(&mut slot.sharing, engine);
         let mut report = engine.restore(&id).map_err(|e| match e {
             CheckpointError::UnknownCheckpoint(id) => not_found(&id),
             other => checkpoint_error(other),

@@ -117,7 +117,7 @@ pub(super) fn layout_of(home: &Path, workspace: &Path) -> Layout {
 }
 
 pub(super) struct Exporter<'a> {
-    pub(super) objects: Objects,
+    objects: Objects,
     pub(super) repo: Option<Repo>,
     /// Tree → the tree carried for it (its git entries replaced by contents).
     pub(super) memo: HashMap<String, String>,
@@ -126,7 +126,34 @@ pub(super) struct Exporter<'a> {
     pub(super) sink: &'a mut dyn FnMut(BundleItem<'_>) -> io::Result<()>,
 }
 
-impl Exporter<'_> {
+impl<'a> Exporter<'a> {
+    /// An exporter of the objects of `layout`'s store, reading files recorded by git
+    /// blob id from `workspace`'s repository (when it exists here); `memo` and `sent`
+    /// say what was handed out already.
+    pub(super) fn open(
+        layout: &Layout,
+        workspace: &Path,
+        memo: HashMap<String, String>,
+        sent: HashSet<String>,
+        sink: &'a mut dyn FnMut(BundleItem<'_>) -> io::Result<()>,
+    ) -> Result<Self, CheckpointError> {
+        let objects = Objects::open(&layout.packs())
+            .map_err(io_err("cannot open object store", &layout.dir))?;
+        let repo = if workspace.is_dir() {
+            Repo::discover(workspace)
+        } else {
+            None
+        };
+        Ok(Exporter {
+            objects,
+            repo,
+            memo,
+            sent,
+            summary: BundleSummary::default(),
+            sink,
+        })
+    }
+
     fn send(&mut self, h: &str, bytes: &[u8]) -> io::Result<()> {
         if self.sent.insert(h.to_owned()) {
             (self.sink)(BundleItem::Object { hash: h, bytes })?;
@@ -225,21 +252,7 @@ impl CheckpointHome {
         let paths = layout
             .record_paths(session_id)
             .map_err(io_err("cannot list checkpoints", &layout.dir))?;
-        let objects = Objects::open(&layout.packs())
-            .map_err(io_err("cannot open object store", &layout.dir))?;
-        let repo = if workspace.is_dir() {
-            Repo::discover(workspace)
-        } else {
-            None
-        };
-        let mut ex = Exporter {
-            objects,
-            repo,
-            memo: HashMap::new(),
-            sent: HashSet::new(),
-            summary: BundleSummary::default(),
-            sink,
-        };
+        let mut ex = Exporter::open(&layout, workspace, HashMap::new(), HashSet::new(), sink)?;
         let mut records = Vec::new();
         for path in paths {
             let record = match read_record(&path) {

@@ -14,8 +14,6 @@ use std::io;
 use std::path::Path;
 
 use super::bundle::{layout_of, sink_err, Exporter};
-use super::git::Repo;
-use super::objects::Objects;
 use super::store::{read_record, valid_session_id, Record};
 use super::{io_err, BundleItem, BundleSummary, CheckpointError, CheckpointHome};
 
@@ -85,21 +83,13 @@ impl CheckpointHome {
         let _lock = layout
             .lock(false)
             .map_err(io_err("cannot lock checkpoint store", &layout.dir))?;
-        let objects = Objects::open(&layout.packs())
-            .map_err(io_err("cannot open object store", &layout.dir))?;
-        let repo = if workspace.is_dir() {
-            Repo::discover(workspace)
-        } else {
-            None
-        };
-        let mut ex = Exporter {
-            objects,
-            repo,
-            memo: std::mem::take(&mut mirror.memo),
-            sent: std::mem::take(&mut mirror.sent),
-            summary: BundleSummary::default(),
+        let mut ex = Exporter::open(
+            &layout,
+            workspace,
+            std::mem::take(&mut mirror.memo),
+            std::mem::take(&mut mirror.sent),
             sink,
-        };
+        )?;
         let mut records = 0;
         let mut outcome = Ok(());
         for path in listed {

@@ -7,27 +7,34 @@ use keel_tools::checkpoint::{BundleError, BundleItem, CheckpointHome};
 use super::safety::git;
 use super::*;
 
-/// Objects (hash → bytes) and records (number, body) of an export.
-type Exported = (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>);
+/// Objects (hash → bytes) and records (number, body) handed out.
+pub(super) type Exported = (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>);
+
+/// What `hand_out` hands its sink (each object at most once), and what it answers.
+pub(super) fn collect<T>(
+    hand_out: impl FnOnce(&mut dyn FnMut(BundleItem<'_>) -> std::io::Result<()>) -> T,
+) -> (Exported, T) {
+    let mut objects = BTreeMap::new();
+    let mut records = Vec::new();
+    let answer = hand_out(&mut |item| {
+        match item {
+            BundleItem::Object { hash, bytes } => {
+                assert!(
+                    objects.insert(hash.to_owned(), bytes.to_vec()).is_none(),
+                    "{hash} twice"
+                );
+            }
+            BundleItem::Record { seq, body } => records.push((seq, body.to_vec())),
+        }
+        Ok(())
+    });
+    ((objects, records), answer)
+}
 
 /// Every item a session's export hands out: objects (hash → bytes) and records.
 fn export(home: &CheckpointHome, ws: &Path, id: &str) -> Exported {
-    let mut objects = BTreeMap::new();
-    let mut records = Vec::new();
-    let summary = home
-        .export_session(ws, id, &mut |item| {
-            match item {
-                BundleItem::Object { hash, bytes } => {
-                    assert!(
-                        objects.insert(hash.to_owned(), bytes.to_vec()).is_none(),
-                        "{hash} twice"
-                    );
-                }
-                BundleItem::Record { seq, body } => records.push((seq, body.to_vec())),
-            }
-            Ok(())
-        })
-        .expect("export");
+    let ((objects, records), summary) = collect(|sink| home.export_session(ws, id, sink));
+    let summary = summary.expect("export");
     assert_eq!(summary.records, records.len());
     assert_eq!(summary.objects, objects.len());
     (objects, records)

@@ -5,29 +5,14 @@
 
 use keel_tools::checkpoint::{BundleItem, CheckpointHome, Mirror};
 
+use super::bundle::{collect, Exported};
 use super::*;
 
-/// Objects (hash → bytes) and records (number, body).
-type Carried = (BTreeMap<String, Vec<u8>>, Vec<(u64, Vec<u8>)>);
-
-/// What one carry handed out: objects (hash → bytes) and record numbers.
-fn carry(home: &CheckpointHome, ws: &Path, mirror: &mut Mirror) -> Carried {
-    let mut objects = BTreeMap::new();
-    let mut records = Vec::new();
-    home.carry_new(ws, "s1", mirror, &mut |item| {
-        match item {
-            BundleItem::Object { hash, bytes } => {
-                assert!(
-                    objects.insert(hash.to_owned(), bytes.to_vec()).is_none(),
-                    "{hash} twice"
-                );
-            }
-            BundleItem::Record { seq, body } => records.push((seq, body.to_vec())),
-        }
-        Ok(())
-    })
-    .expect("carry");
-    (objects, records)
+/// What one carry handed out: objects (hash → bytes) and records.
+fn carry(home: &CheckpointHome, ws: &Path, mirror: &mut Mirror) -> Exported {
+    let (carried, answer) = collect(|sink| home.carry_new(ws, "s1", mirror, sink));
+    answer.expect("carry");
+    carried
 }
 
 fn seqs(records: &[(u64, Vec<u8>)]) -> Vec<u64> {

@@ -250,6 +250,26 @@ pub fn take_over(c: &mut Conn, sid: &str) -> Vec<Envelope> {
     }
 }
 
+/// Resumes `sid` on `c` (no `materializeTo`), retrying while the old owner's lease is
+/// live; answers the error of the first resume that is not `SESSION_OWNED_ELSEWHERE`
+/// (for a session whose workspace is not on this node: `WORKSPACE_MISSING`).
+pub fn resume_once_free(c: &mut Conn, sid: &str) -> keel_envelope::ErrorPayload {
+    let start = Instant::now();
+    loop {
+        let rid = c.send(
+            "session.resume",
+            None,
+            serde_json::json!({ "sessionId": sid }),
+        );
+        let p = error_of(&c.answer(&rid, &["session.resumed"])).clone();
+        if p.code != ErrorCode::SessionOwnedElsewhere {
+            return p;
+        }
+        assert!(start.elapsed() < HANG_GUARD, "the lease never ran out");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// The owner's client sees a few deltas of a running request.
 pub fn run_until_streaming(owner: &mut Conn, sid: &str, after: usize) -> (String, Vec<Envelope>) {
     let rid = owner.send(
