@@ -3,6 +3,7 @@
 //! events into [`ModelEvent`]s.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use keel_config::RetryPolicy;
@@ -39,23 +40,43 @@ impl Default for HttpOptions {
 impl HttpOptions {
     /// An HTTP client for `base_url`. System proxies (`HTTPS_PROXY`, …) are used,
     /// except for loopback addresses, which are always reached directly.
-    pub(crate) fn client(&self, base_url: &str) -> Result<reqwest::Client, reqwest::Error> {
-        install_crypto_provider();
-        let mut builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+    pub(crate) fn client(&self, base_url: &str) -> Result<reqwest::Client, String> {
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .tls_backend_preconfigured(shared_tls()?);
         if is_loopback(base_url) {
             builder = builder.no_proxy();
         }
-        builder.build()
+        builder.build().map_err(|e| e.to_string())
     }
 }
 
-/// The HTTP client's TLS needs one process-wide crypto provider.
-fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // Another part of the process may have installed one already: fine.
+/// The TLS settings every HTTP client of the process starts from: what reqwest builds
+/// by default (the platform's verifier over the system's root certificates, TLS 1.2
+/// and 1.3, HTTP/1.1), made once. A client building its own reads and parses every
+/// root certificate again and keeps its own copy and session cache: about 170 KB per
+/// model, so per session in a bridge running many. A copy of this shares the verifier
+/// and the session cache (both behind `Arc`).
+fn shared_tls() -> Result<rustls::ClientConfig, String> {
+    static TLS: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
+    TLS.get_or_init(|| {
+        // Another part of the process may have installed a provider already: fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+        let provider = rustls::crypto::CryptoProvider::get_default()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
+        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
+            .map_err(|e| format!("the system's root certificates could not be loaded: {e}"))?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(rustls::ALL_VERSIONS)
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(tls)
+    })
+    .clone()
 }
 
 fn is_loopback(base_url: &str) -> bool {

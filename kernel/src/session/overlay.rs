@@ -125,6 +125,9 @@ impl Overlay {
         let view = self.snapshot();
         view.offered
             .get_or_init(|| {
+                if view.defs.is_empty() {
+                    return registry.defs().clone();
+                }
                 let mut defs = Vec::with_capacity(registry.defs().len() + view.defs.len());
                 defs.extend_from_slice(registry.defs());
                 defs.extend_from_slice(&view.defs);

@@ -256,7 +256,8 @@ pub(crate) struct Registry {
     index: HashMap<String, usize>,
     stages: Vec<Arc<dyn Stage>>,
     /// The definitions offered to the model, built once.
-    defs: Vec<ToolDef>,
+    /// Shared by every session whose view adds no tool (no copy per session).
+    defs: Arc<[ToolDef]>,
 }
 
 /// Builds a [`Registry`].
@@ -366,7 +367,7 @@ impl Registry {
     }
 
     /// The definitions offered to the model.
-    pub(crate) fn defs(&self) -> &[ToolDef] {
+    pub(crate) fn defs(&self) -> &Arc<[ToolDef]> {
         &self.defs
     }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use keel_envelope::budget::BudgetStatus;
 use keel_envelope::events::{TurnCompleted, TurnStarted, UsageUpdated};
-use keel_envelope::types::{StopReason, Telemetry, TurnStopReason, Usage};
+use keel_envelope::types::{PermissionMode, StopReason, Telemetry, TurnStopReason, Usage};
 use keel_envelope::{ErrorPayload, Event};
 use tokio_util::sync::CancellationToken;
 
@@ -166,6 +166,10 @@ pub(crate) async fn run(
     b: &Budget,
 ) -> Outcome {
     let session_context = crate::pipeline::hooks::session_context(session);
+    // The system prompt's first part (with `AGENTS.md`) is made once per request, and
+    // again when the mode changes (e.g. a plan approved): not read from the disk on
+    // every turn, nor under the session's lock.
+    let mut base: Option<(PermissionMode, String)> = None;
     loop {
         if cancel.is_cancelled() {
             return Outcome::Interrupted;
@@ -178,13 +182,20 @@ pub(crate) async fn run(
         if let Some(hit) = budget::before_model_call(session, rid, b).await {
             return Outcome::Budget(hit);
         }
-        let (model, mut request, unread) = {
-            let d = session.data();
-            let (mut system, unread) = prompt::system_prompt(
+        let mode = session.data().state.mode.clone();
+        let mut unread = None;
+        if base.as_ref().is_none_or(|(m, _)| *m != mode) {
+            let (text, e) = prompt::system_prompt(
                 &session.workspace,
                 session.services.config().system_prompt.as_deref(),
-                d.state.mode.clone(),
+                mode.clone(),
             );
+            unread = e;
+            base = Some((mode, text));
+        }
+        let (model, mut request) = {
+            let d = session.data();
+            let mut system = base.as_ref().map(|(_, s)| s.clone()).unwrap_or_default();
             system.push_str(&crate::session::roots::prompt_section(&d.roots));
             system.push_str(&prompt::plan_section(d.state.plan.as_ref()));
             if let Some(block) = session.skills.prompt_block() {
@@ -197,7 +208,7 @@ pub(crate) async fn run(
                 tools: session.tool_defs(),
                 max_output_tokens: None,
             };
-            (d.model.clone(), request, unread)
+            (d.model.clone(), request)
         };
         request.max_output_tokens = b.max_output_tokens();
         if let Some(context) = &session_context {

@@ -66,6 +66,8 @@ pub struct Checkpoints {
     objects: Objects,
     git: Option<Repo>,
     watcher: Option<Watcher>,
+    /// A watcher was started (or could not be): none is started again.
+    watch_tried: bool,
     /// The next refresh walks the whole tree.
     need_full: bool,
     /// Directories the next refresh lists again (changed while being watched).
@@ -142,11 +144,6 @@ impl Checkpoints {
         let lock = layout
             .lock(false)
             .map_err(io_err("cannot lock checkpoint store", &layout.dir))?;
-        let watcher = if config.watch {
-            Watcher::new(config.max_watches).ok()
-        } else {
-            None
-        };
         let git = if config.git {
             Repo::discover(&root)
         } else {
@@ -165,7 +162,8 @@ impl Checkpoints {
             recorded: Trees::default(),
             objects,
             git,
-            watcher,
+            watcher: None,
+            watch_tried: false,
             need_full: true,
             recheck: BTreeSet::new(),
             reread: BTreeSet::new(),
@@ -192,7 +190,26 @@ impl Checkpoints {
             }
         }
         drop(lock);
+        // A tree known to be large (from this session's records or the store's head)
+        // is watched from the first walk on.
+        this.start_watching_if_large();
         Ok(this)
+    }
+
+    /// Starts the watcher once the tree is known to hold `watch_min_paths` paths. The
+    /// next refresh walks the whole tree, watching each directory it lists.
+    fn start_watching_if_large(&mut self) {
+        if !self.config.watch
+            || self.watch_tried
+            || self.current.len() < self.config.watch_min_paths
+        {
+            return;
+        }
+        self.watch_tried = true;
+        self.watcher = Watcher::new(self.config.max_watches).ok();
+        if self.watcher.is_some() {
+            self.need_full = true;
+        }
     }
 
     fn load_records(&mut self) -> Result<(), CheckpointError> {
@@ -653,6 +670,9 @@ impl Checkpoints {
         self.stats = stats;
         for (path, new) in changes {
             self.set_current(path, new);
+        }
+        if full {
+            self.start_watching_if_large();
         }
         Ok(started)
     }

@@ -74,7 +74,7 @@ pub use gc::{CheckpointHome, DroppedCheckpoint, PruneReport, PruneRules, StoreUs
 pub use manifest::Unsaved;
 pub use mirror::Mirror;
 pub use restore::{NotRestorable, RestoreAction, RestoreReport, RestoredPath};
-pub use watch::MAX_WATCHERS;
+pub use watch::{MAX_WATCHERS, WATCH_MIN_PATHS};
 
 /// Test seam: garbage collection calls this between its steps (crash tests).
 #[doc(hidden)]
@@ -90,6 +90,12 @@ pub struct CheckpointConfig {
     pub max_files: usize,
     /// Use the inotify watcher when the system offers it. Default true.
     pub watch: bool,
+    /// The watcher starts only once the workspace is known to hold at least this many
+    /// paths (files and directories); a smaller tree is scanned. Scanning a small tree
+    /// costs a few milliseconds, while an inotify instance costs a watch per directory
+    /// and its closing waits for the kernel's grace period (5 to 25 ms), which would
+    /// hold up the end of a short-lived process. Default [`WATCH_MIN_PATHS`].
+    pub watch_min_paths: usize,
     /// A file modified this close to a scan is read again by the next one. Default 1 s.
     pub racy_window: Duration,
     /// At most this many inotify watches (one per directory); past it, scanning.
@@ -106,6 +112,7 @@ impl Default for CheckpointConfig {
             max_file_bytes: 4 * 1024 * 1024,
             max_files: 500_000,
             watch: true,
+            watch_min_paths: WATCH_MIN_PATHS,
             racy_window: Duration::from_secs(1),
             max_watches: usize::MAX,
             git: true,

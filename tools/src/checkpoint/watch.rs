@@ -54,6 +54,11 @@ fn mask() -> AddWatchFlags {
         | AddWatchFlags::IN_DONT_FOLLOW
 }
 
+/// The default [`CheckpointConfig::watch_min_paths`](super::CheckpointConfig): below
+/// this many paths a stat scan (about 2.5 times a bare walk: a few milliseconds) is
+/// cheaper than an inotify instance over the session's life, counting its close.
+pub const WATCH_MIN_PATHS: usize = 5_000;
+
 /// At most this many watchers (inotify instances) live in one process: the system
 /// allows a user few of them (128 by default, `fs.inotify.max_user_instances`), and a
 /// runtime with many open sessions must not take them all from the user's other

@@ -14,6 +14,7 @@ fn the_watcher_looks_at_changed_paths_only_and_the_scan_at_everything() {
         }
         let config = CheckpointConfig {
             watch,
+            watch_min_paths: 0,
             racy_window: std::time::Duration::ZERO,
             ..CheckpointConfig::default()
         };
@@ -227,6 +228,7 @@ fn a_file_that_was_ignored_stays_when_restoring_from_before_it_showed() {
         w.write("old.log", "kept\n");
         let config = CheckpointConfig {
             watch,
+            watch_min_paths: 0,
             racy_window: std::time::Duration::from_millis(20),
             ..CheckpointConfig::default()
         };
@@ -245,4 +247,60 @@ fn a_file_that_was_ignored_stays_when_restoring_from_before_it_showed() {
         assert_eq!(w.read("old.log").as_deref(), Some("kept\n"));
         assert_eq!(w.read(".gitignore").as_deref(), Some("*.log\n"));
     }
+}
+
+/// A small tree is scanned (no inotify instance, whose closing would hold up a
+/// short-lived process's exit); once a walk finds `watch_min_paths` paths the watcher
+/// starts, the next checkpoint walks once more to watch every directory, and from then
+/// on only changed paths are looked at. A new session of a tree the store knows is
+/// large watches from its first walk.
+#[test]
+fn only_a_tree_past_the_threshold_is_watched() {
+    let w = ws();
+    for f in 0..5 {
+        w.write(&format!("src/f{f}.txt"), "x\n");
+    }
+    let config = CheckpointConfig {
+        watch_min_paths: 30,
+        racy_window: std::time::Duration::ZERO,
+        ..CheckpointConfig::default()
+    };
+    let mut cps = Checkpoints::open(&w.root, &w.store, "s1", config.clone()).expect("open");
+    cps.checkpoint("c1", json!(null)).expect("c1");
+    assert_eq!(cps.detection(), Detection::Scan, "a small tree is scanned");
+    assert_eq!(
+        CheckpointConfig::default().watch_min_paths,
+        keel_tools::checkpoint::WATCH_MIN_PATHS
+    );
+
+    for f in 0..40 {
+        w.write(&format!("gen/g{f}.txt"), "y\n");
+    }
+    let c2 = cps.checkpoint("c2", json!(null)).expect("c2");
+    assert_eq!(c2.changed.len(), 40);
+    assert!(cps.last_stats().full);
+    assert_eq!(cps.detection(), Detection::Watch, "the tree grew past 30 paths");
+
+    w.write("src/f1.txt", "changed\n");
+    let c3 = cps.checkpoint("c3", json!(null)).expect("c3");
+    assert_eq!(changed(&c3), vec![("src/f1.txt".to_string(), ChangeKind::Modified)]);
+    assert!(cps.last_stats().full, "the walk that places the watches");
+
+    w.write("gen/g7.txt", "changed\n");
+    let c4 = cps.checkpoint("c4", json!(null)).expect("c4");
+    assert_eq!(changed(&c4), vec![("gen/g7.txt".to_string(), ChangeKind::Modified)]);
+    let stats = cps.last_stats();
+    assert!(!stats.full, "{stats:?}");
+    assert!(stats.examined < 10, "{stats:?}");
+    drop(cps);
+
+    let second = Checkpoints::open(&w.root, &w.store, "s2", config).expect("open");
+    assert_eq!(second.detection(), Detection::Watch, "the store's head is large");
+    let unwatched = CheckpointConfig {
+        watch: false,
+        watch_min_paths: 0,
+        ..CheckpointConfig::default()
+    };
+    let third = Checkpoints::open(&w.root, &w.store, "s3", unwatched).expect("open");
+    assert_eq!(third.detection(), Detection::Scan, "watch = false wins");
 }

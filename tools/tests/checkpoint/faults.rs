@@ -148,6 +148,7 @@ fn past_the_watch_limit_checkpoints_fall_back_to_scanning() {
     }
     let config = CheckpointConfig {
         max_watches: 3,
+        watch_min_paths: 0,
         ..CheckpointConfig::default()
     };
     let mut cps = Checkpoints::open(&w.root, &w.store, "s", config).expect("open");

@@ -65,6 +65,8 @@ impl Ws {
     fn open(&self, watch: bool) -> Checkpoints {
         let config = CheckpointConfig {
             watch,
+            // Watch these small trees too (by default only large ones are watched).
+            watch_min_paths: 0,
             ..CheckpointConfig::default()
         };
         Checkpoints::open(&self.root, &self.store, "s1", config).expect("open")

@@ -13,6 +13,7 @@ use super::*;
 fn open_as(w: &Ws, session: &str, watch: bool) -> Checkpoints {
     let config = CheckpointConfig {
         watch,
+        watch_min_paths: 0,
         ..CheckpointConfig::default()
     };
     Checkpoints::open(&w.root, &w.store, session, config).expect("open")
