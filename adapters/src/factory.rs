@@ -144,7 +144,10 @@ pub fn build_model_with_env(
             p.settings(spec, name, config, env)?,
         )?)),
         None => {
-            let m = ScriptedModel::from_file(name)?.with_id(spec.trim());
+            // Nobody holds this model to read its requests: it keeps none.
+            let m = ScriptedModel::from_file(name)?
+                .with_id(spec.trim())
+                .keep_requests(0);
             Ok(Arc::new(m))
         }
     }

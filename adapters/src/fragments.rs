@@ -183,14 +183,11 @@ impl Entry {
 }
 
 /// The encoded prefixes of recent histories (see the [module documentation](self)).
-#[derive(Default)]
 pub struct FragmentCache {
     inner: Mutex<(Vec<Entry>, u64)>,
-    /// The buffer of the last request body sent, back once the call let go of it: the
-    /// next body is written into it. A body as long as the conversation, freshly
-    /// allocated on every call, would cost the allocator a new mapping and the process
-    /// a page fault per 4 KiB touched (see [`FragmentCache::share`]).
-    spare: Mutex<Option<Vec<u8>>>,
+    /// Where request body buffers come from and go back to (see [`Spares`]): the
+    /// process's pool, shared by every session's model.
+    spares: Arc<Spares>,
     /// The encoded tool list of the last call, with the list it encodes: a session
     /// offers the same shared list (`ModelRequest::tools`) until its tools change.
     tools: Mutex<Option<EncodedTools>>,
@@ -198,11 +195,60 @@ pub struct FragmentCache {
 
 type EncodedTools = (Arc<[ToolDef]>, Arc<Vec<u8>>);
 
-/// A request body that goes back to its cache's spare buffer when the last handle on
-/// it (the HTTP call, its retries) is dropped.
+impl Default for FragmentCache {
+    fn default() -> Self {
+        static PROCESS: OnceLock<Arc<Spares>> = OnceLock::new();
+        Self::with_spares(PROCESS.get_or_init(Default::default).clone())
+    }
+}
+
+/// Buffers of request bodies sent, back once their calls let go of them: the next
+/// body is written into one. A body as long as the conversation, freshly allocated on
+/// every call, would cost the allocator a new mapping and the process a page fault
+/// per 4 KiB touched (see [`FragmentCache::share`]). The pool is the process's, not a
+/// session's: a buffer kept per session would hold a body's worth of memory for each
+/// idle session (some 35 KB each after 20 requests, 17 MB for 500 sessions), while
+/// only calls in flight need one. At most [`Spares::MAX`] buffers are kept, the larger
+/// ones.
+#[derive(Debug, Default)]
+pub(crate) struct Spares {
+    buffers: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Spares {
+    /// Buffers kept at most.
+    const MAX: usize = 4;
+
+    fn take(&self) -> Vec<u8> {
+        let mut buf = self
+            .buffers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut buffers = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        if buffers.len() < Self::MAX {
+            buffers.push(buf);
+        } else if let Some(smallest) = buffers.iter_mut().min_by_key(|b| b.capacity()) {
+            if smallest.capacity() < buf.capacity() {
+                *smallest = buf;
+            }
+        }
+        // Largest last: taken first.
+        buffers.sort_by_key(Vec::capacity);
+    }
+}
+
+/// A request body that goes back to its pool of spare buffers when the last handle
+/// on it (the HTTP call, its retries) is dropped.
 struct Returned {
     buf: Vec<u8>,
-    home: Weak<FragmentCache>,
+    home: Weak<Spares>,
 }
 
 impl AsRef<[u8]> for Returned {
@@ -214,14 +260,7 @@ impl AsRef<[u8]> for Returned {
 impl Drop for Returned {
     fn drop(&mut self) {
         if let Some(home) = self.home.upgrade() {
-            let mut spare = home.spare.lock().unwrap_or_else(|p| p.into_inner());
-            // Keep the larger of the two.
-            if spare
-                .as_ref()
-                .is_none_or(|s| s.capacity() < self.buf.capacity())
-            {
-                *spare = Some(std::mem::take(&mut self.buf));
-            }
+            home.give(std::mem::take(&mut self.buf));
         }
     }
 }
@@ -232,6 +271,34 @@ impl std::fmt::Debug for FragmentCache {
             .field("histories", &self.len())
             .finish()
     }
+}
+
+/// One copy of each distinct encoded tool list in the process: every session of a
+/// runtime offers the same built-in tools, whose encoding (some 17 KB) would otherwise
+/// be kept once per session's model.
+fn intern(bytes: Vec<u8>) -> Arc<Vec<u8>> {
+    use std::collections::HashMap;
+    use std::hash::{Hash, Hasher};
+    static LISTS: Mutex<Option<HashMap<u64, Vec<Weak<Vec<u8>>>>>> = Mutex::new(None);
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    let key = hasher.finish();
+    let mut lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
+    let lists = lists.get_or_insert_with(HashMap::new);
+    let same = lists.entry(key).or_default();
+    same.retain(|w| w.strong_count() > 0);
+    if let Some(found) = same.iter().filter_map(Weak::upgrade).find(|b| **b == bytes) {
+        return found;
+    }
+    let bytes = Arc::new(bytes);
+    same.push(Arc::downgrade(&bytes));
+    if lists.len() > 64 {
+        lists.retain(|_, v| {
+            v.retain(|w| w.strong_count() > 0);
+            !v.is_empty()
+        });
+    }
+    bytes
 }
 
 impl FragmentCache {
@@ -251,7 +318,7 @@ impl FragmentCache {
                 return Some(bytes.clone());
             }
         }
-        let bytes = Arc::new(encode()?);
+        let bytes = intern(encode()?);
         *kept = Some((tools.clone(), bytes.clone()));
         Some(bytes)
     }
@@ -346,25 +413,27 @@ impl FragmentCache {
         }
     }
 
-    /// An empty buffer to write a request body into: the spare one when the last
-    /// body came back, else a new one.
+    /// A cache taking its body buffers from `spares`.
+    pub(crate) fn with_spares(spares: Arc<Spares>) -> Self {
+        FragmentCache {
+            inner: Mutex::default(),
+            spares,
+            tools: Mutex::default(),
+        }
+    }
+
+    /// An empty buffer to write a request body into: a spare one when a body came
+    /// back, else a new one.
     pub(crate) fn buffer(&self) -> Vec<u8> {
-        let mut buf = self
-            .spare
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .unwrap_or_default();
-        buf.clear();
-        buf
+        self.spares.take()
     }
 
     /// The body `buf` as shared bytes (retries send it without copying); its buffer
-    /// comes back to this cache for the next body once every handle is dropped.
-    pub(crate) fn share(self: &Arc<Self>, buf: Vec<u8>) -> Bytes {
+    /// goes back to the pool for a next body once every handle is dropped.
+    pub(crate) fn share(&self, buf: Vec<u8>) -> Bytes {
         Bytes::from_owner(Returned {
             buf,
-            home: Arc::downgrade(self),
+            home: Arc::downgrade(&self.spares),
         })
     }
 
@@ -387,7 +456,8 @@ mod tests {
 
     #[test]
     fn a_body_buffer_comes_back_once_every_handle_is_dropped() {
-        let cache = Arc::new(FragmentCache::default());
+        // A pool of its own: other tests use the process's.
+        let cache = FragmentCache::with_spares(Arc::default());
         let mut buf = cache.buffer();
         buf.extend_from_slice(&[7u8; 100_000]);
         let body = cache.share(buf);
@@ -399,9 +469,20 @@ mod tests {
         let again = cache.buffer();
         assert!(again.is_empty());
         assert!(again.capacity() >= 100_000, "the buffer was not kept");
-        // A dropped cache takes nothing back.
+        // A dropped pool takes nothing back.
         let orphan = cache.share(again);
         drop(cache);
         drop(orphan);
+    }
+
+    #[test]
+    fn the_pool_keeps_the_largest_few_buffers() {
+        let spares = Spares::default();
+        for size in [10, 500, 20, 400, 30, 300] {
+            spares.give(Vec::with_capacity(size));
+        }
+        let kept: Vec<usize> = (0..Spares::MAX).map(|_| spares.take().capacity()).collect();
+        assert_eq!(kept, vec![500, 400, 300, 30]);
+        assert_eq!(spares.take().capacity(), 0, "no more than {} kept", Spares::MAX);
     }
 }

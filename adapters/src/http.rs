@@ -40,14 +40,33 @@ impl Default for HttpOptions {
 impl HttpOptions {
     /// An HTTP client for `base_url`. System proxies (`HTTPS_PROXY`, …) are used,
     /// except for loopback addresses, which are always reached directly.
+    ///
+    /// Clients are shared: every model of the process with the same connect timeout
+    /// and the same kind of address (loopback or not) uses one client, so one pool of
+    /// connections, kept alive between calls, rather than a client (with its pool,
+    /// its connections' buffers and its TLS state) per session. The proxy settings are
+    /// read when the first such client is made.
     pub(crate) fn client(&self, base_url: &str) -> Result<reqwest::Client, String> {
+        type Clients = std::collections::HashMap<(Duration, bool), reqwest::Client>;
+        static CLIENTS: OnceLock<std::sync::Mutex<Clients>> = OnceLock::new();
+        let loopback = is_loopback(base_url);
+        let key = (self.connect_timeout, loopback);
+        let mut clients = CLIENTS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
         let mut builder = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
             .tls_backend_preconfigured(shared_tls()?);
-        if is_loopback(base_url) {
+        if loopback {
             builder = builder.no_proxy();
         }
-        builder.build().map_err(|e| e.to_string())
+        let client = builder.build().map_err(|e| e.to_string())?;
+        clients.insert(key, client.clone());
+        Ok(client)
     }
 }
 

@@ -169,6 +169,8 @@ pub const KEPT_REQUESTS: usize = 64;
 struct State {
     used: Vec<bool>,
     requests: Vec<ModelRequest>,
+    /// At most this many requests are kept ([`KEPT_REQUESTS`] unless set).
+    keep: usize,
 }
 
 /// A model replaying a [`Script`]. Each call consumes the first unused turn whose
@@ -260,6 +262,7 @@ impl ScriptedModel {
             state: Mutex::new(State {
                 used: vec![false; script.turns.len()],
                 requests: Vec::new(),
+                keep: KEPT_REQUESTS,
             }),
             script,
         })
@@ -268,6 +271,15 @@ impl ScriptedModel {
     /// Sets the id reported by [`Model::id`].
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.id = id.into();
+        self
+    }
+
+    /// Keeps at most `n` requests for [`ScriptedModel::requests`] (default
+    /// [`KEPT_REQUESTS`]). A model nobody inspects (one named by a `scripted:` model
+    /// spec, as hosts make them) keeps none: each kept request holds its own version
+    /// of the session's history.
+    pub fn keep_requests(self, n: usize) -> Self {
+        self.lock().keep = n;
         self
     }
 
@@ -288,7 +300,7 @@ impl ScriptedModel {
     /// Picks and consumes the turn for `request`.
     fn take_turn(&self, request: &ModelRequest) -> Option<(usize, ScriptTurn)> {
         let mut state = self.lock();
-        if state.requests.len() < KEPT_REQUESTS {
+        if state.requests.len() < state.keep {
             state.requests.push(request.clone());
         }
         let trailing: Vec<&str> = request

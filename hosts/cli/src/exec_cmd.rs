@@ -191,22 +191,45 @@ async fn exec(
     let mut denied = false;
     let mut code = EXIT_FAILED;
     let mut interrupted = false;
+    // With --json, the lines of the events already there are written together: one
+    // write for what a call's events queued at once, and always before waiting.
+    let mut lines = Vec::new();
+    let mut next = None;
     loop {
-        let env = tokio::select! {
-            e = events.recv() => match e { Some(e) => e, None => break },
-            _ = ctrlc.recv(), if !interrupted => {
-                tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
-                interrupted = true;
-                let _ = session.interrupt().await;
-                continue;
+        let env = match next.take() {
+            Some(env) => {
+                // A Ctrl-C is noticed between events that are ready too, not only
+                // while waiting (a long stream may never leave the queue empty).
+                let pressed = tokio::select! {
+                    biased;
+                    _ = ctrlc.recv(), if !interrupted => true,
+                    () = std::future::ready(()) => false,
+                };
+                if pressed {
+                    tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
+                    interrupted = true;
+                    let _ = session.interrupt().await;
+                }
+                env
+            }
+            None => {
+                write_out(&mut lines);
+                tokio::select! {
+                    e = events.recv() => match e { Some(e) => e, None => break },
+                    _ = ctrlc.recv(), if !interrupted => {
+                        tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
+                        interrupted = true;
+                        let _ = session.interrupt().await;
+                        continue;
+                    }
+                }
             }
         };
         if json {
-            use std::io::Write;
-            let line = codec::encode_line(&env);
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&line);
-            let _ = out.flush();
+            lines.extend_from_slice(&codec::encode_line(&env));
+            if lines.len() >= 64 * 1024 {
+                write_out(&mut lines);
+            }
         } else {
             renderer.print(&env);
         }
@@ -267,17 +290,30 @@ async fn exec(
             }
             _ => {}
         }
+        next = events.try_recv();
     }
+    // With --json, the terminal event's line goes out once the session is closed
+    // (saved, its log synced), with the close's own events: a reader that sees it can
+    // rely on the session being on disk, and the process ends right after it.
     let _ = session.close().await;
-    // Let the close events reach a --json reader.
     while let Some(env) = events.try_recv() {
         if json {
-            use std::io::Write;
-            let _ = std::io::stdout()
-                .lock()
-                .write_all(&codec::encode_line(&env));
+            lines.extend_from_slice(&codec::encode_line(&env));
         }
     }
+    write_out(&mut lines);
     kernel.shutdown("exec").await;
     code
+}
+
+/// Writes `lines` to stdout in one write, flushed, and empties it.
+fn write_out(lines: &mut Vec<u8>) {
+    use std::io::Write;
+    if lines.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(lines);
+    let _ = out.flush();
+    lines.clear();
 }

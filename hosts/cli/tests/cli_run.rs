@@ -789,3 +789,66 @@ fn exec_renders_the_model_s_markdown_as_plain_text_off_a_terminal() {
         assert!(stdout.contains(kept), "{kept:?} missing from:\n{stdout}");
     }
 }
+
+/// `keel exec --json` writes the request's terminal event once the session is closed
+/// and stored: a reader that has just read it finds the session saved as closed, and
+/// `session.closed` is the only line after it. Several runs, with the cores kept busy.
+#[test]
+fn exec_json_writes_the_terminal_event_once_the_session_is_stored() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    std::hint::black_box(x);
+                }
+            })
+        })
+        .collect();
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("README.md"), "# project\n").unwrap();
+    for run in 0..5 {
+        let home = tempfile::tempdir().unwrap();
+        let model = script(
+            home.path(),
+            serde_json::json!({"turns": [
+                {"toolCalls": [{"name": "read_file", "arguments": {"path": "README.md"}}]},
+                {"text": "It is a project."}
+            ]}),
+        );
+        let mut child = keel()
+            .args(["exec", "what is this?", "--json", "--workspace"])
+            .arg(ws.path())
+            .args(["--model", &model])
+            .env("KEEL_HOME", home.path())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let session = loop {
+            let line = lines.next().expect("a terminal event").unwrap();
+            let env = codec::decode_envelope(line.as_bytes()).unwrap();
+            if env.type_name() == "session.completed" {
+                break env.session_id.clone().unwrap();
+            }
+        };
+        // Read at once, before anything else of the process is waited for.
+        let state: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(home.path().join("sessions").join(&session).join("state.json"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(state["closed"], true, "run {run}: {state}");
+        let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
+        assert_eq!(rest.len(), 1, "run {run}: {rest:?}");
+        assert!(rest[0].contains("\"session.closed\""), "run {run}: {rest:?}");
+        assert_eq!(child.wait().unwrap().code(), Some(0), "run {run}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
+}

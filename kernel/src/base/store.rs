@@ -281,7 +281,14 @@ pub struct FileStore {
     logs: Mutex<Logs>,
     /// What this process wrote of each session's history (held while saving a state).
     written: Mutex<crate::base::store_history::Written>,
+    /// The summary last written for each session in this process (see
+    /// [`FileStore::summary_is_current`]).
+    summaries: Mutex<HashMap<String, SessionSummary>>,
 }
+
+/// A summary that differs from the one on disk only by a later `updatedAt`, by less
+/// than this, is not written again.
+const SUMMARY_STALE_MS: u64 = 2_000;
 
 impl FileStore {
     /// A store rooted at `root` (created on first write), with default options.
@@ -299,7 +306,25 @@ impl FileStore {
             },
             logs: Mutex::new(Logs::default()),
             written: Mutex::new(HashMap::new()),
+            summaries: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether `summary.json` can stay as it is: it was written by this process and
+    /// says the same but for an `updatedAt` less than [`SUMMARY_STALE_MS`] older. A
+    /// request's turns change no field of a listing but that time (a tool call's turn
+    /// has no text for `lastMessage`), so the summary is written once a request (at
+    /// its last answer) rather than once a turn; a listing shows a running session's
+    /// last activity at most two seconds late.
+    fn summary_is_current(&self, summary: &SessionSummary) -> bool {
+        let known = self.summaries.lock().unwrap_or_else(|p| p.into_inner());
+        known.get(&summary.session_id).is_some_and(|old| {
+            old.updated_at.saturating_add(SUMMARY_STALE_MS) > summary.updated_at
+                && SessionSummary {
+                    updated_at: summary.updated_at,
+                    ..old.clone()
+                } == *summary
+        })
     }
 
     /// The root directory.
@@ -458,13 +483,25 @@ impl Store for FileStore {
             .map_err(|e| persist_err("cannot replace", &path, e))?;
         // The summary follows the state; a crash between the two leaves an older
         // summary, which the next save replaces (a listing is never wrong for long).
-        let path = dir.join("summary.json");
-        let tmp = dir.join("summary.json.tmp");
-        let bytes = serde_json::to_vec(&SessionSummary::of(state))
-            .map_err(|e| persist_err("cannot encode", &path, e))?;
-        fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
-        crate::base::store_history::replace(&tmp, &path)
-            .map_err(|e| persist_err("cannot replace", &path, e))?;
+        let summary = SessionSummary::of(state);
+        if !self.summary_is_current(&summary) {
+            let path = dir.join("summary.json");
+            let tmp = dir.join("summary.json.tmp");
+            // Forgotten until written: a failed write leaves the file unknown.
+            self.summaries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&summary.session_id);
+            let bytes =
+                serde_json::to_vec(&summary).map_err(|e| persist_err("cannot encode", &path, e))?;
+            fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
+            crate::base::store_history::replace(&tmp, &path)
+                .map_err(|e| persist_err("cannot replace", &path, e))?;
+            self.summaries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(summary.session_id.clone(), summary);
+        }
         if sync {
             sync_dir(&dir)?;
         }
@@ -586,6 +623,10 @@ impl Store for FileStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
+        self.summaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
         // Renamed first (one atomic step: a crash never leaves half a session that
         // `list` would show), then removed. The tombstone's name is not a session id.
         let tomb = self.root.join("sessions").join(format!(
@@ -629,6 +670,10 @@ impl Store for FileStore {
     }
 
     fn release(&self, session_id: &str) -> Result<(), ErrorPayload> {
+        self.summaries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
         let (open, unsynced) = {
             let mut logs = self.logs();
             (

@@ -119,12 +119,15 @@ async fn enqueue(
     match outcome {
         Outcome::Start(cancel) => {
             let me = session.clone();
-            let handle = tokio::spawn(async move {
+            // Boxed: the task keeps its cell until `runner` lets go of the handle (when
+            // the next request starts), and a finished request's cell would otherwise
+            // hold the whole request's future (some 30 KB) for each idle session.
+            let handle = tokio::spawn(Box::pin(async move {
                 // The first model call offers the tools of MCP servers still
                 // starting (each start has its own time limit).
                 me.mcp.wait_started(&cancel).await;
                 crate::work::request::run_requests(me, q, cancel).await
-            });
+            }));
             session.data().runner = Some(handle);
         }
         Outcome::Queued(position) => {

@@ -232,3 +232,61 @@ fn saving_again_and_again_reuses_the_same_two_files() {
         );
     }
 }
+
+/// `summary.json` is written when a listing's field changes; a save that changes only
+/// `updatedAt`, by less than two seconds, leaves it (a request's tool-call turns);
+/// a later one, a new last message or a close writes it.
+#[test]
+fn the_summary_is_written_when_a_listed_field_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let summary = dir.path().join("sessions/s1/summary.json");
+    let read = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap()
+    };
+    let mut h = History::new();
+    h.push(user("first question"));
+    let mut s = state("s1", h.clone());
+    s.updated_at = 10_000;
+    store.save_state(&s).unwrap();
+    assert_eq!(read()["updatedAt"], 10_000);
+
+    // A tool call's turn: no new text, 1.5 s later.
+    h.push(Message::Tool {
+        tool_call_id: "c1".into(),
+        name: "read_file".into(),
+        content: "x".into(),
+        is_error: false,
+    });
+    s.history = h.clone();
+    s.updated_at = 11_500;
+    store.save_state(&s).unwrap();
+    assert_eq!(read()["updatedAt"], 10_000, "left as it was");
+    assert_eq!(store.load_state("s1").unwrap().unwrap().updated_at, 11_500);
+
+    // Later than two seconds after the written one.
+    s.updated_at = 12_000;
+    store.save_state(&s).unwrap();
+    assert_eq!(read()["updatedAt"], 12_000);
+
+    // A new last message, at once.
+    h.push(Message::Assistant {
+        text: "the answer".into(),
+        tool_calls: vec![],
+    });
+    s.history = h.clone();
+    s.updated_at = 12_100;
+    store.save_state(&s).unwrap();
+    assert_eq!(read()["lastMessage"], "the answer");
+    assert_eq!(read()["updatedAt"], 12_100);
+
+    // Closed, at once; and what `session.list` reads agrees.
+    s.closed = true;
+    s.updated_at = 12_200;
+    store.save_state(&s).unwrap();
+    assert_eq!(read()["closed"], true);
+    let listed = store.list_summaries().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].closed);
+    assert_eq!(listed[0].updated_at, 12_200);
+}
