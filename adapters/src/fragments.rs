@@ -279,7 +279,9 @@ impl std::fmt::Debug for FragmentCache {
 fn intern(bytes: Vec<u8>) -> Arc<Vec<u8>> {
     use std::collections::HashMap;
     use std::hash::{Hash, Hasher};
-    static LISTS: Mutex<Option<HashMap<u64, Vec<Weak<Vec<u8>>>>>> = Mutex::new(None);
+    /// By hash of the bytes: the lists alive with that hash.
+    type Lists = HashMap<u64, Vec<Weak<Vec<u8>>>>;
+    static LISTS: Mutex<Option<Lists>> = Mutex::new(None);
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut hasher);
     let key = hasher.finish();
@@ -483,6 +485,11 @@ mod tests {
         }
         let kept: Vec<usize> = (0..Spares::MAX).map(|_| spares.take().capacity()).collect();
         assert_eq!(kept, vec![500, 400, 300, 30]);
-        assert_eq!(spares.take().capacity(), 0, "no more than {} kept", Spares::MAX);
+        assert_eq!(
+            spares.take().capacity(),
+            0,
+            "no more than {} kept",
+            Spares::MAX
+        );
     }
 }

@@ -692,3 +692,70 @@ async fn a_500_that_says_the_request_is_malformed_is_not_retried() {
     assert!(err.message.contains("Failed to parse tool call arguments"));
     assert_eq!(server.requests().len(), 1);
 }
+
+/// The models of one process share one HTTP client per kind of address (and connect
+/// timeout): four models, as four sessions have, calling one server one after the
+/// other use the connection the first one opened, kept alive, rather than a client
+/// (with its pool, buffers and TLS state) and a connection each.
+#[tokio::test]
+async fn the_models_of_a_process_share_their_connections() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    // A server that keeps each connection open for the next request.
+    let server = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let (mut length, mut get, mut line) = (0usize, false, String::new());
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        get |= l.starts_with("get ");
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let sse = openai::text_stream(&["hi"]);
+                    let answer = if get {
+                        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_owned()
+                    } else {
+                        format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{sse}",
+                            sse.len()
+                        )
+                    };
+                    if reader.get_mut().write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let base = format!("http://{addr}");
+    for _ in 0..4 {
+        let model = openai_model(&base, &fast_config(0));
+        let items = collect(model.stream(request(), CancellationToken::new())).await;
+        assert_eq!(text_of(&items), "hi");
+        // The connection goes back to the pool once the answer is read.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let n = accepted.load(Ordering::SeqCst);
+    assert!(n <= 2, "{n} connections for four models' calls");
+    server.abort();
+}

@@ -285,3 +285,27 @@ async fn a_long_session_keeps_only_the_first_requests() {
     assert_eq!(kept[0].messages.len(), 1);
     assert_eq!(model.remaining_turns(), 0);
 }
+
+/// A model nobody inspects keeps no request (hosts make theirs from a `scripted:`
+/// spec with `keep_requests(0)`): each kept request holds its own version of the
+/// session's history.
+#[tokio::test]
+async fn a_model_told_to_keep_no_requests_keeps_none() {
+    let turns: Vec<serde_json::Value> = (0..5).map(|i| json!({"text": format!("t{i}")})).collect();
+    let model = ScriptedModel::from_json(json!({ "turns": turns }))
+        .unwrap()
+        .keep_requests(0);
+    for i in 0..5 {
+        let out = collect(model.stream(ask("go"), CancellationToken::new())).await;
+        assert_eq!(text_of(&out), format!("t{i}"));
+    }
+    assert!(model.requests().is_empty());
+    let two =
+        ScriptedModel::from_json(json!({"turns": [{"text": "a"}, {"text": "b"}, {"text": "c"}]}))
+            .unwrap()
+            .keep_requests(2);
+    for _ in 0..3 {
+        collect(two.stream(ask("go"), CancellationToken::new())).await;
+    }
+    assert_eq!(two.requests().len(), 2);
+}

@@ -837,14 +837,22 @@ fn exec_json_writes_the_terminal_event_once_the_session_is_stored() {
         };
         // Read at once, before anything else of the process is waited for.
         let state: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(home.path().join("sessions").join(&session).join("state.json"))
-                .unwrap(),
+            &std::fs::read(
+                home.path()
+                    .join("sessions")
+                    .join(&session)
+                    .join("state.json"),
+            )
+            .unwrap(),
         )
         .unwrap();
         assert_eq!(state["closed"], true, "run {run}: {state}");
         let rest: Vec<String> = lines.map(|l| l.unwrap()).collect();
         assert_eq!(rest.len(), 1, "run {run}: {rest:?}");
-        assert!(rest[0].contains("\"session.closed\""), "run {run}: {rest:?}");
+        assert!(
+            rest[0].contains("\"session.closed\""),
+            "run {run}: {rest:?}"
+        );
         assert_eq!(child.wait().unwrap().code(), Some(0), "run {run}");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -175,7 +175,7 @@ pub(crate) async fn run(
             return Outcome::Interrupted;
         }
         take_steered(session);
-        crate::work::compact::maybe(session, rid, cancel).await;
+        Box::pin(crate::work::compact::maybe(session, rid, cancel)).await;
         if cancel.is_cancelled() {
             return Outcome::Interrupted;
         }
@@ -235,7 +235,7 @@ pub(crate) async fn run(
             rid,
             deltas: true,
         };
-        let out = turn::stream(&model, request, cancel, echo).await;
+        let out = Box::pin(turn::stream(&model, request, cancel, echo)).await;
         session.probe(Point::AfterStream, rid).await;
         t.usage = out.usage;
         t.tool_calls = out.calls.len() as u32;
@@ -290,8 +290,15 @@ pub(crate) async fn run(
             // The Stop hooks may ask the model to go on after its answer (a cut one too).
             if matches!(stop, StopReason::EndTurn | StopReason::MaxTokens) {
                 let active = c.stop_hook_active;
-                let more =
-                    hooks::stop(session, rid, stop.clone(), Some(&out.text), active, cancel).await;
+                let more = Box::pin(hooks::stop(
+                    session,
+                    rid,
+                    stop.clone(),
+                    Some(&out.text),
+                    active,
+                    cancel,
+                ))
+                .await;
                 c.stop_hooks_ran = true;
                 if let Some(reason) = more {
                     c.stop_hook_active = true;
@@ -319,7 +326,15 @@ pub(crate) async fn run(
                 return Outcome::Budget(hit);
             }
             c.tool_calls += 1;
-            match pipeline::run_call(session, rid, call, cancel, Default::default()).await {
+            match Box::pin(pipeline::run_call(
+                session,
+                rid,
+                call,
+                cancel,
+                Default::default(),
+            ))
+            .await
+            {
                 Ok((content, is_error)) => {
                     session.data().state.history.push(Message::Tool {
                         tool_call_id: call.id.clone(),

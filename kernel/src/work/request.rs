@@ -148,7 +148,8 @@ async fn run_request<'s>(
     let b = Budget::start(session, &q.overrides);
     b.record_output_cap(session, rid);
     let mut c = Counters::new();
-    let outcome = match hooks::user_prompt_submit(session, rid, &q.message, cancel).await {
+    let outcome = match Box::pin(hooks::user_prompt_submit(session, rid, &q.message, cancel)).await
+    {
         // Blocked: the prompt never reaches the history nor the model.
         Err(blocked) => {
             c.stop_hooks_ran = true;
@@ -170,7 +171,7 @@ async fn run_request<'s>(
         }
     };
     // The request's checkpoint is recorded before its end (unless interrupted).
-    crate::session::checkpoints::settle(session, rid, cancel).await;
+    Box::pin(crate::session::checkpoints::settle(session, rid, cancel)).await;
     // Its sub-agents' worktrees are gone before its end, interrupted or not.
     session.cleanups.settle().await;
     if !c.stop_hooks_ran {
@@ -182,7 +183,7 @@ async fn run_request<'s>(
         };
         if let Some(reason) = reason {
             // Told, but cannot make the request go on.
-            hooks::stop(session, rid, reason, None, false, cancel).await;
+            Box::pin(hooks::stop(session, rid, reason, None, false, cancel)).await;
         }
     }
     b.save(session);
@@ -190,7 +191,7 @@ async fn run_request<'s>(
     session.persist(rid).await;
     // A session without a title gets one from its first message, before the
     // request's terminal event.
-    session.generate_title(rid).await;
+    Box::pin(session.generate_title(rid)).await;
     session.probe(Point::BeforeTerminal, rid).await;
     let turnover = session.turnover.lock().await;
     let error_type = match &outcome {
@@ -223,7 +224,7 @@ async fn run_clocked(
     b: &Budget,
 ) -> Outcome {
     let Some(left) = b.wall_time_left() else {
-        return agent::run(session, rid, cancel, c, b).await;
+        return Box::pin(agent::run(session, rid, cancel, c, b)).await;
     };
     let clock = cancel.child_token();
     let run = agent::run(session, rid, &clock, c, b);

@@ -279,23 +279,37 @@ fn only_a_tree_past_the_threshold_is_watched() {
     let c2 = cps.checkpoint("c2", json!(null)).expect("c2");
     assert_eq!(c2.changed.len(), 40);
     assert!(cps.last_stats().full);
-    assert_eq!(cps.detection(), Detection::Watch, "the tree grew past 30 paths");
+    assert_eq!(
+        cps.detection(),
+        Detection::Watch,
+        "the tree grew past 30 paths"
+    );
 
     w.write("src/f1.txt", "changed\n");
     let c3 = cps.checkpoint("c3", json!(null)).expect("c3");
-    assert_eq!(changed(&c3), vec![("src/f1.txt".to_string(), ChangeKind::Modified)]);
+    assert_eq!(
+        changed(&c3),
+        vec![("src/f1.txt".to_string(), ChangeKind::Modified)]
+    );
     assert!(cps.last_stats().full, "the walk that places the watches");
 
     w.write("gen/g7.txt", "changed\n");
     let c4 = cps.checkpoint("c4", json!(null)).expect("c4");
-    assert_eq!(changed(&c4), vec![("gen/g7.txt".to_string(), ChangeKind::Modified)]);
+    assert_eq!(
+        changed(&c4),
+        vec![("gen/g7.txt".to_string(), ChangeKind::Modified)]
+    );
     let stats = cps.last_stats();
     assert!(!stats.full, "{stats:?}");
     assert!(stats.examined < 10, "{stats:?}");
     drop(cps);
 
     let second = Checkpoints::open(&w.root, &w.store, "s2", config).expect("open");
-    assert_eq!(second.detection(), Detection::Watch, "the store's head is large");
+    assert_eq!(
+        second.detection(),
+        Detection::Watch,
+        "the store's head is large"
+    );
     let unwatched = CheckpointConfig {
         watch: false,
         watch_min_paths: 0,
