@@ -293,16 +293,17 @@ async fn exec(
         next = events.try_recv();
     }
     // With --json, the terminal event's line goes out once the session is closed
-    // (saved, its log synced), with the close's own events: a reader that sees it can
-    // rely on the session being on disk, and the process ends right after it.
+    // (saved, its log synced) and the runtime shut down, with the close's own events:
+    // a reader that sees it can rely on the session being on disk, and the process
+    // ends right after it.
     let _ = session.close().await;
     while let Some(env) = events.try_recv() {
         if json {
             lines.extend_from_slice(&codec::encode_line(&env));
         }
     }
-    write_out(&mut lines);
     kernel.shutdown("exec").await;
+    write_out(&mut lines);
     code
 }
 
