@@ -277,29 +277,19 @@ impl std::fmt::Debug for FragmentCache {
 /// runtime offers the same built-in tools, whose encoding (some 17 KB) would otherwise
 /// be kept once per session's model.
 fn intern(bytes: Vec<u8>) -> Arc<Vec<u8>> {
-    use std::collections::HashMap;
-    use std::hash::{Hash, Hasher};
-    /// By hash of the bytes: the lists alive with that hash.
-    type Lists = HashMap<u64, Vec<Weak<Vec<u8>>>>;
-    static LISTS: Mutex<Option<Lists>> = Mutex::new(None);
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    let key = hasher.finish();
+    // The distinct lists are few (one per provider format and tool set): a scan.
+    static LISTS: Mutex<Vec<Weak<Vec<u8>>>> = Mutex::new(Vec::new());
     let mut lists = LISTS.lock().unwrap_or_else(|p| p.into_inner());
-    let lists = lists.get_or_insert_with(HashMap::new);
-    let same = lists.entry(key).or_default();
-    same.retain(|w| w.strong_count() > 0);
-    if let Some(found) = same.iter().filter_map(Weak::upgrade).find(|b| **b == bytes) {
+    lists.retain(|w| w.strong_count() > 0);
+    if let Some(found) = lists
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|b| **b == bytes)
+    {
         return found;
     }
     let bytes = Arc::new(bytes);
-    same.push(Arc::downgrade(&bytes));
-    if lists.len() > 64 {
-        lists.retain(|_, v| {
-            v.retain(|w| w.strong_count() > 0);
-            !v.is_empty()
-        });
-    }
+    lists.push(Arc::downgrade(&bytes));
     bytes
 }
 

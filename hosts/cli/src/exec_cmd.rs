@@ -196,35 +196,31 @@ async fn exec(
     let mut lines = Vec::new();
     let mut next = None;
     loop {
-        let env = match next.take() {
+        // A Ctrl-C is noticed between events that are ready too, not only while
+        // waiting (a long stream may never leave the queue empty).
+        let (env, pressed) = match next.take() {
             Some(env) => {
-                // A Ctrl-C is noticed between events that are ready too, not only
-                // while waiting (a long stream may never leave the queue empty).
                 let pressed = tokio::select! {
                     biased;
                     _ = ctrlc.recv(), if !interrupted => true,
                     () = std::future::ready(()) => false,
                 };
-                if pressed {
-                    tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
-                    interrupted = true;
-                    let _ = session.interrupt().await;
-                }
-                env
+                (Some(env), pressed)
             }
             None => {
                 write_out(&mut lines);
                 tokio::select! {
-                    e = events.recv() => match e { Some(e) => e, None => break },
-                    _ = ctrlc.recv(), if !interrupted => {
-                        tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
-                        interrupted = true;
-                        let _ = session.interrupt().await;
-                        continue;
-                    }
+                    e = events.recv() => match e { Some(e) => (Some(e), false), None => break },
+                    _ = ctrlc.recv(), if !interrupted => (None, true),
                 }
             }
         };
+        if pressed {
+            tracing::info!(request_id = %rid, "Ctrl-C: interrupting the request");
+            interrupted = true;
+            let _ = session.interrupt().await;
+        }
+        let Some(env) = env else { continue };
         if json {
             lines.extend_from_slice(&codec::encode_line(&env));
             if lines.len() >= 64 * 1024 {

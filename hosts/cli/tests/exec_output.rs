@@ -3,42 +3,15 @@
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use keel_envelope::codec;
-
-/// Shell loops keeping both cores busy while it lives.
-struct Busy(Vec<Child>);
-
-impl Busy {
-    fn start() -> Busy {
-        Busy(
-            (0..2)
-                .map(|_| {
-                    Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .spawn()
-                        .unwrap()
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// A reader that has just read the terminal event finds the session saved as closed,
 /// and `session.closed` is the only line after it. Several runs, with the cores busy.
 #[test]
 fn exec_json_writes_the_terminal_event_once_the_session_is_stored() {
-    let _busy = Busy::start();
+    let _busy = keel_testsupport::Busy::start(2);
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("README.md"), "# project\n").unwrap();
     for run in 0..5 {

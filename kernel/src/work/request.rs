@@ -227,8 +227,7 @@ async fn run_clocked(
         return Box::pin(agent::run(session, rid, cancel, c, b)).await;
     };
     let clock = cancel.child_token();
-    let run = agent::run(session, rid, &clock, c, b);
-    tokio::pin!(run);
+    let mut run = Box::pin(agent::run(session, rid, &clock, c, b));
     let stop_at = tokio::time::sleep(left);
     tokio::pin!(stop_at);
     let warn_in = b.wall_warning_in();
