@@ -148,6 +148,9 @@ struct Driver {
     content_emitted: bool,
     /// When the current attempt was sent.
     started: Instant,
+    /// Its response's status, and when its headers came (ms after `started`).
+    status: u16,
+    headers_ms: u64,
 }
 
 /// Runs the call as a model stream.
@@ -163,6 +166,8 @@ pub(crate) fn run(call: HttpCall, cancel: CancellationToken) -> ModelStream {
         decoder,
         content_emitted: false,
         started: Instant::now(),
+        status: 0,
+        headers_ms: 0,
     };
     Box::pin(futures::stream::unfold(driver, |mut d| async move {
         let item = d.next().await?;
@@ -269,12 +274,25 @@ impl Driver {
             Ok(Ok(r)) => r,
         };
         let status = response.status().as_u16();
-        tracing::info!(
-            provider = self.call.provider,
-            status,
-            elapsed_ms = self.elapsed_ms(),
-            "model response headers received"
-        );
+        self.status = status;
+        self.headers_ms = self.elapsed_ms();
+        // A success is logged once, when its stream ends (with the time to these
+        // headers); a failure here, with its status.
+        if (200..300).contains(&status) {
+            tracing::debug!(
+                provider = self.call.provider,
+                status,
+                elapsed_ms = self.headers_ms,
+                "model response headers received"
+            );
+        } else {
+            tracing::info!(
+                provider = self.call.provider,
+                status,
+                elapsed_ms = self.headers_ms,
+                "model response headers received"
+            );
+        }
         if (200..300).contains(&status) {
             self.parser = SseParser::new();
             self.decoder = (self.call.new_decoder)();
@@ -415,6 +433,8 @@ impl Driver {
     fn log_finished(&self) {
         tracing::info!(
             provider = self.call.provider,
+            status = self.status,
+            headers_ms = self.headers_ms,
             elapsed_ms = self.elapsed_ms(),
             "model stream finished"
         );

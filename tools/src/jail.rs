@@ -188,6 +188,34 @@ pub fn canonical_root(workspace: &Path) -> PathBuf {
     std::fs::canonicalize(workspace).unwrap_or_else(|_| lexical_normalize(workspace))
 }
 
+/// How many workspace roots [`known_root`] remembers (then it starts again).
+const KNOWN_ROOTS: usize = 16;
+
+/// The canonical workspace root, resolved once per root and process: every path a tool
+/// names is resolved from it, and resolving the root again each time cost a
+/// `readlink` per component of its path. A root that cannot be canonicalised (it does
+/// not exist yet) is not remembered. A session keeps working in the real directory its
+/// root named when first used, even if a symlink on the way is later pointed elsewhere.
+fn known_root(workspace: &Path) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static ROOTS: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+    let roots = ROOTS.get_or_init(Mutex::default);
+    let lock = || roots.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(real) = lock().get(workspace) {
+        return real.clone();
+    }
+    let Ok(real) = std::fs::canonicalize(workspace) else {
+        return lexical_normalize(workspace);
+    };
+    let mut known = lock();
+    if known.len() >= KNOWN_ROOTS {
+        known.clear();
+    }
+    known.insert(workspace.to_path_buf(), real.clone());
+    real
+}
+
 /// Normalises `.` and `..` without touching the filesystem. `..` at the root stays
 /// at the root.
 pub fn lexical_normalize(path: &Path) -> PathBuf {
@@ -255,7 +283,7 @@ pub fn resolve_from(
     if raw.contains('\0') {
         return Err(refused("the path contains a NUL byte", raw));
     }
-    let root = canonical_root(workspace);
+    let root = known_root(workspace);
     let expanded;
     let raw_path = if let Some(rest) =
         raw.strip_prefix("~/")
@@ -278,12 +306,17 @@ pub fn resolve_from(
         canonical_root(base)
     };
     let mut hops = 0usize;
-    let (abs, exists) = walk(start, raw_path, &mut hops).map_err(|m| refused(m, raw))?;
+    let walked = walk(start, raw_path, &mut hops).map_err(|m| refused(m, raw))?;
+    let (abs, exists) = (walked.path, walked.exists);
     let mut is_dir = false;
     if exists {
-        match std::fs::metadata(&abs) {
-            Ok(md) => {
-                let ft = md.file_type();
+        // The walk's own look at the last component, else a fresh one (after `..`).
+        let kind = match walked.kind {
+            Some(kind) => Ok(kind),
+            None => std::fs::metadata(&abs).map(|md| md.file_type()),
+        };
+        match kind {
+            Ok(ft) => {
                 if !ft.is_file() && !ft.is_dir() {
                     return Err(refused(
                         "the path is a device or special file; only regular files and directories can be used",
@@ -322,20 +355,30 @@ pub fn resolve_from(
     })
 }
 
-/// Walks `path` from the real directory `start`. Returns the real path and whether
-/// it exists.
-fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<(PathBuf, bool), String> {
+/// Where a walk ended: the real path, and whether it exists.
+struct Walked {
+    path: PathBuf,
+    exists: bool,
+    /// The type of the last component when the walk read it (no `..` after it).
+    kind: Option<std::fs::FileType>,
+}
+
+/// Walks `path` from the real directory `start`.
+fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<Walked, String> {
     let mut cur = start;
     let mut missing = false;
+    let mut kind = None;
     for comp in path.components() {
         match comp {
             Component::Prefix(_) | Component::RootDir => {
                 cur = PathBuf::from("/");
                 missing = false;
+                kind = None;
             }
             Component::CurDir => {}
             Component::ParentDir => {
                 cur.pop();
+                kind = None;
                 if missing {
                     // Popping back into an existing directory makes it real again.
                     missing = std::fs::symlink_metadata(&cur).is_err();
@@ -343,6 +386,7 @@ fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<(PathBuf, bool)
             }
             Component::Normal(name) => {
                 let cand = cur.join(name);
+                kind = None;
                 if missing {
                     cur = cand;
                     continue;
@@ -355,11 +399,15 @@ fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<(PathBuf, bool)
                         }
                         let target = std::fs::read_link(&cand)
                             .map_err(|e| format!("cannot read symbolic link: {e}"))?;
-                        let (real, exists) = walk(cur.clone(), &target, hops)?;
-                        cur = real;
-                        missing = !exists;
+                        let real = walk(cur.clone(), &target, hops)?;
+                        cur = real.path;
+                        missing = !real.exists;
+                        kind = real.kind;
                     }
-                    Ok(_) => cur = cand,
+                    Ok(md) => {
+                        cur = cand;
+                        kind = Some(md.file_type());
+                    }
                     Err(_) => {
                         cur = cand;
                         missing = true;
@@ -368,21 +416,31 @@ fn walk(start: PathBuf, path: &Path, hops: &mut usize) -> Result<(PathBuf, bool)
             }
         }
     }
-    Ok((cur, !missing))
+    Ok(Walked {
+        path: cur,
+        exists: !missing,
+        kind,
+    })
 }
 
 /// Opens a resolved path for reading without blocking on a fifo that replaced the file
 /// after resolution, and checks the opened file is a regular file.
 pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    open_regular_sized(path).map(|(file, _)| file)
+}
+
+/// [`open_regular`], with the file's length when it was opened.
+fn open_regular_sized(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
         .open(path)?;
-    if !file.metadata()?.is_file() {
+    let md = file.metadata()?;
+    if !md.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    Ok(file)
+    Ok((file, md.len()))
 }
 
 /// Reads a whole regular file (see [`open_regular`]) of at most `max` bytes: a larger
@@ -390,8 +448,8 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
 /// that says so, after reading no more than `max + 1` bytes.
 pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let file = open_regular(path)?;
-    let hint = file.metadata().map(|m| m.len()).unwrap_or(0).min(max);
+    let (file, len) = open_regular_sized(path)?;
+    let hint = len.min(max);
     let mut buf = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     file.take(max.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > max {

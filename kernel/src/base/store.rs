@@ -284,6 +284,9 @@ pub struct FileStore {
     /// The summary last written for each session in this process (see
     /// [`FileStore::summary_is_current`]).
     summaries: Mutex<HashMap<String, SessionSummary>>,
+    /// The sessions whose directory this process made or found (not made again on
+    /// every save; forgotten when the session is deleted).
+    dirs: Mutex<HashSet<String>>,
 }
 
 /// A summary that differs from the one on disk only by a later `updatedAt`, by less
@@ -307,6 +310,7 @@ impl FileStore {
             logs: Mutex::new(Logs::default()),
             written: Mutex::new(HashMap::new()),
             summaries: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashSet::new()),
         }
     }
 
@@ -363,6 +367,24 @@ impl FileStore {
         Ok(self.root.join("sessions").join(session_id))
     }
 
+    /// The session's directory, made when this process has not made or found it yet.
+    fn made_dir(&self, session_id: &str) -> Result<PathBuf, ErrorPayload> {
+        let dir = self.dir(session_id)?;
+        let mut dirs = self.dirs.lock().unwrap_or_else(|p| p.into_inner());
+        if !dirs.contains(session_id) {
+            fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
+            dirs.insert(session_id.to_owned());
+        }
+        Ok(dir)
+    }
+
+    fn forget_dir(&self, session_id: &str) {
+        self.dirs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+    }
+
     /// The path of a session's event log.
     pub fn log_path(&self, session_id: &str) -> Result<PathBuf, ErrorPayload> {
         Ok(self.dir(session_id)?.join("events.jsonl"))
@@ -378,14 +400,23 @@ impl FileStore {
             open.last_used = tick;
             return Ok(open.file.clone());
         }
-        let dir = self.dir(session_id)?;
-        fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
-        let path = dir.join("events.jsonl");
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| persist_err("cannot open", &path, e))?;
+        let mut dir = self.made_dir(session_id)?;
+        let open = |dir: &Path| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("events.jsonl"))
+        };
+        let file = match open(&dir) {
+            // The directory went (removed from outside): made again.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.forget_dir(session_id);
+                dir = self.made_dir(session_id)?;
+                open(&dir)
+            }
+            opened => opened,
+        }
+        .map_err(|e| persist_err("cannot open", &dir.join("events.jsonl"), e))?;
         if self.options.fsync_each_event {
             // The new file's directory entry must survive a power loss too.
             sync_dir(&dir)?;
@@ -411,6 +442,55 @@ impl FileStore {
             },
         );
         Ok(file)
+    }
+
+    /// [`Store::save_state`] in the session's directory `dir`, which exists.
+    fn save_state_in(&self, dir: &Path, state: &PersistedSession) -> Result<(), ErrorPayload> {
+        let path = dir.join("state.json");
+        let tmp = dir.join("state.json.tmp");
+        let sync = self.options.fsync_each_event;
+        // The history's new messages are appended first; the state that counts them
+        // replaces the old one after.
+        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        crate::base::store_history::save(
+            dir,
+            &state.session_id,
+            &state.history,
+            &mut written,
+            sync,
+        )?;
+        let bytes = crate::base::store_history::state_bytes(state)
+            .map_err(|e| persist_err("cannot encode", &path, e))?;
+        crate::base::store_history::overwrite(&tmp, &bytes, sync)
+            .map_err(|e| persist_err("cannot write", &tmp, e))?;
+        crate::base::store_history::replace(&tmp, &path)
+            .map_err(|e| persist_err("cannot replace", &path, e))?;
+        // The summary follows the state; a crash between the two leaves an older
+        // summary, which the next save replaces (a listing is never wrong for long).
+        let summary = SessionSummary::of(state);
+        if !self.summary_is_current(&summary) {
+            let path = dir.join("summary.json");
+            let tmp = dir.join("summary.json.tmp");
+            // Forgotten until written: a failed write leaves the file unknown.
+            self.summaries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&summary.session_id);
+            let bytes =
+                serde_json::to_vec(&summary).map_err(|e| persist_err("cannot encode", &path, e))?;
+            crate::base::store_history::overwrite(&tmp, &bytes, false)
+                .map_err(|e| persist_err("cannot write", &tmp, e))?;
+            crate::base::store_history::replace(&tmp, &path)
+                .map_err(|e| persist_err("cannot replace", &path, e))?;
+            self.summaries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(summary.session_id.clone(), summary);
+        }
+        if sync {
+            sync_dir(dir)?;
+        }
+        Ok(())
     }
 }
 
@@ -454,58 +534,17 @@ impl Store for FileStore {
     }
 
     fn save_state(&self, state: &PersistedSession) -> Result<(), ErrorPayload> {
-        let dir = self.dir(&state.session_id)?;
-        fs::create_dir_all(&dir).map_err(|e| persist_err("cannot create", &dir, e))?;
-        let path = dir.join("state.json");
-        let tmp = dir.join("state.json.tmp");
-        let sync = self.options.fsync_each_event;
-        // The history's new messages are appended first; the state that counts them
-        // replaces the old one after.
-        let mut written = self.written.lock().unwrap_or_else(|p| p.into_inner());
-        crate::base::store_history::save(
-            &dir,
-            &state.session_id,
-            &state.history,
-            &mut written,
-            sync,
-        )?;
-        let bytes = crate::base::store_history::state_bytes(state)
-            .map_err(|e| persist_err("cannot encode", &path, e))?;
-        if sync {
-            let mut f = File::create(&tmp).map_err(|e| persist_err("cannot write", &tmp, e))?;
-            f.write_all(&bytes)
-                .and_then(|()| f.sync_data())
-                .map_err(|e| persist_err("cannot write", &tmp, e))?;
-        } else {
-            fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
+        let id = &state.session_id;
+        let dir = self.made_dir(id)?;
+        match self.save_state_in(&dir, state) {
+            // The directory went (removed from outside): made again.
+            Err(_) if !dir.is_dir() => {
+                self.forget_dir(id);
+                let dir = self.made_dir(id)?;
+                self.save_state_in(&dir, state)
+            }
+            saved => saved,
         }
-        crate::base::store_history::replace(&tmp, &path)
-            .map_err(|e| persist_err("cannot replace", &path, e))?;
-        // The summary follows the state; a crash between the two leaves an older
-        // summary, which the next save replaces (a listing is never wrong for long).
-        let summary = SessionSummary::of(state);
-        if !self.summary_is_current(&summary) {
-            let path = dir.join("summary.json");
-            let tmp = dir.join("summary.json.tmp");
-            // Forgotten until written: a failed write leaves the file unknown.
-            self.summaries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&summary.session_id);
-            let bytes =
-                serde_json::to_vec(&summary).map_err(|e| persist_err("cannot encode", &path, e))?;
-            fs::write(&tmp, bytes).map_err(|e| persist_err("cannot write", &tmp, e))?;
-            crate::base::store_history::replace(&tmp, &path)
-                .map_err(|e| persist_err("cannot replace", &path, e))?;
-            self.summaries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(summary.session_id.clone(), summary);
-        }
-        if sync {
-            sync_dir(&dir)?;
-        }
-        Ok(())
     }
 
     fn load_state(&self, session_id: &str) -> Result<Option<PersistedSession>, ErrorPayload> {
@@ -627,6 +666,7 @@ impl Store for FileStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(session_id);
+        self.forget_dir(session_id);
         // Renamed first (one atomic step: a crash never leaves half a session that
         // `list` would show), then removed. The tombstone's name is not a session id.
         let tomb = self.root.join("sessions").join(format!(

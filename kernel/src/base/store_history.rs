@@ -79,10 +79,7 @@ pub(crate) fn save(
         None => {
             let tmp = dir.join("history.jsonl.tmp");
             let bytes = lines(history).map_err(|e| err("cannot encode", &path, e))?;
-            let mut file = File::create(&tmp).map_err(|e| err("cannot write", &tmp, e))?;
-            file.write_all(&bytes)
-                .and_then(|()| if sync { file.sync_data() } else { Ok(()) })
-                .map_err(|e| err("cannot write", &tmp, e))?;
+            overwrite(&tmp, &bytes, sync).map_err(|e| err("cannot write", &tmp, e))?;
             fs::rename(&tmp, &path).map_err(|e| err("cannot replace", &path, e))?;
             record = ids.to_vec();
         }
@@ -107,6 +104,30 @@ pub(crate) fn replace(tmp: &Path, path: &Path) -> std::io::Result<()> {
         }
     }
     fs::rename(tmp, path)
+}
+
+/// Writes `bytes` to `path`, which need not exist, as its whole content: in place, with
+/// the file cut to length after the write (not before). Opening with `O_TRUNC` freed
+/// the file's blocks before each write (with the `discard` mount option, a discard
+/// request to the disk on every save), and ext4 then flushed the new data to the disk
+/// when the file was closed (its safeguard for files truncated to nothing and written
+/// again). The files written so are temporary files put in place by [`replace`], so a
+/// torn write is never read. `sync`: the bytes reach the disk before this returns.
+pub(crate) fn overwrite(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    file.write_all(bytes)?;
+    let len = bytes.len() as u64;
+    if file.metadata()?.len() > len {
+        file.set_len(len)?;
+    }
+    if sync {
+        file.sync_data()?;
+    }
+    Ok(())
 }
 
 /// `state.json`'s bytes: the state without its history, plus `historyLines`.

@@ -290,3 +290,67 @@ fn the_summary_is_written_when_a_listed_field_changes() {
     assert!(listed[0].closed);
     assert_eq!(listed[0].updated_at, 12_200);
 }
+
+/// The state's temporary file is written in place and cut to length after (not
+/// truncated first): a shorter state after a longer one leaves no bytes of the longer.
+#[test]
+fn a_shorter_state_after_a_longer_one_loads_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let sdir = dir.path().join("sessions").join("s1");
+    for (i, title) in [
+        "a long title ".repeat(40),
+        "short".to_owned(),
+        "mid".repeat(9),
+    ]
+    .into_iter()
+    .chain(["x".to_owned(), "y".to_owned()])
+    .enumerate()
+    {
+        let mut s = state("s1", History::new());
+        s.title = Some(title.clone());
+        s.updated_at = 10 + i as u64;
+        store.save_state(&s).unwrap();
+        let loaded = FileStore::new(dir.path())
+            .load_state("s1")
+            .unwrap()
+            .unwrap();
+        assert_eq!(loaded.title.as_deref(), Some(title.as_str()));
+        let bytes = std::fs::read(sdir.join("state.json")).unwrap();
+        serde_json::from_slice::<serde_json::Value>(&bytes)
+            .unwrap_or_else(|e| panic!("save {i}: {e}: {}", String::from_utf8_lossy(&bytes)));
+    }
+}
+
+/// The store makes a session's directory once; removed from outside, it is made
+/// again by the next save and the next append.
+#[test]
+fn a_session_directory_removed_from_outside_is_made_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path());
+    let sdir = dir.path().join("sessions").join("s1");
+    let mut h = History::new();
+    h.push(user("one"));
+    store.save_state(&state("s1", h.clone())).unwrap();
+    std::fs::remove_dir_all(&sdir).unwrap();
+    h.push(user("two"));
+    store.save_state(&state("s1", h.clone())).unwrap();
+    let loaded = FileStore::new(dir.path())
+        .load_state("s1")
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.history, h);
+    std::fs::remove_dir_all(&sdir).unwrap();
+    store.release("s1").unwrap();
+    store
+        .append("s1", &super::store::envelope("s1", "req_1", 1))
+        .unwrap();
+    assert_eq!(
+        FileStore::new(dir.path())
+            .load_events("s1")
+            .unwrap()
+            .events
+            .len(),
+        1
+    );
+}

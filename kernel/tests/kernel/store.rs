@@ -16,7 +16,7 @@ fn open_files_under(root: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
-fn envelope(session: &str, request: &str, sequence: u64) -> Envelope {
+pub(super) fn envelope(session: &str, request: &str, sequence: u64) -> Envelope {
     Envelope {
         version: "1.0".into(),
         session_id: Some(session.into()),
