@@ -75,7 +75,9 @@ impl HttpOptions {
 /// and 1.3, HTTP/1.1), made once. A client building its own reads and parses every
 /// root certificate again and keeps its own copy and session cache: about 170 KB per
 /// model, so per session in a bridge running many. A copy of this shares the verifier
-/// and the session cache (both behind `Arc`).
+/// and the session cache (both behind `Arc`). The verifier reads the root certificates
+/// at the first TLS handshake ([`LazyVerifier`]): a process whose models are reached
+/// over plain HTTP (a local server) never reads them.
 fn shared_tls() -> Result<rustls::ClientConfig, String> {
     static TLS: OnceLock<Result<rustls::ClientConfig, String>> = OnceLock::new();
     TLS.get_or_init(|| {
@@ -84,8 +86,7 @@ fn shared_tls() -> Result<rustls::ClientConfig, String> {
         let provider = rustls::crypto::CryptoProvider::get_default()
             .cloned()
             .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()));
-        let verifier = rustls_platform_verifier::Verifier::new(provider.clone())
-            .map_err(|e| format!("the system's root certificates could not be loaded: {e}"))?;
+        let verifier = LazyVerifier::new(provider.clone());
         let mut tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(rustls::ALL_VERSIONS)
             .map_err(|e| e.to_string())?
@@ -96,6 +97,84 @@ fn shared_tls() -> Result<rustls::ClientConfig, String> {
         Ok(tls)
     })
     .clone()
+}
+
+/// The platform's verifier, made when a handshake first needs it: reading and parsing
+/// the system's root certificates costs several milliseconds of CPU (a fifth of a
+/// one-call `keel exec`'s), wasted when every call goes over plain HTTP. Each check is
+/// the platform verifier's own; if the certificates cannot be read, every handshake
+/// fails with that reason.
+#[derive(Debug)]
+struct LazyVerifier {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    inner: OnceLock<Result<rustls_platform_verifier::Verifier, String>>,
+}
+
+impl LazyVerifier {
+    fn new(provider: Arc<rustls::crypto::CryptoProvider>) -> Self {
+        Self {
+            provider,
+            inner: OnceLock::new(),
+        }
+    }
+
+    #[cfg(test)]
+    fn loaded(&self) -> bool {
+        self.inner.get().is_some()
+    }
+
+    fn get(&self) -> Result<&rustls_platform_verifier::Verifier, rustls::Error> {
+        self.inner
+            .get_or_init(|| {
+                rustls_platform_verifier::Verifier::new(self.provider.clone())
+                    .map_err(|e| format!("the system's root certificates could not be loaded: {e}"))
+            })
+            .as_ref()
+            .map_err(|e| rustls::Error::General(e.clone()))
+    }
+}
+
+impl rustls::client::danger::ServerCertVerifier for LazyVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.get()?
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.get()?.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.get()?.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        match self.get() {
+            Ok(verifier) => verifier.supported_verify_schemes(),
+            // The handshake fails at the certificate with the reason.
+            Err(_) => self
+                .provider
+                .signature_verification_algorithms
+                .supported_schemes(),
+        }
+    }
 }
 
 fn is_loopback(base_url: &str) -> bool {
@@ -477,5 +556,60 @@ mod tests {
             "https://example.com:8443/v1/chat"
         );
         assert_eq!(loggable_url("not a url"), "(unparsable URL)");
+    }
+
+    /// The root certificates are read when a handshake needs them, not before.
+    #[test]
+    fn the_verifier_reads_the_roots_at_its_first_use() {
+        use rustls::client::danger::ServerCertVerifier;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = LazyVerifier::new(provider);
+        assert!(!verifier.loaded());
+        let name = rustls::pki_types::ServerName::try_from("example.com").unwrap();
+        let garbage = rustls::pki_types::CertificateDer::from(vec![1u8, 2, 3]);
+        let verdict = verifier.verify_server_cert(
+            &garbage,
+            &[],
+            &name,
+            &[],
+            rustls::pki_types::UnixTime::now(),
+        );
+        assert!(verdict.is_err());
+        assert!(verifier.loaded());
+    }
+
+    /// Over HTTPS, the shared client still checks the server's certificate: a
+    /// self-signed one on loopback is refused, with the reason.
+    #[tokio::test]
+    async fn a_self_signed_server_is_refused() {
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                // The handshake fails on the client's side; nothing is served.
+                let _ = acceptor.accept(tcp).await;
+            }
+        });
+        let url = format!("https://localhost:{port}/v1/chat/completions");
+        let client = HttpOptions::default().client(&url).unwrap();
+        let err = client.post(&url).body("{}").send().await.unwrap_err();
+        let chain = std::iter::successors(Some(&err as &(dyn std::error::Error + 'static)), |e| {
+            e.source()
+        })
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(": ");
+        assert!(chain.contains("certificate"), "{chain}");
     }
 }
