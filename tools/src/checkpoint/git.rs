@@ -92,6 +92,16 @@ pub(crate) fn blob_id(bytes: &[u8], sha256: bool) -> String {
 /// every tracked file whose content equals its index blob.
 pub(crate) type Clean = HashMap<String, String>;
 
+/// Whether git could find a work tree from `root`: a `.git` in it or in one of its
+/// parents, or `GIT_DIR` set. Without either, git is not asked (starting it costs a
+/// few milliseconds of CPU per session, in every workspace that is not a repository).
+fn may_be_in_a_repository(root: &Path) -> bool {
+    std::env::var_os("GIT_DIR").is_some()
+        || root
+            .ancestors()
+            .any(|dir| fs::symlink_metadata(dir.join(".git")).is_ok())
+}
+
 fn index_stamp(path: &Path) -> Option<(u64, i64, i64, u64)> {
     let m = fs::metadata(path).ok()?;
     Some((m.size(), m.mtime(), m.mtime_nsec(), m.ino()))
@@ -100,6 +110,9 @@ fn index_stamp(path: &Path) -> Option<(u64, i64, i64, u64)> {
 impl Repo {
     /// The work tree holding `root`, if `root` is in one and git runs.
     pub fn discover(root: &Path) -> Option<Repo> {
+        if !may_be_in_a_repository(root) {
+            return None;
+        }
         let out = run(
             root,
             &[
@@ -252,5 +265,31 @@ impl Repo {
     /// Ends the `git cat-file` child.
     pub fn close(&mut self) {
         self.cat = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// git is asked only where it could find a work tree: below a `.git` (a directory,
+    /// or the file of a linked worktree).
+    #[test]
+    fn git_is_asked_only_below_a_dot_git() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let deep = dir.path().join("a/b");
+        fs::create_dir_all(&deep).expect("mkdir");
+        let outside = std::env::temp_dir()
+            .ancestors()
+            .all(|d| !d.join(".git").exists());
+        if outside && std::env::var_os("GIT_DIR").is_none() {
+            assert!(!may_be_in_a_repository(&deep));
+            assert!(Repo::discover(&deep).is_none());
+        }
+        fs::write(dir.path().join("a/.git"), "gitdir: /nowhere\n").expect("write");
+        assert!(may_be_in_a_repository(&deep));
+        fs::remove_file(dir.path().join("a/.git")).expect("rm");
+        fs::create_dir(dir.path().join(".git")).expect("mkdir");
+        assert!(may_be_in_a_repository(&deep));
     }
 }
