@@ -5,8 +5,8 @@
 //! `docs/configuration.md`.
 
 use std::collections::VecDeque;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use keel_envelope::error::{ErrorCode, ErrorHint, ErrorPayload};
@@ -173,12 +173,44 @@ struct State {
     keep: usize,
 }
 
+/// The scripts this process parsed, by file, while a model still uses them.
+mod parsed {
+    use super::{Arc, Mutex, Path, PathBuf, Script, Weak};
+    use std::collections::HashMap;
+    use std::time::SystemTime;
+
+    /// A file's length and modification time when it was read.
+    pub(super) type Stamp = (u64, Option<SystemTime>);
+
+    fn cache() -> std::sync::MutexGuard<'static, HashMap<PathBuf, (Stamp, Weak<Script>)>> {
+        static CACHE: std::sync::OnceLock<Mutex<HashMap<PathBuf, (Stamp, Weak<Script>)>>> =
+            std::sync::OnceLock::new();
+        CACHE
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn get(path: &Path, stamp: Stamp) -> Option<Arc<Script>> {
+        let cache = cache();
+        let (known, script) = cache.get(path)?;
+        (*known == stamp).then(|| script.upgrade()).flatten()
+    }
+
+    pub(super) fn put(path: &Path, stamp: Stamp, script: &Arc<Script>) {
+        let mut cache = cache();
+        // Scripts no model uses any more are forgotten.
+        cache.retain(|_, (_, s)| s.strong_count() > 0);
+        cache.insert(path.to_path_buf(), (stamp, Arc::downgrade(script)));
+    }
+}
+
 /// A model replaying a [`Script`]. Each call consumes the first unused turn whose
 /// condition holds; once none is left it answers [`SCRIPT_EXHAUSTED_TEXT`].
 #[derive(Debug)]
 pub struct ScriptedModel {
     id: String,
-    script: Script,
+    script: Arc<Script>,
     state: Mutex<State>,
 }
 
@@ -190,9 +222,19 @@ impl ScriptedModel {
     }
 
     /// Reads a script file; `MODEL_UNAVAILABLE` when it is unreadable or invalid.
+    ///
+    /// Models of one process made from the same file share its parsed script while
+    /// the file is unchanged (same length and modification time): a bridge whose
+    /// sessions all run one script keeps it once, not once per session.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ErrorPayload> {
         let path = path.as_ref();
         let shown = path.display().to_string();
+        let stamp = std::fs::metadata(path)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
+        if let Some(script) = stamp.and_then(|stamp| parsed::get(path, stamp)) {
+            return Ok(Self::with_script(script).with_id(format!("scripted:{shown}")));
+        }
         let text = std::fs::read_to_string(path).map_err(|e| {
             model_unavailable(format!("the script {shown} could not be read: {e}"))
                 .hint(ErrorHint::CheckLlmConfig)
@@ -209,7 +251,22 @@ impl ScriptedModel {
         })?;
         let mut model = Self::parse(value, &shown)?;
         model.id = format!("scripted:{shown}");
+        if let Some(stamp) = stamp {
+            parsed::put(path, stamp, &model.script);
+        }
         Ok(model)
+    }
+
+    fn with_script(script: Arc<Script>) -> Self {
+        Self {
+            id: "scripted:inline".to_owned(),
+            state: Mutex::new(State {
+                used: vec![false; script.turns.len()],
+                requests: Vec::new(),
+                keep: KEPT_REQUESTS,
+            }),
+            script,
+        }
     }
 
     fn parse(value: Value, source: &str) -> Result<Self, ErrorPayload> {
@@ -257,15 +314,7 @@ impl ScriptedModel {
                 }
             }
         }
-        Ok(Self {
-            id: "scripted:inline".to_owned(),
-            state: Mutex::new(State {
-                used: vec![false; script.turns.len()],
-                requests: Vec::new(),
-                keep: KEPT_REQUESTS,
-            }),
-            script,
-        })
+        Ok(Self::with_script(Arc::new(script)))
     }
 
     /// Sets the id reported by [`Model::id`].
@@ -548,6 +597,27 @@ impl Model for ScriptedModel {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Models made from one unchanged file share its parsed script; a changed file is
+    /// read again.
+    #[test]
+    fn models_of_one_file_share_its_script_until_it_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("script.json");
+        std::fs::write(&path, r#"{"turns": [{"text": "one"}]}"#).expect("write");
+        let a = ScriptedModel::from_file(&path).expect("a");
+        let b = ScriptedModel::from_file(&path).expect("b");
+        assert!(Arc::ptr_eq(&a.script, &b.script));
+        assert_eq!(b.id, format!("scripted:{}", path.display()));
+        std::fs::write(&path, r#"{"turns": [{"text": "one"}, {"text": "two"}]}"#).expect("rewrite");
+        let c = ScriptedModel::from_file(&path).expect("c");
+        assert!(!Arc::ptr_eq(&a.script, &c.script));
+        assert_eq!(c.script.turns.len(), 2);
+        assert_eq!(c.lock().used.len(), 2);
+        // A file that became invalid is an error, whatever was parsed before.
+        std::fs::write(&path, r#"{"turns": 3}"#).expect("rewrite");
+        assert!(ScriptedModel::from_file(&path).is_err());
+    }
 
     #[test]
     fn chunks_rejoin_to_the_text() {

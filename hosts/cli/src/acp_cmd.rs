@@ -6,10 +6,7 @@ use crate::setup;
 /// Runs the ACP server on stdin/stdout; returns the exit code.
 pub fn run(args: AcpArgs) -> i32 {
     let common = args.session;
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match setup::server_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("keel acp: cannot start the runtime: {e}");

@@ -10,10 +10,7 @@ pub fn run(args: BridgeArgs) -> i32 {
         session_id,
         max_line_bytes: max_line,
     } = args;
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match setup::server_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("keel bridge: cannot start the runtime: {e}");

@@ -27,10 +27,7 @@ pub fn run(args: ServeArgs) -> i32 {
     if let Some(ServeCommand::Token(t)) = &args.command {
         return token(&t.command);
     }
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match setup::server_runtime() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("keel serve: cannot start the runtime: {e}");

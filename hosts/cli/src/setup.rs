@@ -32,6 +32,24 @@ pub struct Runtime {
 }
 
 /// What a command that needs a model says when none is selected.
+/// Threads of the blocking pool of a process that serves many sessions (the bridge, the
+/// daemon, ACP). Each session's file work (state saves, file tools, checkpoint scans)
+/// runs there; tokio's default of 512 let 500 busy sessions start about 200 threads,
+/// each with its stack and its share of the allocator's arenas (about 10 MB of a
+/// bridge's memory), while two cores run 32 of them at most as fast. Beyond this, the
+/// work waits its turn. See docs/performance.md ("Memory of a bridge running many
+/// sessions").
+pub const SERVER_BLOCKING_THREADS: usize = 32;
+
+/// The runtime of a process that serves many sessions: multi-threaded, with the
+/// blocking pool bounded by [`SERVER_BLOCKING_THREADS`].
+pub fn server_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(SERVER_BLOCKING_THREADS)
+        .build()
+}
+
 pub const NO_MODEL: &str =
     "no model configured: pass --model provider:model, set KEEL_MODEL, or set `model` in config.toml";
 

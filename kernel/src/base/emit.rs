@@ -11,6 +11,7 @@
 //! session's events is the same on every path, a client never sees an event before its
 //! commit, and a request's stream costs one commit per batch instead of one per event.
 
+use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -224,7 +225,7 @@ impl Emitter {
     /// delivered (so the log read under the guard holds every event sent so far).
     pub(crate) async fn lock(&self) -> EmitGuard<'_> {
         let mut g = self.take().await;
-        g.settle().await;
+        Box::pin(g.settle()).await;
         g
     }
 
@@ -237,8 +238,12 @@ impl Emitter {
     }
 
     /// Emits one event on `request_id`'s stream.
-    pub(crate) async fn emit(&self, request_id: &str, event: Event) -> Envelope {
-        self.take().await.emit(request_id, event).await
+    ///
+    /// The emitting futures are boxed: an event is emitted from most steps of a
+    /// request, and unboxed, every `async fn` that awaits one would carry the emitter's
+    /// whole state (several KB) in its own, so each running request's future with it.
+    pub(crate) fn emit<'a>(&'a self, request_id: &'a str, event: Event) -> BoxFuture<'a, Envelope> {
+        Box::pin(async move { self.take().await.emit(request_id, event).await })
     }
 
     /// Emits one event answering command `reply_to` on `request_id`'s stream.
@@ -258,28 +263,32 @@ impl Emitter {
 
     /// Emits on behalf of a session this emitter does not own (kernel-level answers
     /// about unknown sessions); never logged.
-    pub(crate) async fn emit_as(
-        &self,
+    pub(crate) fn emit_as<'a>(
+        &'a self,
         session_id: Option<String>,
-        request_id: &str,
+        request_id: &'a str,
         event: Event,
-    ) -> Envelope {
-        let mut g = self.take().await;
-        g.emit_as(session_id, request_id, event).await
+    ) -> BoxFuture<'a, Envelope> {
+        Box::pin(async move {
+            let mut g = self.take().await;
+            g.emit_as(session_id, request_id, event).await
+        })
     }
 
     /// Emits with an explicit source and meta.
-    pub(crate) async fn emit_with(
-        &self,
-        request_id: &str,
+    pub(crate) fn emit_with<'a>(
+        &'a self,
+        request_id: &'a str,
         event: Event,
         source: Source,
         meta: Option<Meta>,
-    ) -> Envelope {
-        self.take()
-            .await
-            .emit_with(request_id, event, source, meta)
-            .await
+    ) -> BoxFuture<'a, Envelope> {
+        Box::pin(async move {
+            self.take()
+                .await
+                .emit_with(request_id, event, source, meta)
+                .await
+        })
     }
 }
 
