@@ -182,9 +182,10 @@ mod parsed {
     /// A file's length and modification time when it was read.
     pub(super) type Stamp = (u64, Option<SystemTime>);
 
-    fn cache() -> std::sync::MutexGuard<'static, HashMap<PathBuf, (Stamp, Weak<Script>)>> {
-        static CACHE: std::sync::OnceLock<Mutex<HashMap<PathBuf, (Stamp, Weak<Script>)>>> =
-            std::sync::OnceLock::new();
+    type Parsed = HashMap<PathBuf, (Stamp, Weak<Script>)>;
+
+    fn cache() -> std::sync::MutexGuard<'static, Parsed> {
+        static CACHE: std::sync::OnceLock<Mutex<Parsed>> = std::sync::OnceLock::new();
         CACHE
             .get_or_init(Mutex::default)
             .lock()
