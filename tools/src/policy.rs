@@ -116,6 +116,8 @@ Deny rules use the same syntax and the same canonical form as allow rules, so `r
 
 ## Extra roots
 
+The workspace root itself is resolved to its real path once per process (the first time a tool names a path in it) and kept: a session goes on working in the directory its root named then, even if a symlink on the way to the root is later pointed elsewhere; paths inside the root are resolved afresh, component by component, on every call.
+
 A session may have extra roots beside its workspace (`session.start {additionalRoots}`, each `read` or `write`). The file tools (`read_file`, `list_dir`, `search_files`, `edit_file`, `write_file`) name paths in them by absolute path (a relative path is always the workspace's) and are judged there as in the workspace: the same jail (component-wise resolution, symlinks followed, `..`, NUL bytes and special files refused), reads allowed without asking (also in plan mode), edits and writes asking as in the workspace (allowed in `auto-edit`; `.git` high risk) — but only in `write` roots: a write in a `read` root is default-denied with `PATH_OUTSIDE_WORKSPACE`, like a write outside. The real path decides: a link in a root that leads out of every root is outside, one that leads into the workspace or another root is judged there. Scopes say where: `filesystem:root:read`, `filesystem:root:write`. A file rule's glob is matched against the absolute path there (`edit_file(/srv/shared/**)`); a bare rule (`edit_file`) covers the roots as it covers the workspace. Shell commands are not widened: the shell analysis rates a path in an extra root like any path outside the workspace, a `cwd` must be in the workspace, and the sandbox lets commands write in `write` roots only (see Sandbox).
 
 ## Canonical keys
