@@ -7,29 +7,41 @@ use std::env;
 use std::path::Path;
 use std::process::Command;
 
-/// Rust links with LLD by default on this target from 1.90 on; before, with the C
-/// compiler's default linker, which does not know the option.
+/// Whether `rustc` links with its own LLD: the default on this target from Rust 1.90 on
+/// in the Rust project's own builds, which ship it (`gcc-ld/ld.lld` in the sysroot).
+/// Before, or in a build without it (some distributions'), the C compiler's default
+/// linker is used, which does not know the option.
 fn links_with_lld(rustc: &str) -> bool {
-    let Ok(out) = Command::new(rustc).arg("-vV").output() else {
-        return false;
+    let ask = |arg: &str| {
+        Command::new(rustc)
+            .arg(arg)
+            .output()
+            .ok()
+            .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
     };
-    let text = String::from_utf8_lossy(&out.stdout);
-    let minor = text
-        .lines()
-        .find_map(|line| line.strip_prefix("release: 1."))
-        .and_then(|rest| rest.split('.').next())
-        .and_then(|minor| minor.parse::<u32>().ok());
-    minor.is_some_and(|minor| minor >= 90)
+    let minor = ask("-vV").and_then(|text| {
+        text.lines()
+            .find_map(|line| line.strip_prefix("release: 1."))
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|minor| minor.parse::<u32>().ok())
+    });
+    let shipped = ask("--print=sysroot").is_some_and(|sysroot| {
+        Path::new(sysroot.trim())
+            .join("lib/rustlib/x86_64-unknown-linux-gnu/bin/gcc-ld/ld.lld")
+            .is_file()
+    });
+    minor.is_some_and(|minor| minor >= 90) && shipped
 }
 
 fn main() {
     println!("cargo:rerun-if-changed=link/keel.order");
     println!("cargo:rerun-if-env-changed=KEEL_NO_SYMBOL_ORDER");
-    println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
     let var = |name: &str| env::var(name).unwrap_or_default();
-    // Another linker (GNU ld, a configured one) would refuse the option.
-    let own_linker = var("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_empty()
-        && !var("CARGO_ENCODED_RUSTFLAGS").contains("linker");
+    // Another linker (GNU ld, one configured for the target or chosen by a flag) may
+    // not know the option.
+    let flags = var("CARGO_ENCODED_RUSTFLAGS");
+    let own_linker =
+        var("RUSTC_LINKER").is_empty() && !flags.contains("linker") && !flags.contains("fuse-ld");
     if var("PROFILE") != "release"
         || var("TARGET") != "x86_64-unknown-linux-gnu"
         || !own_linker
