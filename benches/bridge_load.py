@@ -10,58 +10,19 @@ by this script, streaming the same turns).
 
 Prints the bridge's peak RSS (VmHWM, read from /proc while the bridge still runs), the
 wall time, and the bridge's CPU time (user + system of the reaped process)."""
-import http.server
 import json
 import os
-import socketserver
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+import openai_provider
 
 binary = sys.argv[1]
 sessions = int(sys.argv[2]) if len(sys.argv) > 2 else 500
 requests = int(sys.argv[3]) if len(sys.argv) > 3 else 20
 model_kind = sys.argv[4] if len(sys.argv) > 4 else "scripted"
-
-
-class Provider(http.server.BaseHTTPRequestHandler):
-    """Chat Completions: a tool call when the last message is the user's, else text."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        last = body["messages"][-1]["role"]
-        if last == "user":
-            delta = {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": "read_file",
-                                                  "arguments": "{\"path\":\"README.md\"}"}}]}
-            finish = "tool_calls"
-        else:
-            delta = {"content": "Done."}
-            finish = "stop"
-        chunks = [
-            {"choices": [{"index": 0, "delta": dict(delta, role="assistant")}]},
-            {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-             "usage": {"prompt_tokens": 100, "completion_tokens": 10}},
-        ]
-        out = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-        out += b"data: [DONE]\n\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
 
 
 def status_kib(pid, key):
@@ -78,9 +39,7 @@ with tempfile.TemporaryDirectory() as ws, tempfile.TemporaryDirectory() as home:
     env = dict(os.environ, KEEL_HOME=home)
     env.pop("KEEL_MODEL", None)
     if model_kind == "openai":
-        server = Server(("127.0.0.1", 0), Provider)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        env["OPENAI_BASE_URL"] = openai_provider.start()
         env["OPENAI_API_KEY"] = "test"
         model = "openai:bench-model"
     else:

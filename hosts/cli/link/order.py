@@ -21,54 +21,20 @@ says how many still do.
 Usage: python3 hosts/cli/link/order.py target/release/keel
 (needs valgrind; takes about a minute). Rebuild the release binary afterwards.
        python3 hosts/cli/link/order.py --check target/release/keel"""
-import http.server
 import json
 import os
-import socketserver
 import subprocess
 import sys
 import tempfile
-import threading
 
 check = sys.argv[1] == "--check"
 binary = os.path.abspath(sys.argv[-1])
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 scripts = os.path.join(root, "tests", "data", "scripts")
+sys.path.insert(0, os.path.join(root, "benches"))
+import openai_provider  # noqa: E402  (benches/openai_provider.py)
+
 out_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keel.order")
-
-
-class Provider(http.server.BaseHTTPRequestHandler):
-    """Chat Completions, streamed: a tool call when the last message is the user's, else text."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if body["messages"][-1]["role"] == "user":
-            delta = {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
-                                     "function": {"name": "read_file",
-                                                  "arguments": "{\"path\":\"f0.txt\"}"}}]}
-            finish = "tool_calls"
-        else:
-            delta = {"content": "Done."}
-            finish = "stop"
-        chunks = [{"choices": [{"index": 0, "delta": dict(delta, role="assistant")}]},
-                  {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-                   "usage": {"prompt_tokens": 100, "completion_tokens": 10}}]
-        out = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
-        out += b"data: [DONE]\n\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-
-class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
 
 
 def bridge_input(model):
@@ -85,7 +51,7 @@ def scenarios(ws, openai_url):
            "--model", scripted("explore_workspace.json")], None, {}
     yield ["exec", "notes", "--json", "--mode", "auto-edit", "--workspace", ws,
            "--model", scripted("write_notes.json")], None, {}
-    yield ["exec", "read f0", "--json", "--mode", "auto", "--workspace", ws, "--model",
+    yield ["exec", "read the readme", "--json", "--mode", "auto", "--workspace", ws, "--model",
            "openai:order-model"], None, {"OPENAI_BASE_URL": openai_url, "OPENAI_API_KEY": "k"}
     yield ["bridge", "--workspace", ws], bridge_input(scripted("hello.json")), {}
     yield ["demo"], None, {}
@@ -126,9 +92,7 @@ def main():
         found = sum(1 for name in listed if name in symbols)
         print(f"{found} of {len(listed)} listed functions are in {binary}")
         return
-    server = Server(("127.0.0.1", 0), Provider)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    url = openai_provider.start()
     uses = {}
     with tempfile.TemporaryDirectory() as work:
         for n, (args, stdin, extra) in enumerate(scenarios(os.path.join(work, "ws"), url)):
